@@ -1,0 +1,64 @@
+"""litstream: chunked binary shards (LitData's format) streamed into PyTorch and async services.
+
+The public API; everything else lives in private modules.
+"""
+
+from __future__ import annotations
+
+from ._dataloader import StreamingDataLoader as StreamingDataLoader
+from ._dataset import StreamingDataset as StreamingDataset
+from ._errors import ConfigurationError as ConfigurationError
+from ._errors import DatasetNotFoundError as DatasetNotFoundError
+from ._errors import FormatError as FormatError
+from ._errors import LitstreamError as LitstreamError
+from ._errors import ObjectNotFoundError as ObjectNotFoundError
+from ._errors import OutputNotEmptyError as OutputNotEmptyError
+from ._errors import PlanError as PlanError
+from ._errors import StorageError as StorageError
+from ._errors import WorkerError as WorkerError
+from .format._loaders import PyTreeLoader as PyTreeLoader
+from .read._astream import SampleStream as SampleStream
+from .read._astream import astream as astream
+from .storage._resolver import Dir as Dir
+from .storage._store import LocalFileStore as LocalFileStore
+from .storage._store import ObstoreStore as ObstoreStore
+from .storage._store import Store as Store
+from .write._optimize import optimize as optimize
+from .write._writer import ChunkWriter as ChunkWriter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ChunkWriter",
+    "ConfigurationError",
+    "DatasetNotFoundError",
+    "Dir",
+    "FormatError",
+    "LitstreamError",
+    "LocalFileStore",
+    "ObjectNotFoundError",
+    "ObstoreStore",
+    "OutputNotEmptyError",
+    "PlanError",
+    "SampleStream",
+    "StorageError",
+    "Store",
+    "StreamingDataLoader",
+    "StreamingDataset",
+    "WorkerError",
+    "astream",
+    "optimize",
+]
+
+
+def _fix_module_names() -> None:
+    for name in __all__:
+        obj = globals()[name]
+        if getattr(obj, "__module__", "").startswith("litstream."):
+            try:
+                obj.__module__ = "litstream"
+            except (AttributeError, TypeError):  # pragma: no cover
+                pass
+
+
+_fix_module_names()

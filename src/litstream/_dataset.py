@@ -1,0 +1,286 @@
+"""``StreamingDataset``: the torch ``IterableDataset`` facade over the async read engine.
+
+Configuration plus a portal, no reading logic of its own. Each process that iterates (the main
+process with ``num_workers=0``, else each DataLoader worker) opens one anyio blocking portal in
+``__iter__``; the engine fills a bounded stream with whole chunks and this thread pulls one chunk
+per ``portal.call`` and decodes its items here. The dataset pickles as configuration only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.from_thread
+from torch.utils.data import IterableDataset
+
+from ._distributed import detect_distributed, detect_worker
+from ._errors import ConfigurationError
+from .format._loaders import PyTreeLoader
+from .format._serializers import Serializer
+from .read._astream import check_read_args
+from .read._core import ChunkWork, ReadPlanArgs, decode_work, plan_pieces, produce_chunks
+from .read._plan import items_per_rank, replay_skip, worker_plan
+from .read._source import DatasetSource
+from .storage._resolver import Dir, resolve_dir, store_for
+from .storage._store import Store
+
+__all__ = ["StreamingDataset"]
+
+
+class StreamingDataset(IterableDataset[Any]):
+    """Stream an optimized dataset (LitData format) into PyTorch.
+
+    Iteration splits items between ranks and DataLoader workers in whole batches and orders them
+    exactly as LitData's ``NoShuffle`` / ``FullShuffle`` do. ``ds[i]`` reads one item directly.
+
+    Args:
+        input_dir: Local dataset directory (``index.json`` + ``chunk-*.bin``), ``Dir`` or ``Store``.
+        shuffle: Shuffle chunks and the items in each chunk, per epoch (FullShuffle). Default False.
+        seed: Shuffle seed, an int in ``[0, 2**32)``. Default 42.
+        drop_last: Drop the items that do not fill whole batches on every rank. ``None`` (default)
+            means ``True`` when the world size is above 1, else ``False`` (as in LitData).
+        max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2.
+        transform: A callable, or a list of callables applied in order, to each sample (in the
+            worker, after decoding; also applied by ``ds[i]``).
+        serializers: Extra serializers by registry key.
+        item_loader: ``PyTreeLoader()`` (default).
+
+    Raises:
+        ConfigurationError: a bad argument (raised at construction).
+        DatasetNotFoundError: on first use, when ``input_dir`` holds no dataset.
+    """
+
+    def __init__(
+        self,
+        input_dir: str | os.PathLike[str] | Dir | Store,
+        *,
+        shuffle: bool = False,
+        seed: int = 42,
+        drop_last: bool | None = None,
+        max_pre_download: int = 2,
+        transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
+        serializers: Mapping[str, Serializer] | None = None,
+        item_loader: PyTreeLoader | None = None,
+    ) -> None:
+        check_read_args(shuffle, seed, drop_last, max_pre_download)
+        transforms = [] if transform is None else list(transform) if isinstance(transform, Sequence) else [transform]
+        for t in transforms:
+            if not callable(t):
+                raise ConfigurationError(f"transform must be a callable or a list of callables, got {t!r}")
+        if item_loader is not None and not isinstance(item_loader, PyTreeLoader):
+            raise ConfigurationError(f"item_loader={item_loader!r} is not supported yet; use PyTreeLoader()")
+        if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
+            self._store: Store = input_dir
+            self.input_dir = Dir(path=None, url=input_dir.url)
+        else:
+            self.input_dir = resolve_dir(input_dir)
+            self._store = store_for(self.input_dir)
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.max_pre_download = max_pre_download
+        self.transforms = transforms
+        self.serializers = dict(serializers) if serializers else None
+        self.item_loader = item_loader or PyTreeLoader()
+        self.current_epoch = 1
+        self.batch_size = 1
+        self.num_workers = 1
+        self._source: DatasetSource | None = None
+        self._resume: dict[str, Any] | None = None
+
+    # -- configuration (LitData's setters) -------------------------------------------------------
+    def set_epoch(self, current_epoch: int) -> None:
+        """Set the 1-based epoch that drives the shuffle order (ignored while a resume is pending)."""
+        if self._resume is None:
+            self.current_epoch = current_epoch
+
+    def set_shuffle(self, shuffle: bool) -> None:
+        check_read_args(shuffle, self.seed, self.drop_last, self.max_pre_download)
+        self.shuffle = shuffle
+
+    def set_drop_last(self, drop_last: bool) -> None:
+        check_read_args(self.shuffle, self.seed, drop_last, self.max_pre_download)
+        self.drop_last = drop_last
+
+    def set_batch_size(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+
+    def set_num_workers(self, num_workers: int) -> None:
+        self.num_workers = num_workers or 1
+
+    # -- pickling: configuration only ------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_source"] = None
+        return state
+
+    # -- index ------------------------------------------------------------------------------------
+    def _get_source(self) -> DatasetSource:
+        if self._source is None:
+            self._source = anyio.run(DatasetSource.open, self._store, self.serializers)
+        return self._source
+
+    def _drop_last(self, world_size: int) -> bool:
+        return (world_size > 1) if self.drop_last is None else self.drop_last
+
+    def get_len(self, num_workers: int, batch_size: int) -> int:
+        """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
+        env = detect_distributed()
+        regions = [(0, size) for size in self._get_source().chunk_sizes]
+        return items_per_rank(
+            regions, rank=env.rank, world_size=env.world_size, num_workers=max(num_workers, 1),
+            batch_size=batch_size, drop_last=self._drop_last(env.world_size),
+        )
+
+    def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
+        """Items each worker of this rank serves per epoch (index = worker id)."""
+        env = detect_distributed()
+        regions = [(0, size) for size in self._get_source().chunk_sizes]
+        out = []
+        for worker in range(max(num_workers, 1)):
+            plan = worker_plan(
+                regions, rank=env.rank, world_size=env.world_size, worker=worker, num_workers=max(num_workers, 1),
+                batch_size=batch_size, drop_last=self._drop_last(env.world_size), shuffle=False, seed=self.seed,
+                epoch=1,
+            )
+            out.append(sum(p.end - p.start for p in plan))
+        return out
+
+    def __len__(self) -> int:
+        return self.get_len(self.num_workers, self.batch_size)
+
+    # -- random access ----------------------------------------------------------------------------
+    def __getitem__(self, index: int | slice) -> Any:
+        """Sample ``index`` (0-based, index order across the whole dataset), or a list for a slice.
+
+        Raises:
+            IndexError: ``index`` is outside ``[-len, len)`` of the whole dataset.
+        """
+        source = self._get_source()
+        total = len(source)
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(total))]
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"dataset indices must be int or slice, got {type(index).__name__}")
+        position = index + total if index < 0 else index
+        if not 0 <= position < total:
+            raise IndexError(f"index {index} is out of range for a dataset of {total} items")
+        return self._apply(anyio.run(source.get_item, position))
+
+    def _apply(self, sample: Any) -> Any:
+        for t in self.transforms:
+            sample = t(sample)
+        return sample
+
+    # -- iteration --------------------------------------------------------------------------------
+    def _plan_args(self) -> ReadPlanArgs:
+        env = detect_distributed()
+        worker = detect_worker()
+        skip = 0
+        epoch = self.current_epoch
+        if self._resume is not None:
+            state = self._resume
+            epoch = state["current_epoch"]
+            per_worker = replay_skip(
+                state["num_samples_yielded"], batch_size=state["batch_size"], num_workers=state["num_workers"]
+            )
+            skip = per_worker[worker.worker] if worker.worker < len(per_worker) else 0
+        return ReadPlanArgs(
+            rank=env.rank, world_size=env.world_size, worker=worker.worker, num_workers=worker.num_workers,
+            batch_size=self.batch_size, drop_last=self._drop_last(env.world_size), shuffle=self.shuffle,
+            seed=self.seed, epoch=epoch, skip=skip,
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        source = self._get_source()
+        args = self._plan_args()
+        pieces = plan_pieces(source, args)
+        transform = self._apply if self.transforms else None
+        with anyio.from_thread.start_blocking_portal("asyncio") as portal:
+            send, receive = portal.call(_make_stream)
+            future = portal.start_task_soon(
+                lambda: produce_chunks(source, pieces, send, max_pre_download=self.max_pre_download)
+            )
+            try:
+                while True:
+                    work = portal.call(_receive, receive)
+                    if work is None:
+                        break
+                    yield from decode_work(source, work, work.items, transform)
+                future.result()
+            finally:
+                if not future.done():
+                    future.cancel()
+                portal.call(_close, receive)
+        self._resume = None
+        if not _inside_worker():
+            self.current_epoch += 1
+
+    # -- resume -----------------------------------------------------------------------------------
+    def state_dict(self, num_samples_yielded: int, num_workers: int, batch_size: int) -> dict[str, Any]:
+        """Checkpoint of this rank's position; keys follow LitData's dataset state.
+
+        Args:
+            num_samples_yielded: Samples this rank has consumed in the current epoch.
+            num_workers: DataLoader workers (0 is stored as 1).
+            batch_size: Loader batch size.
+        """
+        env = detect_distributed()
+        return {
+            "num_samples_yielded": num_samples_yielded,
+            "num_workers": max(num_workers, 1),
+            "batch_size": batch_size,
+            "current_epoch": self.current_epoch,
+            "input_dir_path": self.input_dir.path,
+            "input_dir_url": self.input_dir.url,
+            "item_loader": self.item_loader.state_dict(),
+            "drop_last": self.drop_last,
+            "seed": self.seed,
+            "world_size": env.world_size,
+            "shuffle": self.shuffle,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch.
+
+        Raises:
+            ConfigurationError: the checkpoint was taken with a different seed, shuffle, input or
+                drop_last, or with another topology (elastic resume is not supported yet).
+        """
+        for key in ("seed", "shuffle", "drop_last"):
+            if state.get(key) != getattr(self, key):
+                raise ConfigurationError(
+                    f"checkpoint has {key}={state.get(key)!r} but this dataset has {key}={getattr(self, key)!r}; "
+                    "build the dataset with the same arguments to resume"
+                )
+        if state.get("input_dir_path") != self.input_dir.path:
+            raise ConfigurationError(
+                f"checkpoint was taken on {state.get('input_dir_path')!r}, this dataset reads {self.input_dir.path!r}"
+            )
+        self._resume = dict(state)
+        self.current_epoch = int(state["current_epoch"])
+
+
+def _make_stream() -> Any:
+    return anyio.create_memory_object_stream[ChunkWork](1)
+
+
+async def _receive(receive: Any) -> ChunkWork | None:
+    try:
+        work: ChunkWork = await receive.receive()
+        return work
+    except anyio.EndOfStream:
+        return None
+
+
+async def _close(receive: Any) -> None:
+    receive.close()
+
+
+def _inside_worker() -> bool:
+    from torch.utils.data import get_worker_info
+
+    return get_worker_info() is not None

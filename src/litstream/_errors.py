@@ -1,0 +1,69 @@
+"""The litstream exception tree.
+
+Every error litstream raises on purpose derives from :class:`LitstreamError`. Classes that describe
+bad input also derive from :class:`ValueError`, so code written against LitData (which raises plain
+``ValueError``) keeps working::
+
+    LitstreamError
+    ├── FormatError (ValueError)        bytes, index.json or a sample that cannot be encoded/decoded
+    ├── PlanError (ValueError)          bad sharding / shuffle / resume arguments
+    ├── ConfigurationError (ValueError) bad arguments to optimize, astream, StreamingDataset, ...
+    ├── DatasetNotFoundError (FileNotFoundError)   no index.json where a dataset was expected
+    ├── OutputNotEmptyError (RuntimeError)         optimize into a directory that holds a dataset
+    ├── StorageError (OSError)          a store operation failed (foreign errors mapped once)
+    │   └── ObjectNotFoundError (FileNotFoundError)
+    └── WorkerError (RuntimeError)      an optimize worker failed; names the input
+
+Every class can be built from one message string: torch re-raises errors from DataLoader workers as
+``type(exc)(message)``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "DatasetNotFoundError",
+    "FormatError",
+    "LitstreamError",
+    "ObjectNotFoundError",
+    "OutputNotEmptyError",
+    "PlanError",
+    "StorageError",
+    "WorkerError",
+]
+
+
+class LitstreamError(Exception):
+    """Base class of every error litstream raises on purpose."""
+
+
+class FormatError(LitstreamError, ValueError):
+    """Bytes, an index or a sample that cannot be encoded or decoded."""
+
+
+class PlanError(LitstreamError, ValueError):
+    """Invalid sharding, shuffling or resume arguments."""
+
+
+class ConfigurationError(LitstreamError, ValueError):
+    """An argument has a value litstream cannot use; the message names the argument and the fix."""
+
+
+class DatasetNotFoundError(LitstreamError, FileNotFoundError):
+    """No ``index.json`` (and no partial indexes) where a dataset was expected."""
+
+
+class OutputNotEmptyError(LitstreamError, RuntimeError):
+    """``optimize`` was pointed at a directory that already holds data, without ``mode``."""
+
+
+class StorageError(LitstreamError, OSError):
+    """A store operation failed; the message names the operation and the location."""
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """The requested object or file does not exist."""
+
+
+class WorkerError(LitstreamError, RuntimeError):
+    """An ``optimize`` worker failed; the message names the input and carries the traceback."""

@@ -1,0 +1,163 @@
+"""Chunk files: byte layout, file names, and the rule that decides where a chunk ends.
+
+Layout of an (uncompressed) chunk holding N items, all integers uint32 little-endian::
+
+    offset 0      N
+    offset 4      offsets[0..N]   absolute positions; offsets[0] = 4 + 4 * (N + 1) (header length),
+                                  offsets[i + 1] = offsets[i] + len(item i)
+    offsets[0]    item 0 | item 1 | ... | item N-1
+
+Item ``i`` is ``data[offsets[i]:offsets[i + 1]]``. Offsets are absolute, so a chunk holds at most
+4 GiB. With compression the whole file is one zstd frame of these bytes, and the file name gains
+the ``.{compression}`` infix (``chunk-0-3.zstd.bin``), exactly as LitData names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._errors import FormatError
+
+__all__ = [
+    "ChunkBuilder",
+    "ChunkView",
+    "chunk_filename",
+    "header_length",
+    "item_span_offset",
+    "local_chunk_filename",
+    "pack_chunk",
+]
+
+_U32_MAX = 2**32 - 1
+
+
+def chunk_filename(rank: int, number: int, compression: str | None = None) -> str:
+    """LitData's chunk file name: ``chunk-{rank}-{number}[.{compression}].bin``."""
+    infix = f".{compression}" if compression else ""
+    return f"chunk-{rank}-{number}{infix}.bin"
+
+
+def local_chunk_filename(filename: str, compression: str | None) -> str:
+    """The name of the decompressed copy: ``filename`` without the ``.{compression}`` infix."""
+    return filename.replace(f".{compression}", "") if compression else filename
+
+
+def header_length(num_items: int) -> int:
+    """Bytes before the first item: ``4 + 4 * (num_items + 1)``."""
+    return 4 * (num_items + 2)
+
+
+def item_span_offset(item: int) -> int:
+    """Byte position of the pair ``(offsets[item], offsets[item + 1])`` inside a chunk (8 bytes long)."""
+    return 4 * (1 + item)
+
+
+def pack_chunk(items: Sequence[bytes]) -> bytes:
+    """Assemble ``items`` into chunk bytes (layout in the module docstring).
+
+    Raises:
+        FormatError: the chunk would exceed 4 GiB, which the uint32 offsets cannot address.
+    """
+    n = len(items)
+    sizes = np.fromiter((len(x) for x in items), dtype=np.uint64, count=n)
+    offsets = np.empty(n + 1, dtype=np.uint64)
+    offsets[0] = header_length(n)
+    np.cumsum(sizes, out=offsets[1:])
+    offsets[1:] += offsets[0]
+    if int(offsets[-1]) > _U32_MAX:
+        raise FormatError(f"a chunk of {int(offsets[-1])} bytes exceeds the 4 GiB format limit; lower chunk_bytes")
+    return b"".join((np.uint32(n).tobytes(), offsets.astype("<u4").tobytes(), *items))
+
+
+@dataclass(frozen=True)
+class ChunkView:
+    """Read access to the items of one decompressed chunk held in memory.
+
+    Args:
+        data: The chunk bytes (``bytes``, ``bytearray``, ``memoryview`` or an ``mmap``).
+    """
+
+    data: bytes | bytearray | memoryview
+
+    def __post_init__(self) -> None:
+        if len(self.data) < 4:
+            raise FormatError(f"a chunk must hold at least 4 bytes, got {len(self.data)}")
+        n = self.num_items
+        if len(self.data) < header_length(n):
+            raise FormatError(f"chunk header announces {n} items but the chunk is only {len(self.data)} bytes")
+
+    @property
+    def num_items(self) -> int:
+        return int(np.frombuffer(self.data, dtype="<u4", count=1)[0])
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """The ``N + 1`` absolute item offsets as a read-only uint32 array."""
+        return np.frombuffer(self.data, dtype="<u4", count=self.num_items + 1, offset=4)
+
+    def item(self, i: int) -> memoryview:
+        """Item ``i`` (0-based, chunk-local) as a zero-copy view.
+
+        Raises:
+            FormatError: ``i`` is outside ``[0, num_items)`` or the chunk is truncated.
+        """
+        n = self.num_items
+        if not 0 <= i < n:
+            raise FormatError(f"item {i} is outside this chunk of {n} items")
+        begin, end = (int(x) for x in np.frombuffer(self.data, dtype="<u4", count=2, offset=item_span_offset(i)))
+        if end > len(self.data) or begin > end:
+            raise FormatError(f"item {i} spans bytes [{begin}, {end}) but the chunk holds {len(self.data)} bytes")
+        return memoryview(self.data)[begin:end]
+
+
+class ChunkBuilder:
+    """Decides where chunks end, with LitData's exact rule (spec/format-and-write.md §3.3).
+
+    Items are added in order. A chunk is closed just before the item that makes the running
+    payload size exceed ``chunk_bytes`` (header not counted) or the running count exceed
+    ``chunk_size``; that item starts the next chunk. An item that alone exceeds the budget forms a
+    one-item chunk. The count of a TokensLoader item is its token count (``dim``).
+
+    Args:
+        chunk_size: Item (or token) budget per chunk, or ``None``.
+        chunk_bytes: Payload byte budget per chunk, or ``None``. Exactly one must be given.
+    """
+
+    def __init__(self, *, chunk_size: int | None, chunk_bytes: int | None) -> None:
+        if (chunk_size is None) == (chunk_bytes is None):
+            raise FormatError("give exactly one of chunk_size and chunk_bytes")
+        self._chunk_size = chunk_size
+        self._chunk_bytes = chunk_bytes
+        self._items: list[bytes] = []
+        self._dims: list[int | None] = []
+        self._bytes = 0
+        self._count = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, item: bytes, dim: int | None = None) -> tuple[list[bytes], list[int | None]] | None:
+        """Buffer ``item``; return the items (and dims) of a chunk this closed, else ``None``."""
+        closed = None
+        size, count = len(item), dim if dim is not None else 1
+        if self._items and (
+            (self._chunk_bytes is not None and self._bytes + size > self._chunk_bytes)
+            or (self._chunk_size is not None and self._count + count > self._chunk_size)
+        ):
+            closed = self.flush()
+        self._items.append(item)
+        self._dims.append(dim)
+        self._bytes += size
+        self._count += count
+        return closed
+
+    def flush(self) -> tuple[list[bytes], list[int | None]] | None:
+        """Return everything buffered as one chunk (``None`` when empty) and start afresh."""
+        if not self._items:
+            return None
+        out = (self._items, self._dims)
+        self._items, self._dims, self._bytes, self._count = [], [], 0, 0
+        return out

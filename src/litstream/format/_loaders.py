@@ -1,0 +1,163 @@
+"""Item encoding of the default loader (LitData's ``PyTreeLoader``): sample ⇄ item bytes.
+
+An item holding a sample with L leaves (L = ``len(config.data_format)``)::
+
+    uint32 LE size of leaf 0 | ... | uint32 LE size of leaf L-1 | payload 0 | ... | payload L-1
+
+No type tag is stored per item: leaf ``i`` is decoded by the serializer named ``data_format[i]``,
+and the structure is rebuilt from ``data_spec`` (see :mod:`._pytree`). The first sample a writer
+sees fixes ``data_format`` and ``data_spec``; unlike LitData, later samples are checked against it
+and a mismatch raises instead of silently writing swapped or truncated fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .._errors import FormatError
+from ._index import DatasetConfig
+from ._pytree import TreeSpec, spec_from_json, spec_to_json, tree_flatten, tree_unflatten
+from ._serializers import Serializer, default_serializers, select_serializer, serializer_for_format
+
+__all__ = ["PyTreeLoader", "SampleDecoder", "SampleEncoder"]
+
+
+class PyTreeLoader:
+    """The default item loader: each item is one pytree sample (LitData's ``PyTreeLoader``).
+
+    Pass an instance as ``item_loader=`` to ``optimize`` or ``StreamingDataset``; its class name is
+    what ``index.json`` records in ``config.item_loader``.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        """Loader state stored in checkpoints: empty for this loader, as in LitData."""
+        return {}
+
+    def __repr__(self) -> str:
+        return "PyTreeLoader()"
+
+
+def _registry(serializers: Mapping[str, Serializer] | None) -> dict[str, Serializer]:
+    registry = default_serializers()
+    if serializers:
+        # User serializers come first; one with a built-in key replaces it (LitData's rule).
+        for key in serializers:
+            registry.pop(key, None)
+        registry = {**dict(serializers), **registry}
+    return registry
+
+
+class SampleEncoder:
+    """Turns samples into item bytes; the first sample fixes the format.
+
+    Args:
+        serializers: Extra serializers by registry key, tried before the built-ins.
+    """
+
+    def __init__(self, serializers: Mapping[str, Serializer] | None = None) -> None:
+        self._registry = _registry(serializers)
+        self._spec: TreeSpec | None = None
+        self._serializers: list[Serializer] = []
+        self.data_format: tuple[str, ...] = ()
+        self.data_spec: str | None = None
+
+    def encode(self, sample: Any) -> bytes:
+        """Encode ``sample`` as one item.
+
+        Raises:
+            FormatError: the sample's structure differs from the first sample's, or a leaf cannot
+                be serialized (the message names the leaf position and its type).
+        """
+        leaves, spec = tree_flatten(sample)
+        if self._spec is None:
+            self._fix_format(leaves, spec)
+        elif spec != self._spec:
+            raise FormatError(
+                f"sample structure {spec_to_json(spec)} differs from the first sample's {self.data_spec}; "
+                "every sample must have the same keys, order and nesting"
+            )
+        payloads = []
+        for position, (leaf, serializer) in enumerate(zip(leaves, self._serializers)):
+            try:
+                data, name = serializer.serialize(leaf)
+            except FormatError:
+                raise
+            except Exception as exc:
+                raise FormatError(
+                    f"leaf {position} of the sample ({type(leaf).__name__}) cannot be written with the "
+                    f"{self.data_format[position]!r} serializer fixed by the first sample: {exc}"
+                ) from exc
+            recorded = name or serializer.name
+            if recorded != self.data_format[position]:
+                raise FormatError(
+                    f"leaf {position} of the sample encodes as {recorded!r} but the first sample fixed "
+                    f"{self.data_format[position]!r}; keep dtypes and types the same in every sample"
+                )
+            payloads.append(data)
+        sizes = np.fromiter((len(p) for p in payloads), dtype="<u4", count=len(payloads))
+        return b"".join((sizes.tobytes(), *payloads))
+
+    def _fix_format(self, leaves: list[Any], spec: TreeSpec) -> None:
+        formats = []
+        serializers = []
+        for position, leaf in enumerate(leaves):
+            serializer = select_serializer(leaf, self._registry)
+            try:
+                _, name = serializer.serialize(leaf)
+            except FormatError:
+                raise
+            except Exception as exc:
+                raise FormatError(
+                    f"leaf {position} of the first sample ({type(leaf).__name__}) cannot be serialized: {exc}"
+                ) from exc
+            formats.append(name or serializer.name)
+            serializers.append(serializer)
+        self._spec, self._serializers = spec, serializers
+        self.data_format, self.data_spec = tuple(formats), spec_to_json(spec)
+
+
+class SampleDecoder:
+    """Turns item bytes back into samples for one dataset config.
+
+    Args:
+        config: The dataset's ``index.json`` config.
+        serializers: Extra serializers by registry key, tried before the built-ins.
+
+    Raises:
+        FormatError: ``data_spec`` is missing or a ``data_format`` name is unknown.
+    """
+
+    def __init__(self, config: DatasetConfig, serializers: Mapping[str, Serializer] | None = None) -> None:
+        if config.data_spec is None:
+            raise FormatError("index.json config has no data_spec; this dataset needs a different item_loader")
+        registry = _registry(serializers)
+        self._spec = spec_from_json(config.data_spec)
+        self._serializers = [serializer_for_format(name, registry) for name in config.data_format]
+        self._num_leaves = len(self._serializers)
+        if self._num_leaves != self._spec.num_leaves:
+            raise FormatError(
+                f"config.data_format lists {self._num_leaves} leaves but data_spec describes "
+                f"{self._spec.num_leaves}"
+            )
+
+    def decode(self, item: bytes | memoryview) -> Any:
+        """Decode one item (as stored in a chunk) into a sample.
+
+        Raises:
+            FormatError: the item is shorter than its size header announces.
+        """
+        n = self._num_leaves
+        view = memoryview(item)
+        sizes = np.frombuffer(view, dtype="<u4", count=n)
+        position = 4 * n
+        leaves = []
+        for size, serializer in zip(sizes.tolist(), self._serializers):
+            end = position + size
+            if end > len(view):
+                raise FormatError(f"item of {len(view)} bytes is shorter than its header announces ({end})")
+            leaves.append(serializer.deserialize(view[position:end]))
+            position = end
+        return tree_unflatten(leaves, self._spec)

@@ -1,0 +1,465 @@
+"""Leaf serializers: turn one flattened sample leaf into bytes and back, byte-compatible with LitData.
+
+Each serializer has a registry key (``name``) that is also the ``data_format`` recorded in ``index.json``,
+unless :meth:`Serializer.serialize` returns a more specific name (``"no_header_numpy:10"``). A writer offers
+the first leaf of each position to the registry in priority order and keeps the first serializer that
+accepts it (:func:`select_serializer`); a reader maps each recorded name back with
+:func:`serializer_for_format`.
+
+Priority order and payload layouts (all integers unsigned 32-bit unless stated)::
+
+    key               claims                              payload
+    str               str                                 UTF-8
+    bool              bool                                1 byte, 0x01 or 0x00
+    int               int (not bool, not NumPy ints)      int64 little-endian, 8 bytes
+    float             float, incl. np.float64             float64 little-endian, 8 bytes
+    pil               PIL image that is not a JPEG file   LE width | LE height | LE len(mode) | mode ASCII
+                                                          | img.tobytes()
+    jpeg              PIL JpegImageFile                   JPEG file bytes
+    bytes             bytes (not bytearray)               as-is
+    no_header_numpy   np.ndarray, ndim == 1               C-order bytes; dtype index in the name
+    numpy             np.ndarray, ndim > 1                LE dtype index | LE ndim | LE dims | C-order bytes
+    no_header_tensor  torch.Tensor, ndim == 1             C-order bytes; dtype index in the name
+    tensor            torch.Tensor, ndim != 1 (incl. 0-d) BE dtype index | BE rank | BE dims | LE bytes
+    pickle            anything else (0-d arrays, NumPy    pickle.dumps(obj), default protocol
+                      scalars, None, bytearray, ...)
+
+Array data is always little-endian; dtype indices come from :mod:`litstream.format._dtypes`.
+Every decoded array, tensor and image owns a writable copy of its data.
+
+Deliberate differences from LitData:
+
+* A ``str`` is always stored as ``str``. LitData first checks whether the string names an existing file
+  (and then stores the file); that is I/O, so it is skipped here.
+* Only the ``pil`` and ``jpeg`` media serializers exist (no video, audio, image, text, tiff, ...).
+* ``jpeg`` always re-encodes the image with Pillow's defaults (quality 75, no EXIF or ICC profile), which
+  is what LitData does when the image has no readable ``filename``; LitData copies the original file when
+  it has one. ``jpeg`` payloads decode with Pillow (EXIF orientation applied) instead of torchvision, so
+  pixel values may differ slightly from LitData's decode; the result is the same kind of tensor.
+* NumPy arrays in big-endian byte order are converted to little-endian instead of being refused; arrays of
+  object, string, bytes or void dtype are refused instead of being stored as unreadable bytes.
+* Tensors that require grad, live on another device or carry a conjugate bit are accepted by
+  ``no_header_tensor`` too (LitData refuses them there).
+* Failures raise :class:`~litstream._errors.FormatError` (a ``ValueError``) instead of ``KeyError``,
+  ``struct.error`` or ``AssertionError``.
+"""
+
+from __future__ import annotations
+
+import abc
+import io
+import pickle
+import struct
+import sys
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .._errors import FormatError
+from . import _dtypes as dt
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import numpy.typing as npt
+    from PIL import Image as PILImage
+
+__all__ = [
+    "BoolSerializer",
+    "BytesSerializer",
+    "FloatSerializer",
+    "IntSerializer",
+    "JpegSerializer",
+    "NoHeaderNumpySerializer",
+    "NoHeaderTensorSerializer",
+    "NumpySerializer",
+    "PickleSerializer",
+    "PilSerializer",
+    "Serializer",
+    "StrSerializer",
+    "TensorSerializer",
+    "default_serializers",
+    "select_serializer",
+    "serializer_for_format",
+]
+
+
+class Serializer(abc.ABC):
+    """Encodes one kind of leaf to bytes and decodes it back.
+
+    Attributes:
+        name: The registry key, recorded as the leaf's ``data_format`` unless ``serialize`` returns another.
+        fixed_size: The payload size in bytes when it never varies (int and float: 8, bool: 1), else ``None``.
+    """
+
+    name: str
+    fixed_size: int | None = None
+
+    @abc.abstractmethod
+    def can_serialize(self, obj: object) -> bool:
+        """Return whether this serializer accepts ``obj``. Never raises, never does I/O."""
+
+    @abc.abstractmethod
+    def serialize(self, obj: Any) -> tuple[bytes, str | None]:
+        """Encode ``obj``.
+
+        Returns:
+            The payload, and the ``data_format`` to record when it differs from ``name`` (else ``None``).
+
+        Raises:
+            FormatError: ``obj`` has a value this encoding cannot represent.
+        """
+
+    @abc.abstractmethod
+    def deserialize(self, data: bytes | memoryview) -> Any:
+        """Decode one payload (the exact leaf bytes; ``data`` is not modified or retained).
+
+        Raises:
+            FormatError: ``data`` is not a valid payload for this encoding.
+        """
+
+    def setup(self, data_format: str) -> Serializer:
+        """Return a serializer configured for a recorded ``data_format``; stateless serializers return self.
+
+        Raises:
+            FormatError: ``data_format`` lacks information this serializer needs.
+        """
+        return self
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+
+def _loaded_class(module: str, name: str) -> Any:
+    """Return ``module.name`` if ``module`` is already imported, else ``None`` (no import is triggered)."""
+    loaded = sys.modules.get(module)
+    return getattr(loaded, name, None) if loaded is not None else None
+
+
+class StrSerializer(Serializer):
+    """``str`` as UTF-8."""
+
+    name = "str"
+
+    def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, str)
+
+    def serialize(self, obj: str) -> tuple[bytes, str | None]:
+        try:
+            return obj.encode("utf-8"), None
+        except UnicodeEncodeError as exc:
+            raise FormatError(f"cannot encode string as UTF-8: {exc}") from exc
+
+    def deserialize(self, data: bytes | memoryview) -> str:
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"str payload is not valid UTF-8: {exc}") from exc
+
+
+class BoolSerializer(Serializer):
+    """``bool`` as one byte, ``0x01`` or ``0x00``; any non-zero byte decodes as ``True``."""
+
+    name = "bool"
+    fixed_size = 1
+
+    def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, bool)
+
+    def serialize(self, obj: bool) -> tuple[bytes, str | None]:
+        return (b"\x01" if obj else b"\x00"), None
+
+    def deserialize(self, data: bytes | memoryview) -> bool:
+        if len(data) != 1:
+            raise FormatError(f"bool payload must be 1 byte, got {len(data)}")
+        return bool(data[0])
+
+
+class IntSerializer(Serializer):
+    """Python ``int`` (not ``bool``) as int64 little-endian, 8 bytes; values outside int64 are refused."""
+
+    name = "int"
+    fixed_size = 8
+    _format = struct.Struct("<q")
+
+    def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, int) and not isinstance(obj, bool)
+
+    def serialize(self, obj: int) -> tuple[bytes, str | None]:
+        try:
+            return self._format.pack(obj), None
+        except struct.error as exc:
+            raise FormatError(f"int {obj} does not fit in int64; store it as a str or with pickle") from exc
+
+    def deserialize(self, data: bytes | memoryview) -> int:
+        if len(data) != 8:
+            raise FormatError(f"int payload must be 8 bytes, got {len(data)}")
+        value: int = self._format.unpack(data)[0]
+        return value
+
+
+class FloatSerializer(Serializer):
+    """Python ``float`` (including ``np.float64``) as IEEE float64 little-endian, 8 bytes."""
+
+    name = "float"
+    fixed_size = 8
+    _format = struct.Struct("<d")
+
+    def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, float)
+
+    def serialize(self, obj: float) -> tuple[bytes, str | None]:
+        return self._format.pack(obj), None
+
+    def deserialize(self, data: bytes | memoryview) -> float:
+        if len(data) != 8:
+            raise FormatError(f"float payload must be 8 bytes, got {len(data)}")
+        value: float = self._format.unpack(data)[0]
+        return value
+
+
+class PilSerializer(Serializer):
+    """Uncompressed PIL images (any ``PIL.Image.Image`` except ``JpegImageFile``).
+
+    Payload: uint32 LE width, uint32 LE height, uint32 LE ``len(mode)``, the mode in ASCII, then
+    ``img.tobytes()``. Decodes to a new image via ``Image.frombytes``; a ``P`` image's palette is not kept.
+    """
+
+    name = "pil"
+    _header = struct.Struct("<3I")
+
+    def can_serialize(self, obj: object) -> bool:
+        image_type = _loaded_class("PIL.Image", "Image")
+        jpeg_type = _loaded_class("PIL.JpegImagePlugin", "JpegImageFile")
+        return (
+            image_type is not None
+            and isinstance(obj, image_type)
+            and not (jpeg_type is not None and isinstance(obj, jpeg_type))
+        )
+
+    def serialize(self, obj: PILImage.Image) -> tuple[bytes, str | None]:
+        mode = obj.mode.encode("ascii")
+        width, height = obj.size
+        return b"".join((self._header.pack(width, height, len(mode)), mode, obj.tobytes())), None
+
+    def deserialize(self, data: bytes | memoryview) -> PILImage.Image:
+        from PIL import Image
+
+        try:
+            width, height, mode_length = self._header.unpack_from(data, 0)
+        except struct.error as exc:
+            raise FormatError(f"pil payload too short ({len(data)} bytes)") from exc
+        start = self._header.size + mode_length
+        try:
+            mode = bytes(data[self._header.size : start]).decode("ascii")
+            return Image.frombytes(mode, (width, height), bytes(data[start:]))
+        except ValueError as exc:
+            raise FormatError(f"invalid pil payload: {exc}") from exc
+
+
+class JpegSerializer(Serializer):
+    """JPEG images (``PIL.JpegImagePlugin.JpegImageFile``).
+
+    The payload is the image re-encoded by Pillow's ``save(format="JPEG")`` with default settings
+    (quality 75; EXIF and ICC profile dropped). Decodes to a ``torch.uint8`` tensor of shape
+    ``(3, height, width)`` (RGB, channels first, EXIF orientation applied), contiguous and writable.
+    """
+
+    name = "jpeg"
+
+    def can_serialize(self, obj: object) -> bool:
+        jpeg_type = _loaded_class("PIL.JpegImagePlugin", "JpegImageFile")
+        return jpeg_type is not None and isinstance(obj, jpeg_type)
+
+    def serialize(self, obj: PILImage.Image) -> tuple[bytes, str | None]:
+        buffer = io.BytesIO()
+        obj.save(buffer, format="JPEG")
+        return buffer.getvalue(), None
+
+    def deserialize(self, data: bytes | memoryview) -> torch.Tensor:
+        from PIL import Image, ImageOps, UnidentifiedImageError
+
+        try:
+            image = Image.open(io.BytesIO(bytes(data)))
+            image.load()
+        except (UnidentifiedImageError, OSError, SyntaxError) as exc:
+            raise FormatError(f"invalid jpeg payload: {exc}") from exc
+        upright = ImageOps.exif_transpose(image)
+        pixels = np.array((upright if upright is not None else image).convert("RGB"), dtype=np.uint8)
+        return torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))
+
+
+class BytesSerializer(Serializer):
+    """``bytes`` stored as-is (``bytearray`` is pickled, as in LitData). Decodes to ``bytes``."""
+
+    name = "bytes"
+
+    def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, bytes)
+
+    def serialize(self, obj: bytes) -> tuple[bytes, str | None]:
+        return bytes(obj), None
+
+    def deserialize(self, data: bytes | memoryview) -> bytes:
+        return bytes(data)
+
+
+class NoHeaderNumpySerializer(Serializer):
+    """1-D NumPy arrays as raw little-endian bytes; the dtype index (table D2) travels in the name.
+
+    Args:
+        dtype: The dtype to decode to; set by :meth:`setup` from ``"no_header_numpy:<index>"``.
+    """
+
+    name = "no_header_numpy"
+
+    def __init__(self, dtype: np.dtype[Any] | None = None) -> None:
+        self.dtype = dtype
+
+    def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, np.ndarray) and obj.ndim == 1
+
+    def serialize(self, obj: npt.NDArray[Any]) -> tuple[bytes, str | None]:
+        index = dt.numpy_dtype_index(obj.dtype)
+        return dt.array_to_bytes(obj), f"{self.name}:{index}"
+
+    def deserialize(self, data: bytes | memoryview) -> npt.NDArray[Any]:
+        if self.dtype is None:
+            raise FormatError("no_header_numpy needs setup('no_header_numpy:<index>') before deserialize")
+        return dt.array_from_bytes(data, self.dtype)
+
+    def setup(self, data_format: str) -> NoHeaderNumpySerializer:
+        return NoHeaderNumpySerializer(dt.numpy_dtype_from_index(dt.parse_dtype_suffix(data_format)))
+
+
+class NumpySerializer(Serializer):
+    """NumPy arrays with ndim > 1, with a header (table N1, all uint32 little-endian).
+
+    Layout: dtype index (table D2) | ndim R | R dims | C-order little-endian data.
+    """
+
+    name = "numpy"
+
+    def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, np.ndarray) and obj.ndim > 1
+
+    def serialize(self, obj: npt.NDArray[Any]) -> tuple[bytes, str | None]:
+        index = dt.numpy_dtype_index(obj.dtype)
+        return dt.pack_header(index, obj.shape, "<") + dt.array_to_bytes(obj), None
+
+    def deserialize(self, data: bytes | memoryview) -> npt.NDArray[Any]:
+        index, shape, payload = dt.unpack_header(data, "<")
+        return dt.array_from_bytes(payload, dt.numpy_dtype_from_index(index), shape)
+
+
+class NoHeaderTensorSerializer(Serializer):
+    """1-D tensors as raw little-endian bytes; the dtype index (table D1) travels in the name.
+
+    Args:
+        dtype: The dtype to decode to; set by :meth:`setup` from ``"no_header_tensor:<index>"``.
+    """
+
+    name = "no_header_tensor"
+
+    def __init__(self, dtype: torch.dtype | None = None) -> None:
+        self.dtype = dtype
+
+    def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, torch.Tensor) and obj.ndim == 1
+
+    def serialize(self, obj: torch.Tensor) -> tuple[bytes, str | None]:
+        index = dt.torch_dtype_index(obj.dtype)
+        return dt.tensor_to_bytes(obj), f"{self.name}:{index}"
+
+    def deserialize(self, data: bytes | memoryview) -> torch.Tensor:
+        if self.dtype is None:
+            raise FormatError("no_header_tensor needs setup('no_header_tensor:<index>') before deserialize")
+        return dt.tensor_from_bytes(data, self.dtype)
+
+    def setup(self, data_format: str) -> NoHeaderTensorSerializer:
+        return NoHeaderTensorSerializer(dt.torch_dtype_from_index(dt.parse_dtype_suffix(data_format)))
+
+
+class TensorSerializer(Serializer):
+    """Tensors with ndim != 1 (including 0-d), with a header (table T1).
+
+    Layout: uint32 BIG-endian dtype index (table D1) | BE rank R | R BE dims | C-order little-endian data.
+    """
+
+    name = "tensor"
+
+    def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, torch.Tensor) and obj.ndim != 1
+
+    def serialize(self, obj: torch.Tensor) -> tuple[bytes, str | None]:
+        index = dt.torch_dtype_index(obj.dtype)
+        return dt.pack_header(index, tuple(obj.shape), ">") + dt.tensor_to_bytes(obj), None
+
+    def deserialize(self, data: bytes | memoryview) -> torch.Tensor:
+        index, shape, payload = dt.unpack_header(data, ">")
+        return dt.tensor_from_bytes(payload, dt.torch_dtype_from_index(index), shape)
+
+
+class PickleSerializer(Serializer):
+    """Anything, as ``pickle.dumps(obj)`` with the default protocol. Accepts every object."""
+
+    name = "pickle"
+
+    def can_serialize(self, obj: object) -> bool:
+        return True
+
+    def serialize(self, obj: Any) -> tuple[bytes, str | None]:
+        try:
+            return pickle.dumps(obj), None
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise FormatError(f"cannot pickle an object of type {type(obj).__qualname__}: {exc}") from exc
+
+    def deserialize(self, data: bytes | memoryview) -> Any:
+        try:
+            return pickle.loads(data)
+        except (pickle.UnpicklingError, EOFError) as exc:
+            raise FormatError(f"invalid pickle payload: {exc}") from exc
+
+
+_DEFAULT_ORDER: tuple[type[Serializer], ...] = (
+    StrSerializer, BoolSerializer, IntSerializer, FloatSerializer, PilSerializer, JpegSerializer,
+    BytesSerializer, NoHeaderNumpySerializer, NumpySerializer, NoHeaderTensorSerializer, TensorSerializer,
+    PickleSerializer,
+)  # fmt: skip
+
+
+def default_serializers() -> dict[str, Serializer]:
+    """Return a new registry of the built-in serializers, keyed by name, in priority order."""
+    return {serializer.name: serializer for serializer in (cls() for cls in _DEFAULT_ORDER)}
+
+
+def select_serializer(obj: object, registry: Mapping[str, Serializer]) -> Serializer:
+    """Return the first serializer in ``registry`` (iteration order) whose ``can_serialize(obj)`` is true.
+
+    Raises:
+        FormatError: no serializer accepts ``obj`` (impossible when ``pickle`` is registered).
+    """
+    for serializer in registry.values():
+        if serializer.can_serialize(obj):
+            return serializer
+    raise FormatError(
+        f"no serializer accepts an object of type {type(obj).__qualname__}; registered: {', '.join(registry)}"
+    )
+
+
+def serializer_for_format(data_format: str, registry: Mapping[str, Serializer]) -> Serializer:
+    """Return the serializer that decodes leaves recorded as ``data_format``, already set up for it.
+
+    ``"name"`` resolves to ``registry["name"]``; ``"a:b"`` resolves to ``b`` when ``b`` is a key, else
+    to ``a`` (LitData's rule). The result is ``serializer.setup(data_format)``; the registry is not modified.
+
+    Raises:
+        FormatError: the format names no registered serializer, or its suffix is invalid for it.
+    """
+    head, colon, tail = data_format.partition(":")
+    key = tail if colon and tail in registry else head
+    serializer = registry.get(key)
+    if serializer is None:
+        raise FormatError(f"unknown data format {data_format!r}; known serializers: {', '.join(registry)}")
+    return serializer.setup(data_format)

@@ -1,0 +1,208 @@
+"""``astream``: samples of a dataset as an async iterator, on asyncio or trio."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+from .._errors import ConfigurationError
+from ..format._serializers import Serializer
+from ..storage._resolver import Dir, store_for
+from ..storage._store import Store
+from ._core import ChunkWork, ReadPlanArgs, decode_work_async, plan_pieces, produce_chunks
+from ._source import DatasetSource
+
+__all__ = ["SampleStream", "astream"]
+
+
+def check_read_args(shuffle: object, seed: object, drop_last: object, max_pre_download: object) -> None:
+    """Validate the read arguments shared by ``astream`` and ``StreamingDataset``.
+
+    Raises:
+        ConfigurationError: naming the argument, its value and the fix.
+    """
+    if not isinstance(shuffle, bool):
+        raise ConfigurationError(f"shuffle must be True or False, got {shuffle!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ConfigurationError(f"seed must be an int in [0, 2**32), got {seed!r}")
+    if drop_last is not None and not isinstance(drop_last, bool):
+        raise ConfigurationError(f"drop_last must be True, False or None, got {drop_last!r}")
+    if isinstance(max_pre_download, bool) or not isinstance(max_pre_download, int) or max_pre_download < 1:
+        raise ConfigurationError(f"max_pre_download must be an int >= 1 (chunks), got {max_pre_download!r}")
+
+
+class SampleStream:
+    """The object :func:`astream` returns: an async iterator and an async context manager.
+
+    * ``async for sample in astream(...)``: chunks are fetched when needed, up to
+      ``max_pre_download`` at once inside the call that needs them; no task outlives a
+      ``__anext__`` call, so breaking out early leaves nothing running.
+    * ``async with astream(...) as samples: async for sample in samples:``: a background task group
+      prefetches continuously (bounded by ``max_pre_download`` chunks); leaving the block — normally,
+      by ``break``, by an exception or by cancellation — cancels and joins it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        plan: ReadPlanArgs,
+        *,
+        max_pre_download: int,
+        transform: Callable[[Any], Any] | None,
+        serializers: Mapping[str, Serializer] | None,
+    ) -> None:
+        self._store = store
+        self._plan = plan
+        self._max_pre_download = max_pre_download
+        self._transform = transform
+        self._serializers = serializers
+        self._source: DatasetSource | None = None
+        self._pieces: deque[tuple[Any, list[int]]] | None = None
+        self._ready: deque[ChunkWork] = deque()
+        self._samples: deque[Any] = deque()
+        self._task_group: TaskGroup | None = None
+        self._receive: MemoryObjectReceiveStream[ChunkWork] | None = None
+        self._entered = False
+        self._finished = False
+
+    async def _open(self) -> DatasetSource:
+        if self._source is None:
+            self._source = await DatasetSource.open(self._store, self._serializers)
+            self._pieces = deque(plan_pieces(self._source, self._plan))
+        return self._source
+
+    async def __aenter__(self) -> SampleStream:
+        if self._entered:
+            raise RuntimeError("this astream(...) object was already entered; call astream() again")
+        self._entered = True
+        source = await self._open()
+        assert self._pieces is not None
+        send, receive = anyio.create_memory_object_stream[ChunkWork](1)
+        self._receive = receive
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(
+            lambda: produce_chunks(source, list(self._pieces or ()), send, max_pre_download=self._max_pre_download)
+        )
+        self._pieces.clear()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._task_group is not None and self._receive is not None
+        self._task_group.cancel_scope.cancel()
+        try:
+            return await self._task_group.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # One failing fetch is the common case: raise it as itself, not wrapped.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        finally:
+            self._receive.close()
+            self._finished = True
+
+    def __aiter__(self) -> SampleStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        while not self._samples:
+            if self._finished:
+                raise StopAsyncIteration
+            work = await self._next_work()
+            if work is None:
+                self._finished = True
+                raise StopAsyncIteration
+            assert self._source is not None
+            self._samples.extend(await decode_work_async(self._source, work, self._transform))
+        return self._samples.popleft()
+
+    async def _next_work(self) -> ChunkWork | None:
+        if self._receive is not None:
+            try:
+                return await self._receive.receive()
+            except anyio.EndOfStream:
+                return None
+        source = await self._open()
+        assert self._pieces is not None
+        if not self._ready and self._pieces:
+            batch = [self._pieces.popleft() for _ in range(min(self._max_pre_download, len(self._pieces)))]
+            views: dict[int, Any] = {}
+
+            async def fetch(chunk_index: int) -> None:
+                views[chunk_index] = await source.read_chunk(chunk_index)
+
+            async with anyio.create_task_group() as tg:
+                for chunk_index in dict.fromkeys(piece.chunk_index for piece, _ in batch):
+                    tg.start_soon(fetch, chunk_index)
+            self._ready.extend(ChunkWork(p.chunk_index, views[p.chunk_index], order) for p, order in batch)
+        return self._ready.popleft() if self._ready else None
+
+
+def astream(
+    input_dir: str | os.PathLike[str] | Dir | Store,
+    *,
+    shuffle: bool = False,
+    seed: int = 42,
+    drop_last: bool = False,
+    epoch: int = 1,
+    rank: int = 0,
+    world_size: int = 1,
+    batch_size: int = 1,
+    max_pre_download: int = 2,
+    transform: Callable[[Any], Any] | None = None,
+    serializers: Mapping[str, Serializer] | None = None,
+) -> SampleStream:
+    """Stream the samples of an optimized dataset into async code (asyncio or trio).
+
+    Use it as ``async for sample in astream(d): ...`` or, for guaranteed clean-up of the
+    background prefetch, ``async with astream(d) as samples: async for sample in samples: ...``.
+    The order is the one ``StreamingDataset`` with the same arguments serves in a single process
+    (LitData's NoShuffle / FullShuffle order).
+
+    Args:
+        input_dir: Local dataset directory (``index.json`` + chunks), ``Dir`` or ``Store``.
+        shuffle: Shuffle chunk order and items inside chunks (LitData's FullShuffle). Default False.
+        seed: Shuffle seed, an int in ``[0, 2**32)``. Default 42.
+        drop_last: Drop items that do not fill whole batches across ranks. Default False.
+        epoch: 1-based epoch; changes the shuffle order. Default 1.
+        rank: This reader's rank in ``[0, world_size)``. Default 0.
+        world_size: Number of readers sharing the dataset. Default 1.
+        batch_size: Batch size used to split items between ranks in whole batches. Default 1.
+        max_pre_download: Chunks fetched ahead of the consumer (>= 1). Default 2.
+        transform: Called on each decoded sample, in a worker thread.
+        serializers: Extra serializers by registry key.
+
+    Returns:
+        A :class:`SampleStream`. Nothing is read until iteration starts.
+
+    Raises:
+        ConfigurationError: a bad argument (raised here, before any I/O).
+        DatasetNotFoundError: on first iteration, when ``input_dir`` holds no dataset.
+    """
+    check_read_args(shuffle, seed, drop_last, max_pre_download)
+    if transform is not None and not callable(transform):
+        raise ConfigurationError(f"transform must be callable, got {transform!r}")
+    plan = ReadPlanArgs(
+        rank=rank, world_size=world_size, batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed,
+        epoch=epoch,
+    )
+    return SampleStream(
+        store_for(input_dir),
+        plan,
+        max_pre_download=max_pre_download,
+        transform=transform,
+        serializers=serializers,
+    )

@@ -1,0 +1,140 @@
+"""An opened dataset: its store, its index, its decoder, and whole-chunk and single-item reads."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+
+from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError
+from ..format._chunk import ChunkView, header_length, item_span_offset
+from ..format._compression import decompress
+from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
+from ..format._loaders import SampleDecoder
+from ..format._serializers import Serializer
+from ..storage._store import Store
+
+__all__ = ["DatasetSource", "load_index"]
+
+
+async def load_index(store: Store) -> Index:
+    """Read ``index.json``; without it, merge the partial indexes in memory (an unfinished optimize).
+
+    Raises:
+        DatasetNotFoundError: neither ``index.json`` nor partial indexes exist.
+        FormatError: the index is malformed.
+    """
+    try:
+        return Index.from_json(await store.get(INDEX_FILENAME), source=f"{store.url}/{INDEX_FILENAME}")
+    except ObjectNotFoundError:
+        pass
+    names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
+    if not names:
+        raise DatasetNotFoundError(
+            f"{store.url} holds no index.json; is it the output_dir of optimize()? "
+            "Run optimize(fn, inputs, output_dir=...) first"
+        )
+    partials = [(n, Index.from_json(await store.get(n), source=n)) for n in names]
+    return merge_partial_indexes(partials)
+
+
+@dataclass
+class DatasetSource:
+    """Everything needed to read items of one dataset.
+
+    Attributes:
+        store: Where the chunk files are.
+        index: The parsed ``index.json``.
+        decoder: Turns item bytes into samples.
+    """
+
+    store: Store
+    index: Index
+    decoder: SampleDecoder
+    _cumulative: list[int] = field(default_factory=list)
+    _last_chunk: tuple[int, ChunkView] | None = None
+
+    @classmethod
+    async def open(cls, store: Store, serializers: Mapping[str, Serializer] | None = None) -> DatasetSource:
+        """Load the index of the dataset in ``store`` and prepare its decoder.
+
+        Raises:
+            DatasetNotFoundError: no index. FormatError: an index litstream cannot decode.
+        """
+        index = await load_index(store)
+        if index.config is None or not index.chunks:
+            raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
+        loader = index.config.item_loader
+        if loader not in (None, "PyTreeLoader"):
+            raise FormatError(
+                f"{store.url} was written with item_loader={loader!r}; this version of litstream reads "
+                "PyTreeLoader datasets only"
+            )
+        source = cls(store, index, SampleDecoder(index.config, serializers))
+        source._cumulative = list(itertools.accumulate(c.chunk_size for c in index.chunks))
+        return source
+
+    @property
+    def chunk_sizes(self) -> list[int]:
+        return [c.chunk_size for c in self.index.chunks]
+
+    def __len__(self) -> int:
+        return self._cumulative[-1] if self._cumulative else 0
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """``(chunk_index, item_in_chunk)`` of a global item index (0-based, in index order)."""
+        chunk = bisect.bisect_right(self._cumulative, index)
+        start = self._cumulative[chunk - 1] if chunk else 0
+        return chunk, index - start
+
+    async def read_chunk(self, chunk_index: int) -> ChunkView:
+        """Fetch one whole chunk (decompressed) and check its length against ``chunk_bytes``.
+
+        Raises:
+            FormatError: the file is shorter than the index says (truncated or partial).
+        """
+        last = self._last_chunk
+        if last is not None and last[0] == chunk_index:
+            return last[1]
+        info = self.index.chunks[chunk_index]
+        data: bytes = await self.store.get(info.filename)
+        compression = self.index.config.compression if self.index.config else None
+        if compression:
+            data = await anyio.to_thread.run_sync(decompress, data, compression)
+        if len(data) < info.chunk_bytes:
+            raise FormatError(
+                f"{info.filename} holds {len(data)} bytes but index.json records chunk_bytes="
+                f"{info.chunk_bytes}; the file is incomplete — re-run optimize"
+            )
+        view = ChunkView(data)
+        if view.num_items != info.chunk_size:
+            raise FormatError(
+                f"{info.filename} holds {view.num_items} items but index.json records {info.chunk_size}"
+            )
+        self._last_chunk = (chunk_index, view)
+        return view
+
+    async def read_item_bytes(self, chunk_index: int, item: int) -> bytes | memoryview:
+        """The bytes of one item. Uncompressed chunks are read with two range reads (the item's
+        offsets, then its bytes) instead of the whole chunk."""
+        config = self.index.config
+        if (config is not None and config.compression) or (self._last_chunk and self._last_chunk[0] == chunk_index):
+            return (await self.read_chunk(chunk_index)).item(item)
+        info = self.index.chunks[chunk_index]
+        if not 0 <= item < info.chunk_size:
+            raise FormatError(f"item {item} is outside {info.filename} ({info.chunk_size} items)")
+        span = await self.store.get_range(info.filename, item_span_offset(item), 8)
+        if len(span) != 8:
+            raise FormatError(f"{info.filename} is shorter than its header ({header_length(info.chunk_size)} bytes)")
+        begin = int.from_bytes(span[:4], "little")
+        end = int.from_bytes(span[4:], "little")
+        return await self.store.get_range(info.filename, begin, end - begin)
+
+    async def get_item(self, index: int) -> Any:
+        """Decode the item at global ``index``."""
+        chunk, item = self.locate(index)
+        return self.decoder.decode(await self.read_item_bytes(chunk, item))

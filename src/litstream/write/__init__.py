@@ -1,0 +1,1 @@
+"""Private package; see litstream for the public API."""

@@ -1,0 +1,178 @@
+"""The async ChunkWriter: samples in, chunk files and a partial index out.
+
+``ChunkWriter`` encodes each sample (pure code from ``format/``), groups items into chunks with
+LitData's closing rule, and hands every closed chunk to an upload task through a bounded stream, so
+encoding the next chunk overlaps writing the previous one while at most ``max_pending_chunks``
+chunks wait in memory. ``done()`` writes ``{rank}.index.json`` (only if a chunk was produced; a
+writer that saw no sample writes nothing, case B18).
+
+Usage::
+
+    async with ChunkWriter(store, rank=0, chunk_bytes="64MB") as writer:
+        for sample in samples:
+            await writer.add(sample)
+    partial = writer.partial_index      # Index, or None when no sample was written
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from .._errors import ConfigurationError
+from ..format._chunk import ChunkBuilder, chunk_filename, pack_chunk
+from ..format._compression import compress, validate_compression
+from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
+from ..format._loaders import PyTreeLoader, SampleEncoder
+from ..format._serializers import Serializer
+from ..format._units import parse_bytes
+from ..storage._store import Store
+
+__all__ = ["ChunkWriter", "check_chunking"]
+
+
+def check_chunking(chunk_size: int | None, chunk_bytes: int | str | None) -> tuple[int | None, int | None]:
+    """Validate the chunk budget arguments; exactly one must be given.
+
+    Returns:
+        ``(chunk_size, chunk_bytes)`` with ``chunk_bytes`` converted to bytes.
+
+    Raises:
+        ConfigurationError: both or neither given, or a value that is not a positive size.
+    """
+    if chunk_size is None and chunk_bytes is None:
+        raise ConfigurationError(
+            "give one of chunk_size (items per chunk, e.g. 1000) or chunk_bytes (e.g. '64MB'); both are None"
+        )
+    if chunk_size is not None and chunk_bytes is not None:
+        raise ConfigurationError(
+            f"give only one of chunk_size={chunk_size!r} and chunk_bytes={chunk_bytes!r}, not both"
+        )
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0):
+        raise ConfigurationError(f"chunk_size must be a positive int (items per chunk), got {chunk_size!r}")
+    return chunk_size, None if chunk_bytes is None else parse_bytes(chunk_bytes)
+
+
+class ChunkWriter:
+    """Writes samples as LitData-format chunks into a :class:`~litstream.storage.Store`.
+
+    Args:
+        store: Where chunk files and the partial index go.
+        rank: Writer rank; chunk files are named ``chunk-{rank}-{n}.bin``.
+        chunk_size: Items per chunk. Exactly one of ``chunk_size`` and ``chunk_bytes``.
+        chunk_bytes: Payload bytes per chunk (int or a string like ``"64MB"``, decimal units).
+        compression: ``None``, ``"zstd"`` or ``"zstd:N"``.
+        serializers: Extra serializers by registry key.
+        start_chunk: Number of this rank's first chunk (append mode continues numbering).
+        max_pending_chunks: Closed chunks allowed to wait for upload (default 2).
+
+    Raises:
+        ConfigurationError: invalid chunking or compression arguments.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        rank: int = 0,
+        chunk_size: int | None = None,
+        chunk_bytes: int | str | None = None,
+        compression: str | None = None,
+        serializers: Mapping[str, Serializer] | None = None,
+        item_loader: PyTreeLoader | None = None,
+        start_chunk: int = 0,
+        max_pending_chunks: int = 2,
+    ) -> None:
+        self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
+        validate_compression(compression)
+        self._store = store
+        self._rank = rank
+        self._compression = compression
+        self._encoder = SampleEncoder(serializers)
+        self._item_loader = item_loader or PyTreeLoader()
+        self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
+        self._next_chunk = start_chunk
+        self._chunks: list[ChunkInfo] = []
+        self._max_pending = max_pending_chunks
+        self._task_group: TaskGroup | None = None
+        self._send: MemoryObjectSendStream[tuple[str, list[bytes]]] | None = None
+        self.num_samples = 0
+        self.partial_index: Index | None = None
+        self.written_files: list[str] = []
+
+    async def __aenter__(self) -> ChunkWriter:
+        send, receive = anyio.create_memory_object_stream[tuple[str, list[bytes]]](self._max_pending)
+        self._send = send
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._upload_loop, receive)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._task_group is not None and self._send is not None
+        try:
+            if exc_type is None:
+                await self._emit(self._builder.flush())
+            await self._send.aclose()
+        finally:
+            if exc_type is not None:
+                self._task_group.cancel_scope.cancel()
+            result = await self._task_group.__aexit__(exc_type, exc, tb)
+        if exc_type is None:
+            await self._write_partial_index()
+        return result
+
+    async def add(self, sample: Any) -> None:
+        """Encode ``sample`` and buffer it; waits while the upload queue is full (backpressure).
+
+        Raises:
+            FormatError: the sample cannot be encoded or differs in structure from the first one.
+        """
+        item = self._encoder.encode(sample)
+        self.num_samples += 1
+        await self._emit(self._builder.add(item))
+
+    async def _emit(self, closed: tuple[list[bytes], list[int | None]] | None) -> None:
+        if closed is None:
+            return
+        if self._send is None:
+            raise RuntimeError("use ChunkWriter as `async with ChunkWriter(...) as writer:`")
+        items, _dims = closed
+        name = chunk_filename(self._rank, self._next_chunk, self._compression)
+        self._next_chunk += 1
+        await self._send.send((name, items))
+
+    async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[bytes]]]) -> None:
+        async with receive:
+            async for name, items in receive:
+                data = pack_chunk(items)
+                payload = data
+                if self._compression is not None:
+                    payload = await anyio.to_thread.run_sync(compress, data, self._compression)
+                await self._store.put(name, payload)
+                self.written_files.append(name)
+                self._chunks.append(ChunkInfo(filename=name, chunk_size=len(items), chunk_bytes=len(data)))
+
+    async def _write_partial_index(self) -> None:
+        if not self._chunks:
+            return
+        config = DatasetConfig(
+            data_format=self._encoder.data_format,
+            data_spec=self._encoder.data_spec,
+            chunk_size=self._chunk_size,
+            chunk_bytes=self._chunk_bytes,
+            compression=self._compression,
+            item_loader=type(self._item_loader).__name__,
+        )
+        self.partial_index = Index(chunks=tuple(self._chunks), config=config)
+        name = partial_index_name(self._rank)
+        await self._store.put(name, self.partial_index.to_json().encode())
+        self.written_files.append(name)
