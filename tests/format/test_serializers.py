@@ -21,10 +21,6 @@ from PIL import Image
 from PIL.JpegImagePlugin import JpegImageFile
 
 from litstream._errors import FormatError
-
-if TYPE_CHECKING:
-    from types import ModuleType
-
 from litstream.format._serializers import (
     JpegSerializer,
     NoHeaderNumpySerializer,
@@ -36,6 +32,9 @@ from litstream.format._serializers import (
     select_serializer,
     serializer_for_format,
 )
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 KEYS = [
     "str", "bool", "int", "float", "pil", "jpeg", "bytes",
@@ -71,7 +70,8 @@ TORCH_NUMPY_DTYPES = [dtype for dtype in NUMPY_DTYPES if dtype not in (np.uint32
 
 @pytest.fixture(scope="module")
 def litdata() -> ModuleType:
-    return pytest.importorskip("litdata.streaming.serializers")
+    module: ModuleType = pytest.importorskip("litdata.streaming.serializers")
+    return module
 
 
 def _pil(mode: str, size: tuple[int, int] = (5, 3)) -> Image.Image:
@@ -449,7 +449,6 @@ def test_decoded_arrays_are_writable_copies(value: Any) -> None:
     decoded = serializer_for_format(name or serializer.name, registry).deserialize(source)
     if isinstance(decoded, np.ndarray):
         assert decoded.flags.writeable
-        assert decoded.flags.owndata or decoded.base is not None
     decoded += 1  # no "non-writable buffer" warning: warnings are errors
     expected = value + 1
     assert_same(decoded, expected)
@@ -506,7 +505,7 @@ def _round_trip(value: Any) -> tuple[str, Any]:
     return recorded, serializer_for_format(recorded, registry).deserialize(payload)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, database=None)
 @given(
     hnp.arrays(
         dtype=st.sampled_from([np.dtype(d) for d in NUMPY_DTYPES]),
@@ -520,7 +519,7 @@ def test_numpy_round_trip(array: np.ndarray[Any, Any]) -> None:
     assert decoded.flags.writeable
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, database=None)
 @given(
     hnp.arrays(
         dtype=st.sampled_from([np.dtype(d) for d in TORCH_NUMPY_DTYPES]),
@@ -535,7 +534,7 @@ def test_tensor_round_trip(array: np.ndarray[Any, Any]) -> None:
 
 
 @pytest.mark.litdata
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(
     hnp.arrays(
         dtype=st.sampled_from([np.dtype(d) for d in TORCH_NUMPY_DTYPES]),
@@ -552,7 +551,7 @@ def test_array_bytes_match_litdata(array: np.ndarray[Any, Any]) -> None:
         assert ours.serialize(value) == getattr(litdata, LITDATA_CLASSES[ours.name])().serialize(value)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(
     st.one_of(
         st.booleans(),
@@ -566,7 +565,7 @@ def test_scalar_round_trip(value: Any) -> None:
     assert_same(_round_trip(value)[1], value)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(st.floats())
 def test_float_round_trip_is_bit_exact(value: float) -> None:
     recorded, decoded = _round_trip(value)
@@ -574,7 +573,7 @@ def test_float_round_trip_is_bit_exact(value: float) -> None:
     assert struct.pack("<d", decoded) == struct.pack("<d", value)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50, deadline=None, database=None)
 @given(
     st.sampled_from(["L", "RGB", "RGBA", "I;16", "F", "1"]),
     st.integers(min_value=0, max_value=6),

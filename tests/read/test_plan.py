@@ -63,7 +63,12 @@ def _global_ids(plan: Sequence[ChunkSlice], chunk_size: int, **order: Any) -> li
 
 def test_spec_3_1_worked_example_budgets_and_slices() -> None:
     plans = assign_items(
-        [0, 1, 2, 3], [(0, 6), (0, 7), (0, 6), (0, 7)], world_size=2, num_workers=8, batch_size=6, drop_last=False
+        [0, 1, 2, 3],
+        [(0, 6), (0, 7), (0, 6), (0, 7)],
+        world_size=2,
+        num_workers=8,
+        batch_size=6,
+        drop_last=False,
     )
     assert [sum(len(p) for p in plan) for plan in plans] == [6, 6, 0, 0, 0, 0, 0, 0, 6, 6, 2, 0, 0, 0, 0, 0]
     assert plans[0] == [ChunkSlice(0, 0, 6)]
@@ -75,7 +80,12 @@ def test_spec_3_1_worked_example_budgets_and_slices() -> None:
 
 def test_spec_3_1_drop_last_drops_the_leftovers() -> None:
     plans = assign_items(
-        [0, 1, 2, 3], [(0, 6), (0, 7), (0, 6), (0, 7)], world_size=2, num_workers=8, batch_size=6, drop_last=True
+        [0, 1, 2, 3],
+        [(0, 6), (0, 7), (0, 6), (0, 7)],
+        world_size=2,
+        num_workers=8,
+        batch_size=6,
+        drop_last=True,
     )
     assert [sum(len(p) for p in plan) for plan in plans] == [6, 6, 0, 0, 0, 0, 0, 0, 6, 6, 0, 0, 0, 0, 0, 0]
     assert plans[9] == [ChunkSlice(2, 5, 6), ChunkSlice(3, 0, 5)]
@@ -89,7 +99,9 @@ def test_spec_3_1_drop_last_drops_the_leftovers() -> None:
         (1, False, [248, 249, 889, 881, 883, 885, 886, 887, 888, 884], 549),
     ],
 )
-def test_spec_3_8_golden_1097_items_chunk_10(rank: int, drop_last: bool, first_ten: list[int], count: int) -> None:
+def test_spec_3_8_golden_1097_items_chunk_10(
+    rank: int, drop_last: bool, first_ten: list[int], count: int
+) -> None:
     regions = _uniform(1097, 10)
     plan = worker_plan(
         regions,
@@ -106,7 +118,7 @@ def test_spec_3_8_golden_1097_items_chunk_10(rank: int, drop_last: bool, first_t
     served = _global_ids(plan, 10, num_chunks=len(regions), shuffle=True, seed=42, epoch=1)
     assert served[:10] == first_ten
     assert len(served) == count
-    kwargs = {"world_size": 2, "num_workers": 1, "batch_size": 1, "drop_last": drop_last}
+    kwargs: dict[str, Any] = {"world_size": 2, "num_workers": 1, "batch_size": 1, "drop_last": drop_last}
     assert items_per_rank(regions, rank=rank, **kwargs) == count
 
 
@@ -137,11 +149,19 @@ def test_spec_3_8_golden_1222_items_chunk_500(rank: int, first_ten: list[int]) -
     assert len(served) == 611
 
 
-@pytest.mark.parametrize(("drop_last", "rank1_items"), [(True, list(range(50, 100))), (False, list(range(50, 101)))])
+@pytest.mark.parametrize(
+    ("drop_last", "rank1_items"), [(True, list(range(50, 100))), (False, list(range(50, 101)))]
+)
 def test_spec_3_2_no_shuffle_gives_rank_0_the_beginning(drop_last: bool, rank1_items: list[int]) -> None:
     regions = _uniform(101, 10)
-    order = {"num_chunks": 11, "shuffle": False, "seed": 42, "epoch": 1}
-    common = {"world_size": 2, "worker": 0, "num_workers": 1, "batch_size": 1, "drop_last": drop_last}
+    order: dict[str, Any] = {"num_chunks": 11, "shuffle": False, "seed": 42, "epoch": 1}
+    common: dict[str, Any] = {
+        "world_size": 2,
+        "worker": 0,
+        "num_workers": 1,
+        "batch_size": 1,
+        "drop_last": drop_last,
+    }
     rank0 = worker_plan(regions, rank=0, shuffle=False, seed=42, epoch=1, **common)
     rank1 = worker_plan(regions, rank=1, shuffle=False, seed=42, epoch=1, **common)
     assert _global_ids(rank0, 10, **order) == list(range(50))
@@ -211,7 +231,8 @@ def test_empty_regions_and_tiny_datasets() -> None:
     regions = [(0, 0), (2, 5), (4, 4), (0, 1)]
     plans = assign_items([2, 0, 3, 1], regions, world_size=1, num_workers=2, batch_size=2, drop_last=False)
     assert plans == [[ChunkSlice(3, 0, 1), ChunkSlice(1, 2, 3)], [ChunkSlice(1, 3, 5)]]
-    assert assign_items([], [], world_size=2, num_workers=2, batch_size=4, drop_last=False) == [[], [], [], []]
+    nothing = assign_items([], [], world_size=2, num_workers=2, batch_size=4, drop_last=False)
+    assert nothing == [[], [], [], []]
     # fewer items than one batch: everything to worker 0 of the last rank, or nothing with drop_last
     small = assign_items([0], [(0, 3)], world_size=2, num_workers=2, batch_size=4, drop_last=False)
     assert small == [[], [], [ChunkSlice(0, 0, 3)], []]
@@ -275,7 +296,9 @@ def test_bad_inputs_of_the_other_functions() -> None:
 # --------------------------------------------------------------------------- live comparison: LitData
 
 
-def _litdata_shuffler(intervals: list[tuple[int, int, int, int]], *, shuffle: bool, seed: int, drop_last: bool) -> Any:
+def _litdata_shuffler(
+    intervals: list[tuple[int, int, int, int]], *, shuffle: bool, seed: int, drop_last: bool
+) -> Any:
     """LitData's own single-node shuffler over a stand-in cache that only knows the intervals."""
     shuffle_mod = pytest.importorskip("litdata.streaming.shuffle")
     cache = SimpleNamespace(
@@ -285,7 +308,9 @@ def _litdata_shuffler(intervals: list[tuple[int, int, int, int]], *, shuffle: bo
     return cls(cache, seed, drop_last)
 
 
-def _intervals(regions: Sequence[tuple[int, int]], chunk_sizes: Sequence[int]) -> list[tuple[int, int, int, int]]:
+def _intervals(
+    regions: Sequence[tuple[int, int]], chunk_sizes: Sequence[int]
+) -> list[tuple[int, int, int, int]]:
     """LitData intervals ``(chunk_start, roi_start, roi_end, chunk_end)`` in its global id space."""
     offsets = [0, *itertools.accumulate(chunk_sizes)]
     return [(offsets[c], offsets[c] + s, offsets[c] + e, offsets[c + 1]) for c, (s, e) in enumerate(regions)]
@@ -307,20 +332,28 @@ def _assert_matches_litdata(
     intervals = _intervals(regions, chunk_sizes)
     shuffler = _litdata_shuffler(intervals, shuffle=shuffle, seed=seed, drop_last=drop_last)
     env = env_mod._DistributedEnv(world_size, 0, 1)
-    lit_chunks, lit_intervals = shuffler.get_chunks_and_intervals_per_workers(env, num_workers, batch_size, epoch)
+    lit_chunks, lit_intervals = shuffler.get_chunks_and_intervals_per_workers(
+        env, num_workers, batch_size, epoch
+    )
     order = chunk_order(len(regions), shuffle=shuffle, seed=seed, epoch=epoch)
     ours = assign_items(
-        order, regions, world_size=world_size, num_workers=num_workers, batch_size=batch_size, drop_last=drop_last
+        order,
+        regions,
+        world_size=world_size,
+        num_workers=num_workers,
+        batch_size=batch_size,
+        drop_last=drop_last,
     )
     assert len(ours) == len(lit_chunks) == world_size * num_workers
     for g, plan in enumerate(ours):
         theirs = [
-            ChunkSlice(int(c), iv[1] - iv[0], iv[2] - iv[0]) for c, iv in zip(lit_chunks[g], lit_intervals[g])
+            ChunkSlice(int(c), iv[1] - iv[0], iv[2] - iv[0])
+            for c, iv in zip(lit_chunks[g], lit_intervals[g], strict=True)
         ]
         assert plan == theirs, f"worker {g}"
         lit_served = [
             (int(c), int(i) - iv[0])
-            for c, iv in zip(lit_chunks[g], lit_intervals[g])
+            for c, iv in zip(lit_chunks[g], lit_intervals[g], strict=True)
             for i in shuffler(np.arange(iv[1], iv[2]), len(regions), epoch, int(c))
         ]
         assert _served(plan, num_chunks=len(regions), shuffle=shuffle, seed=seed, epoch=epoch) == lit_served
@@ -406,8 +439,9 @@ def written_datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int
 
 @pytest.mark.litdata
 @pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name=.*chunk-:ResourceWarning")
-@pytest.mark.filterwarnings(r"ignore:Exception ignored in. <_io\.FileIO:pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.parametrize("case", _E2E_CASES, ids=lambda c: "n{}-cs{}-W{}-K{}-B{}-dl{:d}-sh{:d}-s{}-e{}".format(*c))
+@pytest.mark.parametrize(
+    "case", _E2E_CASES, ids=lambda c: "n{}-cs{}-W{}-K{}-B{}-dl{:d}-sh{:d}-s{}-e{}".format(*c)
+)
 def test_streaming_dataset_serves_the_same_items(
     case: tuple[int, int, int, int, int, bool, bool, int, int],
     written_datasets: dict[tuple[int, int], Path],
@@ -444,7 +478,9 @@ def test_streaming_dataset_serves_the_same_items(
                 seed=seed,
                 epoch=epoch,
             )
-            ours = _global_ids(plan, chunk_size, num_chunks=len(regions), shuffle=shuffle, seed=seed, epoch=epoch)
+            ours = _global_ids(
+                plan, chunk_size, num_chunks=len(regions), shuffle=shuffle, seed=seed, epoch=epoch
+            )
             assert ours == theirs, f"rank {rank} worker {worker}"
             served_everywhere += ours
             del ds
@@ -453,7 +489,8 @@ def test_streaming_dataset_serves_the_same_items(
             str(written_datasets[(n, chunk_size)]), shuffle=shuffle, drop_last=drop_last, seed=seed
         )
         ds.set_epoch(epoch)
-        assert items_per_rank(regions, rank=rank, drop_last=drop_last, **kwargs) == ds.get_len(num_workers, batch_size)
+        length = ds.get_len(num_workers, batch_size)
+        assert items_per_rank(regions, rank=rank, drop_last=drop_last, **kwargs) == length
         del ds
     gc.collect()  # close LitData's last chunk handles while this test's warning filters apply
     expected_total = n if not drop_last else world_size * batch_size * ((n // batch_size) // world_size)
@@ -559,7 +596,9 @@ def test_replay_skip_sums_and_is_round_robin(n: int, batch_size: int, num_worker
 
 @_PROPERTY_SETTINGS
 @given(_setups(), st.booleans(), st.integers(0, 200))
-def test_resume_position_serves_exactly_the_rest(setup: dict[str, Any], drop_last: bool, consumed: int) -> None:
+def test_resume_position_serves_exactly_the_rest(
+    setup: dict[str, Any], drop_last: bool, consumed: int
+) -> None:
     rng = {"shuffle": setup["shuffle"], "seed": setup["seed"], "epoch": setup["epoch"]}
     n_chunks = len(setup["regions"])
     plan = worker_plan(
@@ -579,5 +618,6 @@ def test_resume_position_serves_exactly_the_rest(setup: dict[str, Any], drop_las
         assert offset == 0
     else:
         head = item_order(plan[index], num_chunks=n_chunks, **rng)[offset:]
-        rest = [(plan[index].chunk_index, i) for i in head] + _served(plan[index + 1 :], num_chunks=n_chunks, **rng)
+        tail = _served(plan[index + 1 :], num_chunks=n_chunks, **rng)
+        rest = [(plan[index].chunk_index, i) for i in head] + tail
     assert rest == full[consumed:]

@@ -81,6 +81,12 @@ class SampleEncoder:
             )
         payloads = []
         for position, (leaf, serializer) in enumerate(zip(leaves, self._serializers)):
+            if not serializer.can_serialize(leaf):
+                raise FormatError(
+                    f"leaf {position} of the sample is a {type(leaf).__name__}, which the "
+                    f"{self.data_format[position]!r} format fixed by the first sample cannot store; "
+                    "keep types the same in every sample"
+                )
             try:
                 data, name = serializer.serialize(leaf)
             except FormatError:

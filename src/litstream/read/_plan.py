@@ -56,6 +56,8 @@ class ChunkSlice:
         chunk_index: Position of the chunk in the dataset's chunk list (after subsampling).
         start: First item, chunk-local, inclusive.
         end: Chunk-local, exclusive; ``end - start`` items (always at least 1 in a plan).
+
+    ``len(piece)`` is its item count (so an empty slice is falsy). Fields are not validated here.
     """
 
     chunk_index: int

@@ -4,8 +4,8 @@ Flow: validate every argument (nothing is written before that) → split ``input
 slices, one per worker, as LitData does in ordered mode (the remainder goes one each to the last
 workers) → each worker runs an event loop with a :class:`ChunkWriter` of its own rank → the parent
 merges the partial indexes into ``index.json``, written last. Worker processes are started with
-``spawn`` (no state inherited from the parent; ``fn`` travels with cloudpickle, so lambdas and
-closures work). A failing worker stops the job: the others are terminated, the files of this run
+``fork`` where that is safe, else ``spawn``; ``fn`` travels with cloudpickle either way, so lambdas
+and closures work. A failing worker stops the job: the others are terminated, the files of this run
 are removed, and :class:`~litstream.WorkerError` names the input that failed.
 """
 
@@ -86,7 +86,10 @@ async def _run_job(job: _WorkerJob, report: Callable[[tuple[Any, ...]], None]) -
                     try:
                         await writer.add(sample)
                     except Exception as exc:
-                        raise type(exc)(f"{exc} (sample from input {item!r}, index {index})") from exc
+                        raise WorkerError(
+                            f"cannot write the sample from input {item!r} (index {index}, worker {job.rank}): "
+                            f"{type(exc).__name__}: {exc}"
+                        ) from exc
                 report(("progress", job.rank, 1))
     finally:
         report(("files", job.rank, list(writer.written_files)))
@@ -134,7 +137,8 @@ def optimize(
             samples must have the same format).
         item_loader: ``PyTreeLoader()`` (default).
         serializers: Extra serializers by registry key, tried before the built-ins.
-        start_method: Multiprocessing start method (default ``"spawn"``).
+        start_method: Multiprocessing start method. Default: ``"fork"`` where available and safe
+            (this process has not used obstore, which hangs in forked children), else ``"spawn"``.
         verbose: Show a tqdm progress bar.
 
     Raises:
@@ -192,8 +196,17 @@ def optimize(
         )
         for rank in range(num_workers)
     ]
-    _run_jobs(jobs, len(inputs), store, start_method or "spawn", verbose)
+    _run_jobs(jobs, len(inputs), store, start_method or _default_start_method(), verbose)
     anyio.run(_finish, store, existing)
+
+
+def _default_start_method() -> str:
+    """``fork`` where it is safe (POSIX, and this process has not used obstore), else ``spawn``."""
+    from ..storage._store import obstore_used
+
+    if "fork" in multiprocessing.get_all_start_methods() and not obstore_used():
+        return "fork"
+    return "spawn"
 
 
 async def _prepare_output(store: Store, mode: str | None, num_workers: int) -> tuple[Index | None, dict[int, int]]:

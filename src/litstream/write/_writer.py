@@ -16,6 +16,7 @@ Usage::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -26,6 +27,9 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._errors import ConfigurationError
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 from ..format._chunk import ChunkBuilder, chunk_filename, pack_chunk
 from ..format._compression import compress, validate_compression
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
@@ -125,7 +129,13 @@ class ChunkWriter:
         finally:
             if exc_type is not None:
                 self._task_group.cancel_scope.cancel()
-            result = await self._task_group.__aexit__(exc_type, exc, tb)
+            try:
+                result = await self._task_group.__aexit__(exc_type, exc, tb)
+            except BaseExceptionGroup as group:
+                # Re-raise a single failure as itself (the caller's own exception, or the upload's).
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
         if exc_type is None:
             await self._write_partial_index()
         return result
