@@ -9,6 +9,7 @@ per ``portal.call`` and decodes its items here. The dataset pickles as configura
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -16,8 +17,9 @@ import anyio
 import anyio.from_thread
 from torch.utils.data import IterableDataset
 
+from ._sync import run_sync
 from ._distributed import detect_distributed, detect_worker
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, collapse_exception_group
 from .format._loaders import PyTreeLoader
 from .format._serializers import Serializer
 from .read._astream import check_read_args
@@ -26,6 +28,9 @@ from .read._plan import items_per_rank, replay_skip, worker_plan
 from .read._source import DatasetSource
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import Store
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["StreamingDataset"]
 
@@ -120,7 +125,7 @@ class StreamingDataset(IterableDataset[Any]):
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
         if self._source is None:
-            self._source = anyio.run(DatasetSource.open, self._store, self.serializers)
+            self._source = run_sync(DatasetSource.open, self._store, self.serializers)
         return self._source
 
     def _drop_last(self, world_size: int) -> bool:
@@ -168,7 +173,7 @@ class StreamingDataset(IterableDataset[Any]):
         position = index + total if index < 0 else index
         if not 0 <= position < total:
             raise IndexError(f"index {index} is out of range for a dataset of {total} items")
-        return self._apply(anyio.run(source.get_item, position))
+        return self._apply(run_sync(source.get_item, position))
 
     def _apply(self, sample: Any) -> Any:
         for t in self.transforms:
@@ -210,7 +215,13 @@ class StreamingDataset(IterableDataset[Any]):
                     if work is None:
                         break
                     yield from decode_work(source, work, work.items, transform)
-                future.result()
+                try:
+                    future.result()
+                except BaseExceptionGroup as group:
+                    single = collapse_exception_group(group)
+                    if single is group:
+                        raise
+                    raise single from None
             finally:
                 if not future.done():
                     future.cancel()

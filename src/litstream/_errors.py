@@ -20,6 +20,11 @@ Every class can be built from one message string: torch re-raises errors from Da
 
 from __future__ import annotations
 
+import sys
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
 __all__ = [
     "ConfigurationError",
     "DatasetNotFoundError",
@@ -67,3 +72,14 @@ class ObjectNotFoundError(StorageError, FileNotFoundError):
 
 class WorkerError(LitstreamError, RuntimeError):
     """An ``optimize`` worker failed; the message names the input and carries the traceback."""
+
+
+def collapse_exception_group(exc: BaseException) -> BaseException:
+    """The single exception inside (possibly nested) one-member exception groups, else ``exc``.
+
+    Task groups wrap a failure of one child in an ``ExceptionGroup``; litstream re-raises that one
+    failure as itself so callers can catch ``FormatError`` etc. directly.
+    """
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

@@ -16,7 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, collapse_exception_group
 from ..format._serializers import Serializer
 from ..storage._resolver import Dir, store_for
 from ..storage._store import Store
@@ -107,9 +107,10 @@ class SampleStream:
             return await self._task_group.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
             # One failing fetch is the common case: raise it as itself, not wrapped.
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
+            single = collapse_exception_group(group)
+            if single is group:
+                raise
+            raise single from None
         finally:
             self._receive.close()
             self._finished = True

@@ -24,6 +24,7 @@ import anyio
 import cloudpickle
 
 from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
+from .._sync import run_sync
 from ..format._compression import validate_compression
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
 from ..format._loaders import PyTreeLoader
@@ -99,7 +100,7 @@ async def _run_job(job: _WorkerJob, report: Callable[[tuple[Any, ...]], None]) -
 def _worker_main(job_bytes: bytes, events: Any) -> None:
     job: _WorkerJob = cloudpickle.loads(job_bytes)
     try:
-        anyio.run(_run_job, job, events.put)
+        run_sync(_run_job, job, events.put)
     except BaseException as exc:
         events.put(("error", job.rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     else:
@@ -176,7 +177,7 @@ def optimize(
         raise ConfigurationError(f"fn={fn!r} cannot be sent to worker processes: {exc}") from exc
 
     store = store_for(output_dir, argument="output_dir")
-    existing, start_chunks = anyio.run(_prepare_output, store, mode, num_workers)
+    existing, start_chunks = run_sync(_prepare_output, store, mode, num_workers)
     writer_kwargs: dict[str, Any] = {
         "chunk_size": chunk_size,
         "chunk_bytes": chunk_bytes_int,
@@ -197,7 +198,7 @@ def optimize(
         for rank in range(num_workers)
     ]
     _run_jobs(jobs, len(inputs), store, start_method or _default_start_method(), verbose)
-    anyio.run(_finish, store, existing)
+    run_sync(_finish, store, existing)
 
 
 def _default_start_method() -> str:
@@ -261,9 +262,9 @@ def _run_jobs(jobs: list[_WorkerJob], total: int, store: Store, start_method: st
                     written.extend(event[2])
 
             try:
-                anyio.run(_run_job, jobs[0], report)
+                run_sync(_run_job, jobs[0], report)
             except BaseException:
-                anyio.run(_remove, store, written)
+                run_sync(_remove, store, written)
                 raise
             return
         _run_processes(jobs, store, start_method, bar, written)
@@ -310,7 +311,7 @@ def _run_processes(jobs: list[_WorkerJob], store: Store, start_method: str, bar:
             if event[0] == "files":
                 written.extend(event[2])
     if failure is not None:
-        anyio.run(_remove, store, written)
+        run_sync(_remove, store, written)
         _, rank, message, tb = failure
         raise WorkerError(f"optimize worker {rank} failed: {message}\n{tb}")
 

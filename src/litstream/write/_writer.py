@@ -26,7 +26,7 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, collapse_exception_group
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -133,9 +133,10 @@ class ChunkWriter:
                 result = await self._task_group.__aexit__(exc_type, exc, tb)
             except BaseExceptionGroup as group:
                 # Re-raise a single failure as itself (the caller's own exception, or the upload's).
-                if len(group.exceptions) == 1:
-                    raise group.exceptions[0] from None
-                raise
+                single = collapse_exception_group(group)
+                if single is group:
+                    raise
+                raise single from None
         if exc_type is None:
             await self._write_partial_index()
         return result

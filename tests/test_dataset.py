@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import pickle
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from litstream import (
+    ConfigurationError,
+    FormatError,
+    StreamingDataLoader,
+    StreamingDataset,
+    optimize,
+)
+
+
+def write_ints(d: Path, n: int, chunk_size: int) -> Path:
+    optimize(fn=lambda i: i, inputs=list(range(n)), output_dir=d, chunk_size=chunk_size, num_workers=1, verbose=False)
+    return d
+
+
+@pytest.fixture(scope="module")
+def ints_1000(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_ints(tmp_path_factory.mktemp("ints1000"), 1000, 100)
+
+
+@pytest.fixture(scope="module")
+def vec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("vec")
+    optimize(fn=lambda i: {"idx": i, "vec": np.arange(i, i + 99)}, inputs=range(10), output_dir=d, num_workers=1,
+             chunk_bytes="64MB", verbose=False)
+    return d
+
+
+def test_random_access_and_slices(vec_dir: Path) -> None:
+    ds = StreamingDataset(vec_dir)
+    assert len(ds) == 10
+    for i in range(10):
+        sample = ds[i]
+        assert sample["idx"] == i
+        assert sample["vec"].dtype == np.int64
+        np.testing.assert_array_equal(sample["vec"], np.arange(i, i + 99))
+    assert ds[-1]["idx"] == 9
+    assert [s["idx"] for s in ds[2:8:3]] == [2, 5]
+    with pytest.raises(IndexError, match="index 10 is out of range for a dataset of 10 items"):
+        ds[10]
+
+
+def test_arrays_come_back_writable(vec_dir: Path) -> None:
+    ds = StreamingDataset(vec_dir)
+    vec = ds[3]["vec"]
+    vec += 1
+    assert int(vec[0]) == 4
+    assert next(iter(ds))["vec"].flags.writeable
+
+
+def test_b24_loader_batches_int_and_1d_arrays(vec_dir: Path) -> None:
+    loader = StreamingDataLoader(StreamingDataset(vec_dir, shuffle=False), batch_size=1)
+    batches = list(loader)
+    assert len(batches) == 10
+    for i, batch in enumerate(batches):
+        assert batch["vec"].shape == (1, 99)
+        assert torch.equal(batch["vec"][0], torch.arange(i, i + 99))
+        assert batch["idx"].tolist() == [i]
+
+
+def test_transform_list_applies_in_order(tmp_path: Path) -> None:
+    write_ints(tmp_path, 6, 4)
+    ds = StreamingDataset(tmp_path, transform=[lambda x: x + 1, lambda x: x * 10])
+    assert list(ds) == [10, 20, 30, 40, 50, 60]
+    assert ds[2] == 30
+    with pytest.raises(ConfigurationError, match="transform must be a callable or a list of callables, got 3"):
+        StreamingDataset(tmp_path, transform=[3])  # type: ignore[list-item]
+
+
+def test_shuffle_changes_with_epoch_and_covers_everything(ints_1000: Path) -> None:
+    ds = StreamingDataset(ints_1000, shuffle=True)
+    first = list(ds)
+    second = list(ds)  # the epoch advances after a full pass
+    assert sorted(first) == sorted(second) == list(range(1000))
+    assert first != second
+    ds.set_epoch(1)
+    assert list(ds) == first
+
+
+def test_b01_len_stays_right_after_asking_the_loader(ints_1000: Path) -> None:
+    for workers in (0, 1, 3):
+        ds = StreamingDataset(ints_1000, shuffle=True)
+        a = len(ds)
+        loader = StreamingDataLoader(ds, num_workers=workers)
+        b = len(loader)
+        c = len(ds)
+        assert (a, b, c) == (1000, 1000, 1000)
+        items = [int(x) for batch in loader for x in batch]
+        assert sorted(items) == list(range(1000))
+
+
+@pytest.mark.parametrize(("workers", "batch_size", "drop_last"), [(2, 8, False), (2, 8, True), (3, 64, False)])
+def test_loader_len_equals_real_batch_count(ints_1000: Path, workers: int, batch_size: int, drop_last: bool) -> None:
+    loader = StreamingDataLoader(StreamingDataset(ints_1000), batch_size=batch_size, num_workers=workers,
+                                 drop_last=drop_last)
+    batches = list(loader)
+    assert len(loader) == len(batches)
+    items = [int(x) for b in batches for x in b]
+    expected = (1000 // (batch_size * 1)) * batch_size if drop_last else 1000
+    assert len(items) == expected == len(set(items))
+    if drop_last:
+        assert all(len(b) == batch_size for b in batches)
+
+
+def test_resume_mid_epoch_yields_exactly_the_rest(ints_1000: Path) -> None:
+    def loader() -> StreamingDataLoader:
+        return StreamingDataLoader(StreamingDataset(ints_1000, shuffle=True), batch_size=10, num_workers=2)
+
+    full = loader()
+    first: list[int] = []
+    for k, batch in enumerate(full):
+        first += batch.tolist()
+        if k == 36:
+            break
+    state = pickle.loads(pickle.dumps(full.state_dict()))
+    assert state["num_samples_yielded"] == 370
+    assert state["current_epoch"] == 1
+
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = [x for b in resumed for x in b.tolist()]
+    assert sorted(first + rest) == list(range(1000))
+    assert len(first) + len(rest) == 1000
+    # the next epoch is a normal, complete and differently shuffled one
+    nxt = [x for b in resumed for x in b.tolist()]
+    assert sorted(nxt) == list(range(1000))
+    assert resumed.current_epoch == 2
+
+
+def test_resume_from_a_state_taken_at_the_end_of_an_epoch(ints_1000: Path) -> None:
+    loader = StreamingDataLoader(StreamingDataset(ints_1000), batch_size=100)
+    assert len(list(loader)) == 10
+    state = loader.state_dict()
+    again = StreamingDataLoader(StreamingDataset(ints_1000), batch_size=100)
+    again.load_state_dict(state)
+    items = [x for b in again for x in b.tolist()]
+    assert items == list(range(1000))
+    assert again.current_epoch == 2
+
+
+def test_resume_rejects_a_different_seed(ints_1000: Path) -> None:
+    loader = StreamingDataLoader(StreamingDataset(ints_1000, shuffle=True), batch_size=10)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    other = StreamingDataLoader(StreamingDataset(ints_1000, shuffle=True, seed=7), batch_size=10)
+    with pytest.raises(ConfigurationError, match="checkpoint has seed=42 but this dataset has seed=7"):
+        other.load_state_dict(state)
+
+
+def test_breaking_out_of_iteration_stops_the_portal_thread(ints_1000: Path) -> None:
+    ds = StreamingDataset(ints_1000)
+    before = {t.ident for t in threading.enumerate()}
+    it = iter(ds)
+    assert [next(it) for _ in range(5)] == [0, 1, 2, 3, 4]
+    it.close()  # what `break` + garbage collection does
+    assert {t.ident for t in threading.enumerate() if t.is_alive()} - before == set()
+
+
+def test_dataset_pickles_as_configuration(ints_1000: Path) -> None:
+    ds = StreamingDataset(ints_1000, shuffle=True, seed=5)
+    assert len(ds) == 1000  # loads the index in this process
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone._source is None
+    assert list(clone) == list(ds)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"shuffle": 1}, "shuffle must be True or False, got 1"),
+        ({"seed": "a"}, "seed must be an int"),
+        ({"drop_last": "no"}, "drop_last must be True, False or None"),
+    ],
+)
+def test_bad_dataset_arguments(ints_1000: Path, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        StreamingDataset(ints_1000, **kwargs)
+
+
+def test_loader_rejects_other_datasets() -> None:
+    with pytest.raises(ConfigurationError, match="StreamingDataLoader needs a StreamingDataset, got list"):
+        StreamingDataLoader([1, 2, 3])  # type: ignore[arg-type]
+
+
+def test_corrupt_chunk_surfaces_through_the_sync_iterator(tmp_path: Path) -> None:
+    write_ints(tmp_path, 10, 5)
+    (tmp_path / "chunk-0-1.bin").write_bytes(b"\x00\x00")
+    with pytest.raises(FormatError, match="chunk-0-1.bin holds 2 bytes"):
+        list(StreamingDataset(tmp_path))

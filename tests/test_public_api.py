@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import litstream
+
+
+def test_public_names_are_exactly_these() -> None:
+    assert litstream.__all__ == sorted(litstream.__all__)
+    assert litstream.__all__ == [
+        "ChunkWriter",
+        "ConfigurationError",
+        "DatasetNotFoundError",
+        "Dir",
+        "FormatError",
+        "LitstreamError",
+        "LocalFileStore",
+        "ObjectNotFoundError",
+        "ObstoreStore",
+        "OutputNotEmptyError",
+        "PlanError",
+        "SampleStream",
+        "StorageError",
+        "Store",
+        "StreamingDataLoader",
+        "StreamingDataset",
+        "WorkerError",
+        "astream",
+        "optimize",
+    ]
+    for name in litstream.__all__:
+        assert getattr(litstream, name).__module__ == "litstream", name
+
+
+def test_every_error_is_a_litstream_error_built_from_one_message() -> None:
+    for name in litstream.__all__:
+        obj = getattr(litstream, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, litstream.LitstreamError)
+            err = obj("a message")
+            assert str(err) == "a message"
+    assert issubclass(litstream.FormatError, ValueError)
+    assert issubclass(litstream.DatasetNotFoundError, FileNotFoundError)
