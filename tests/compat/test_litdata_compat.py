@@ -108,20 +108,21 @@ def full_sample(i: int) -> dict[str, Any]:
 
 
 def plain_sample(i: int) -> dict[str, Any]:
-    """A deterministic sample without jpeg or pickle leaves (for byte identity)."""
+    """A deterministic sample without jpeg or pickle leaves (for byte identity); about 200-250 bytes, the
+    size varying with ``i`` so that ``chunk_bytes`` boundaries fall unevenly."""
     return {
         "id": i,
         "score": 0.1 * i,
         "flag": i % 2 == 1,
-        "name": f"échantillon-{i}",
-        "raw": bytes(range(i, i + 9)),
-        "matrix": np.arange(20, dtype=np.float64).reshape(4, 5) * i,
-        "ids": np.arange(i, i + 10, dtype=np.int64),
+        "name": f"échantillon-{i}" + "é" * (i % 4),
+        "raw": bytes((7 * i + k) % 256 for k in range(40 * (i % 4))),
+        "matrix": np.arange(6, dtype=np.float64).reshape(2, 3) * i,
+        "ids": np.arange(i, i + 4, dtype=np.int64),
         "mask": np.arange(6) % (i + 2) == 0,
         "scalar": torch.tensor(i, dtype=torch.int32),
-        "image_t": torch.arange(24, dtype=torch.uint8).reshape(2, 3, 4) + i,
-        "half": torch.full((5,), i / 4, dtype=torch.float16),
-        "thumb": Image.fromarray(_rgb_array(i, 6, 8), "RGB"),
+        "image_t": torch.arange(12, dtype=torch.uint8).reshape(2, 3, 2) + i,
+        "half": torch.full((3,), i / 4, dtype=torch.float16),
+        "thumb": Image.fromarray(_rgb_array(i, 2, 3), "RGB"),
     }
 
 
@@ -435,6 +436,9 @@ async def test_astream_litstream_dataset(litstream_written: dict[str, Any], anyi
 # -- 3. byte identity ---------------------------------------------------------------------------------
 
 
+_TIME = re.compile(r'"updated_at": "[^"]*"')
+
+
 def _index_without_time(directory: Path) -> dict[str, Any]:
     index = _index(directory)
     assert re.fullmatch(r"\d+(\.\d+)?", index.pop("updated_at"))
@@ -450,6 +454,7 @@ def test_byte_identical_to_litdata(chunking: dict[str, Any], tmp_path: Path) -> 
     _litstream_optimize(plain_sample, tmp_path / "litstream", num_workers=1, **chunking)
     theirs, ours = _snapshot(tmp_path / "litdata"), _snapshot(tmp_path / "litstream")
     assert sorted(ours) == sorted(theirs)
+    assert _TIME.sub("", ours["index.json"].decode()) == _TIME.sub("", theirs["index.json"].decode())
     for name in theirs:
         if name != "index.json":
             assert ours[name] == theirs[name], f"{name} differs"
@@ -464,8 +469,8 @@ def test_byte_identical_to_litdata(chunking: dict[str, Any], tmp_path: Path) -> 
         assert our_index["config"]["chunk_size"] == CHUNK_SIZE
     else:
         assert our_index["config"]["chunk_bytes"] == 1000
-        assert len(sizes) > 2  # about 300 bytes per item: several chunks
-        assert all(chunk["chunk_bytes"] <= 1000 or chunk["chunk_size"] == 1 for chunk in our_index["chunks"])
+        assert sizes == [3, 3, 2, 3, 1]  # items of ~190-340 bytes, uneven
+        assert all(chunk["chunk_bytes"] <= 1000 for chunk in our_index["chunks"])
     expected = [plain_sample(i) for i in range(NUM_SAMPLES)]
     _assert_lists_same(litstream_iterate(tmp_path / "litdata"), expected, "litstream reads LitData's")
 
@@ -473,6 +478,11 @@ def test_byte_identical_to_litdata(chunking: dict[str, Any], tmp_path: Path) -> 
 # -- 4. reported failures -----------------------------------------------------------------------------
 
 
+@pytest.mark.xfail(
+    raises=litstream.WorkerError,
+    strict=True,
+    reason="litstream refuses a 1-D tensor in a leaf whose first sample fixed 'tensor' (LitData writes it)",
+)
 def test_b23_zero_dim_and_empty_tensors_in_one_leaf(tmp_path: Path) -> None:
     out = tmp_path / "b23"
     litstream.optimize(b23_single, list(range(len(B23_TENSORS))), out, chunk_size=2, num_workers=1, verbose=False)
