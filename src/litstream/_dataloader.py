@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader
 
 from ._dataset import StreamingDataset
 from ._errors import ConfigurationError
 from .storage import _store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 __all__ = ["StreamingDataLoader"]
 
@@ -45,7 +47,6 @@ class StreamingDataLoader(DataLoader[Any]):
     def __init__(
         self,
         dataset: StreamingDataset,
-        *args: Any,
         batch_size: int = 1,
         num_workers: int = 0,
         shuffle: bool | None = None,
@@ -72,7 +73,7 @@ class StreamingDataLoader(DataLoader[Any]):
             methods = multiprocessing.get_all_start_methods()
             kwargs["multiprocessing_context"] = "forkserver" if "forkserver" in methods else "spawn"
         super().__init__(
-            dataset, *args, batch_size=batch_size, num_workers=num_workers, collate_fn=collate_fn, **kwargs
+            dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate_fn, **kwargs
         )
         self.current_epoch = 0
         self.num_samples_yielded = 0
@@ -86,7 +87,7 @@ class StreamingDataLoader(DataLoader[Any]):
         lengths = dataset.worker_lengths(self.num_workers, self.batch_size)
         return sum(math.ceil(n / self.batch_size) for n in lengths)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         dataset: StreamingDataset = self.dataset  # type: ignore[assignment]
         if not self._restoring:
             self.current_epoch += 1

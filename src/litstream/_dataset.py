@@ -11,23 +11,25 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
 from torch.utils.data import IterableDataset
 
-from ._sync import run_sync
 from ._distributed import detect_distributed, detect_worker
 from ._errors import ConfigurationError, collapse_exception_group
+from ._sync import run_sync
 from .format._loaders import PyTreeLoader
-from .format._serializers import Serializer
 from .read._astream import check_read_args
 from .read._core import ChunkWork, ReadPlanArgs, decode_work, plan_pieces, produce_chunks
 from .read._plan import items_per_rank, replay_skip, worker_plan
 from .read._source import DatasetSource
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import Store
+
+if TYPE_CHECKING:
+    from .format._serializers import Serializer
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -136,8 +138,12 @@ class StreamingDataset(IterableDataset[Any]):
         env = detect_distributed()
         regions = [(0, size) for size in self._get_source().chunk_sizes]
         return items_per_rank(
-            regions, rank=env.rank, world_size=env.world_size, num_workers=max(num_workers, 1),
-            batch_size=batch_size, drop_last=self._drop_last(env.world_size),
+            regions,
+            rank=env.rank,
+            world_size=env.world_size,
+            num_workers=max(num_workers, 1),
+            batch_size=batch_size,
+            drop_last=self._drop_last(env.world_size),
         )
 
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
@@ -147,8 +153,15 @@ class StreamingDataset(IterableDataset[Any]):
         out = []
         for worker in range(max(num_workers, 1)):
             plan = worker_plan(
-                regions, rank=env.rank, world_size=env.world_size, worker=worker, num_workers=max(num_workers, 1),
-                batch_size=batch_size, drop_last=self._drop_last(env.world_size), shuffle=False, seed=self.seed,
+                regions,
+                rank=env.rank,
+                world_size=env.world_size,
+                worker=worker,
+                num_workers=max(num_workers, 1),
+                batch_size=batch_size,
+                drop_last=self._drop_last(env.world_size),
+                shuffle=False,
+                seed=self.seed,
                 epoch=1,
             )
             out.append(sum(p.end - p.start for p in plan))
@@ -194,9 +207,16 @@ class StreamingDataset(IterableDataset[Any]):
             )
             skip = per_worker[worker.worker] if worker.worker < len(per_worker) else 0
         return ReadPlanArgs(
-            rank=env.rank, world_size=env.world_size, worker=worker.worker, num_workers=worker.num_workers,
-            batch_size=self.batch_size, drop_last=self._drop_last(env.world_size), shuffle=self.shuffle,
-            seed=self.seed, epoch=epoch, skip=skip,
+            rank=env.rank,
+            world_size=env.world_size,
+            worker=worker.worker,
+            num_workers=worker.num_workers,
+            batch_size=self.batch_size,
+            drop_last=self._drop_last(env.world_size),
+            shuffle=self.shuffle,
+            seed=self.seed,
+            epoch=epoch,
+            skip=skip,
         )
 
     def __iter__(self) -> Iterator[Any]:

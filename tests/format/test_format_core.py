@@ -129,7 +129,8 @@ def test_builder_counts_tokens_with_dim() -> None:
     builder = ChunkBuilder(chunk_size=10, chunk_bytes=None)
     assert builder.add(b"a", dim=6) is None
     closed = builder.add(b"b", dim=6)
-    assert closed is not None and closed[1] == [6]
+    assert closed is not None
+    assert closed[1] == [6]
 
 
 def _index() -> Index:
@@ -233,10 +234,16 @@ def test_format_package_imports_no_io_modules() -> None:
     )
     # Import through the package without running litstream/__init__ (which loads the facades).
     out = subprocess.run(
-        [sys.executable, "-c", "import importlib.util, sys, types\n"
-         "spec = importlib.util.find_spec('litstream')\n"
-         "pkg = types.ModuleType('litstream'); pkg.__path__ = list(spec.submodule_search_locations)\n"
-         "sys.modules['litstream'] = pkg\n" + code],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util, sys, types\n"
+            "spec = importlib.util.find_spec('litstream')\n"
+            "pkg = types.ModuleType('litstream'); pkg.__path__ = list(spec.submodule_search_locations)\n"
+            "sys.modules['litstream'] = pkg\n" + code,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == "[]"

@@ -146,10 +146,7 @@ CASES: list[Any] = [
     pytest.param(np.zeros((0, 4), dtype=np.int64), "numpy", id="np-empty-0x4"),
     pytest.param(np.zeros((3, 0), dtype=np.bool_), "numpy", id="np-empty-3x0"),
     pytest.param(np.arange(12, dtype=np.float64).reshape(3, 4).T, "numpy", id="np-transposed"),
-    *[
-        pytest.param(torch.arange(5).to(dtype), "no_header_tensor", id=f"t1d-{dtype}")
-        for dtype in TORCH_DTYPES
-    ],
+    *[pytest.param(torch.arange(5).to(dtype), "no_header_tensor", id=f"t1d-{dtype}") for dtype in TORCH_DTYPES],
     pytest.param(torch.zeros(0), "no_header_tensor", id="t1d-empty"),
     pytest.param(torch.arange(10)[::2], "no_header_tensor", id="t1d-strided"),
     pytest.param(torch.tensor(1.5), "tensor", id="t0d-f32"),
@@ -299,9 +296,7 @@ def test_selection_priority() -> None:
         (Image.open(io.BytesIO(_jpeg())), "jpeg"),
         (object, "pickle"),
     ]
-    assert [select_serializer(value, registry).name for value, _ in expectations] == [
-        key for _, key in expectations
-    ]
+    assert [select_serializer(value, registry).name for value, _ in expectations] == [key for _, key in expectations]
 
 
 @pytest.mark.litdata
@@ -486,9 +481,7 @@ def test_tensor_on_autograd_and_conjugate_views() -> None:
 
 
 def test_pil_is_imported_lazily() -> None:
-    code = (
-        "import sys, litstream.format._serializers as s; s.default_serializers(); print('PIL' in sys.modules)"
-    )
+    code = "import sys, litstream.format._serializers as s; s.default_serializers(); print('PIL' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert result.stdout.strip() == "False"

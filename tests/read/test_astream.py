@@ -2,14 +2,16 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 
 from litstream import ConfigurationError, DatasetNotFoundError, FormatError, StreamingDataset, astream, optimize
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 
@@ -17,8 +19,9 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(scope="module")
 def ints_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("ints")
-    optimize(fn=lambda i: {"i": i, "s": str(i)}, inputs=range(50), output_dir=d, chunk_size=7, num_workers=1,
-             verbose=False)
+    optimize(
+        fn=lambda i: {"i": i, "s": str(i)}, inputs=range(50), output_dir=d, chunk_size=7, num_workers=1, verbose=False
+    )
     return d
 
 
@@ -52,7 +55,9 @@ async def test_async_with_form_matches_the_dataset_order_when_shuffled(ints_dir:
 
 
 async def test_ranks_split_the_dataset(ints_dir: Path) -> None:
-    parts = [[s["i"] async for s in astream(ints_dir, rank=r, world_size=3)] for r in range(3)]
+    parts = []
+    for r in range(3):
+        parts.append([s["i"] async for s in astream(ints_dir, rank=r, world_size=3)])
     assert sorted(parts[0] + parts[1] + parts[2]) == list(range(50))
     assert [len(p) for p in parts] == [16, 16, 18]
 
@@ -131,7 +136,7 @@ async def test_entering_twice_is_an_error(ints_dir: Path) -> None:
 
 async def test_missing_dataset_raises_on_first_iteration(tmp_path: Path) -> None:
     stream = astream(tmp_path)
-    with pytest.raises(DatasetNotFoundError, match="holds no index.json"):
+    with pytest.raises(DatasetNotFoundError, match=r"holds no index\.json"):
         await stream.__anext__()
 
 

@@ -99,9 +99,7 @@ def test_spec_3_1_drop_last_drops_the_leftovers() -> None:
         (1, False, [248, 249, 889, 881, 883, 885, 886, 887, 888, 884], 549),
     ],
 )
-def test_spec_3_8_golden_1097_items_chunk_10(
-    rank: int, drop_last: bool, first_ten: list[int], count: int
-) -> None:
+def test_spec_3_8_golden_1097_items_chunk_10(rank: int, drop_last: bool, first_ten: list[int], count: int) -> None:
     regions = _uniform(1097, 10)
     plan = worker_plan(
         regions,
@@ -149,9 +147,7 @@ def test_spec_3_8_golden_1222_items_chunk_500(rank: int, first_ten: list[int]) -
     assert len(served) == 611
 
 
-@pytest.mark.parametrize(
-    ("drop_last", "rank1_items"), [(True, list(range(50, 100))), (False, list(range(50, 101)))]
-)
+@pytest.mark.parametrize(("drop_last", "rank1_items"), [(True, list(range(50, 100))), (False, list(range(50, 101)))])
 def test_spec_3_2_no_shuffle_gives_rank_0_the_beginning(drop_last: bool, rank1_items: list[int]) -> None:
     regions = _uniform(101, 10)
     order: dict[str, Any] = {"num_chunks": 11, "shuffle": False, "seed": 42, "epoch": 1}
@@ -296,9 +292,7 @@ def test_bad_inputs_of_the_other_functions() -> None:
 # --------------------------------------------------------------------------- live comparison: LitData
 
 
-def _litdata_shuffler(
-    intervals: list[tuple[int, int, int, int]], *, shuffle: bool, seed: int, drop_last: bool
-) -> Any:
+def _litdata_shuffler(intervals: list[tuple[int, int, int, int]], *, shuffle: bool, seed: int, drop_last: bool) -> Any:
     """LitData's own single-node shuffler over a stand-in cache that only knows the intervals."""
     shuffle_mod = pytest.importorskip("litdata.streaming.shuffle")
     cache = SimpleNamespace(
@@ -308,9 +302,7 @@ def _litdata_shuffler(
     return cls(cache, seed, drop_last)
 
 
-def _intervals(
-    regions: Sequence[tuple[int, int]], chunk_sizes: Sequence[int]
-) -> list[tuple[int, int, int, int]]:
+def _intervals(regions: Sequence[tuple[int, int]], chunk_sizes: Sequence[int]) -> list[tuple[int, int, int, int]]:
     """LitData intervals ``(chunk_start, roi_start, roi_end, chunk_end)`` in its global id space."""
     offsets = [0, *itertools.accumulate(chunk_sizes)]
     return [(offsets[c], offsets[c] + s, offsets[c] + e, offsets[c + 1]) for c, (s, e) in enumerate(regions)]
@@ -332,9 +324,7 @@ def _assert_matches_litdata(
     intervals = _intervals(regions, chunk_sizes)
     shuffler = _litdata_shuffler(intervals, shuffle=shuffle, seed=seed, drop_last=drop_last)
     env = env_mod._DistributedEnv(world_size, 0, 1)
-    lit_chunks, lit_intervals = shuffler.get_chunks_and_intervals_per_workers(
-        env, num_workers, batch_size, epoch
-    )
+    lit_chunks, lit_intervals = shuffler.get_chunks_and_intervals_per_workers(env, num_workers, batch_size, epoch)
     order = chunk_order(len(regions), shuffle=shuffle, seed=seed, epoch=epoch)
     ours = assign_items(
         order,
@@ -439,9 +429,7 @@ def written_datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int
 
 @pytest.mark.litdata
 @pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name=.*chunk-:ResourceWarning")
-@pytest.mark.parametrize(
-    "case", _E2E_CASES, ids=lambda c: "n{}-cs{}-W{}-K{}-B{}-dl{:d}-sh{:d}-s{}-e{}".format(*c)
-)
+@pytest.mark.parametrize("case", _E2E_CASES, ids=lambda c: "n{}-cs{}-W{}-K{}-B{}-dl{:d}-sh{:d}-s{}-e{}".format(*c))
 def test_streaming_dataset_serves_the_same_items(
     case: tuple[int, int, int, int, int, bool, bool, int, int],
     written_datasets: dict[tuple[int, int], Path],
@@ -478,9 +466,7 @@ def test_streaming_dataset_serves_the_same_items(
                 seed=seed,
                 epoch=epoch,
             )
-            ours = _global_ids(
-                plan, chunk_size, num_chunks=len(regions), shuffle=shuffle, seed=seed, epoch=epoch
-            )
+            ours = _global_ids(plan, chunk_size, num_chunks=len(regions), shuffle=shuffle, seed=seed, epoch=epoch)
             assert ours == theirs, f"rank {rank} worker {worker}"
             served_everywhere += ours
             del ds
@@ -596,9 +582,7 @@ def test_replay_skip_sums_and_is_round_robin(n: int, batch_size: int, num_worker
 
 @_PROPERTY_SETTINGS
 @given(_setups(), st.booleans(), st.integers(0, 200))
-def test_resume_position_serves_exactly_the_rest(
-    setup: dict[str, Any], drop_last: bool, consumed: int
-) -> None:
+def test_resume_position_serves_exactly_the_rest(setup: dict[str, Any], drop_last: bool, consumed: int) -> None:
     rng = {"shuffle": setup["shuffle"], "seed": setup["seed"], "epoch": setup["epoch"]}
     n_chunks = len(setup["regions"])
     plan = worker_plan(

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from obstore.store import LocalStore, MemoryStore
 
-from litstream import LocalFileStore, ObjectNotFoundError, ObstoreStore, Store, StorageError
+from litstream import LocalFileStore, ObjectNotFoundError, ObstoreStore, StorageError, Store
 from litstream.storage._resolver import Dir, resolve_dir, store_for
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 

@@ -2,9 +2,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import numpy as np
@@ -22,6 +20,10 @@ from litstream import (
     optimize,
 )
 from litstream.write._optimize import split_inputs
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 
 def _index(d: Path) -> dict[str, Any]:
@@ -71,8 +73,14 @@ def test_generator_fn_yields_several_samples_and_none_is_skipped(tmp_path: Path)
 
     optimize(fn=fn, inputs=[0, 1, 2, 3], output_dir=tmp_path / "g", chunk_size=2, num_workers=1, verbose=False)
     assert list(StreamingDataset(tmp_path / "g")) == [10, 20, 21, 30, 31, 32]
-    optimize(fn=lambda i: None if i % 2 else i, inputs=range(6), output_dir=tmp_path / "n", chunk_size=2,
-             num_workers=1, verbose=False)
+    optimize(
+        fn=lambda i: None if i % 2 else i,
+        inputs=range(6),
+        output_dir=tmp_path / "n",
+        chunk_size=2,
+        num_workers=1,
+        verbose=False,
+    )
     assert list(StreamingDataset(tmp_path / "n")) == [0, 2, 4]
 
 
@@ -87,8 +95,14 @@ def test_multi_worker_chunks_merge_in_natural_order(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("chunking", [{"chunk_size": 5}, {"chunk_bytes": "1KB"}, {"chunk_bytes": 300}])
 def test_b21_chunk_bytes_equals_file_size(tmp_path: Path, chunking: dict[str, Any]) -> None:
-    optimize(fn=lambda i: {"i": i, "v": np.full(7, i)}, inputs=range(100), output_dir=tmp_path, num_workers=1,
-             verbose=False, **chunking)
+    optimize(
+        fn=lambda i: {"i": i, "v": np.full(7, i)},
+        inputs=range(100),
+        output_dir=tmp_path,
+        num_workers=1,
+        verbose=False,
+        **chunking,
+    )
     for chunk in _index(tmp_path)["chunks"]:
         assert chunk["chunk_bytes"] == (tmp_path / chunk["filename"]).stat().st_size
     if "chunk_bytes" in chunking:
@@ -96,11 +110,22 @@ def test_b21_chunk_bytes_equals_file_size(tmp_path: Path, chunking: dict[str, An
 
 
 def test_compressed_chunks_record_uncompressed_size(tmp_path: Path) -> None:
-    optimize(fn=lambda i: np.zeros((10, 10)) + i, inputs=range(20), output_dir=tmp_path, chunk_size=8,
-             compression="zstd", num_workers=1, verbose=False)
+    optimize(
+        fn=lambda i: np.zeros((10, 10)) + i,
+        inputs=range(20),
+        output_dir=tmp_path,
+        chunk_size=8,
+        compression="zstd",
+        num_workers=1,
+        verbose=False,
+    )
     index = _index(tmp_path)
     assert index["config"]["compression"] == "zstd"
-    assert [c["filename"] for c in index["chunks"]] == ["chunk-0-0.zstd.bin", "chunk-0-1.zstd.bin", "chunk-0-2.zstd.bin"]
+    assert [c["filename"] for c in index["chunks"]] == [
+        "chunk-0-0.zstd.bin",
+        "chunk-0-1.zstd.bin",
+        "chunk-0-2.zstd.bin",
+    ]
     for chunk in index["chunks"]:
         assert chunk["chunk_bytes"] > (tmp_path / chunk["filename"]).stat().st_size
     ds = StreamingDataset(tmp_path)
@@ -137,7 +162,7 @@ def test_inputs_must_be_a_non_empty_sequence(tmp_path: Path, inputs: Any) -> Non
 def test_non_empty_output_needs_a_mode(tmp_path: Path) -> None:
     write_ints(tmp_path, 10)
     before = sorted(os.listdir(tmp_path))
-    with pytest.raises(OutputNotEmptyError, match="is not empty .*mode='overwrite'"):
+    with pytest.raises(OutputNotEmptyError, match=r"is not empty .*mode='overwrite'"):
         write_ints(tmp_path, 3)
     assert sorted(os.listdir(tmp_path)) == before
     write_ints(tmp_path, 3, mode="overwrite")
@@ -146,8 +171,15 @@ def test_non_empty_output_needs_a_mode(tmp_path: Path) -> None:
 
 def test_append_continues_chunk_numbering(tmp_path: Path) -> None:
     write_ints(tmp_path, 7, chunk_size=5)
-    optimize(fn=lambda i: 100 + i, inputs=range(3), output_dir=tmp_path, chunk_size=5, num_workers=1,
-             mode="append", verbose=False)
+    optimize(
+        fn=lambda i: 100 + i,
+        inputs=range(3),
+        output_dir=tmp_path,
+        chunk_size=5,
+        num_workers=1,
+        mode="append",
+        verbose=False,
+    )
     assert [c["filename"] for c in _index(tmp_path)["chunks"]] == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-2.bin"]
     assert list(StreamingDataset(tmp_path)) == [0, 1, 2, 3, 4, 5, 6, 100, 101, 102]
 
@@ -155,16 +187,34 @@ def test_append_continues_chunk_numbering(tmp_path: Path) -> None:
 def test_unsupported_sample_names_the_input_and_leaves_nothing(tmp_path: Path) -> None:
     import torch
 
-    with pytest.raises(WorkerError, match=r"input 0 \(index 0, worker 0\): FormatError: cannot serialize a tensor of dtype torch.bfloat16"):
-        optimize(fn=lambda i: {"t": torch.zeros(2, dtype=torch.bfloat16)}, inputs=range(3), output_dir=tmp_path,
-                 chunk_size=1, num_workers=1, verbose=False)
+    with pytest.raises(
+        WorkerError,
+        match=r"input 0 \(index 0, worker 0\): FormatError: cannot serialize a tensor of dtype torch.bfloat16",
+    ):
+        optimize(
+            fn=lambda i: {"t": torch.zeros(2, dtype=torch.bfloat16)},
+            inputs=range(3),
+            output_dir=tmp_path,
+            chunk_size=1,
+            num_workers=1,
+            verbose=False,
+        )
     assert os.listdir(tmp_path) == []
 
 
 def test_changing_structure_is_an_error_not_silent_corruption(tmp_path: Path) -> None:
-    with pytest.raises(WorkerError, match=r"input 1 \(index 1, worker 0\): FormatError: sample structure .* differs from the first sample"):
-        optimize(fn=lambda i: {"a": i} if i == 0 else {"b": i}, inputs=range(2), output_dir=tmp_path,
-                 chunk_size=1, num_workers=1, verbose=False)
+    with pytest.raises(
+        WorkerError,
+        match=r"input 1 \(index 1, worker 0\): FormatError: sample structure .* differs from the first sample",
+    ):
+        optimize(
+            fn=lambda i: {"a": i} if i == 0 else {"b": i},
+            inputs=range(2),
+            output_dir=tmp_path,
+            chunk_size=1,
+            num_workers=1,
+            verbose=False,
+        )
     assert os.listdir(tmp_path) == []
 
 
@@ -194,8 +244,12 @@ async def test_chunk_writer_on_an_obstore_memory_store(anyio_backend: str) -> No
             await writer.add({"i": i, "name": f"s{i}"})
     assert writer.partial_index is not None
     assert [c.filename for c in writer.partial_index.chunks] == ["chunk-3-0.bin", "chunk-3-1.bin", "chunk-3-2.bin"]
-    assert sorted(m.path for m in await store.list()) == ["3.index.json", "chunk-3-0.bin", "chunk-3-1.bin",
-                                                          "chunk-3-2.bin"]
+    assert sorted(m.path for m in await store.list()) == [
+        "3.index.json",
+        "chunk-3-0.bin",
+        "chunk-3-1.bin",
+        "chunk-3-2.bin",
+    ]
     # A dataset without index.json but with partials is read by merging them in memory.
     from litstream import astream
 
@@ -205,7 +259,10 @@ async def test_chunk_writer_on_an_obstore_memory_store(anyio_backend: str) -> No
 @pytest.mark.anyio
 async def test_chunk_writer_rejects_a_mismatched_sample(anyio_backend: str) -> None:
     store = ObstoreStore(MemoryStore())
-    with pytest.raises(FormatError, match="leaf 0 of the sample is a str, which the 'int' format fixed by the first sample cannot store"):
+    with pytest.raises(
+        FormatError,
+        match="leaf 0 of the sample is a str, which the 'int' format fixed by the first sample cannot store",
+    ):
         async with ChunkWriter(store, chunk_size=2) as writer:
             await writer.add(1)
             await writer.add("x")

@@ -14,12 +14,15 @@ the ``.{compression}`` infix (``chunk-0-3.zstd.bin``), exactly as LitData names 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._errors import FormatError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "ChunkBuilder",

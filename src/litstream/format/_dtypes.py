@@ -99,9 +99,7 @@ def torch_dtype_index(dtype: torch.dtype) -> int:
     try:
         return _TORCH_WRITTEN[dtype]
     except KeyError:
-        raise FormatError(
-            f"cannot serialize a tensor of dtype {dtype}; supported dtypes: {_torch_names()}"
-        ) from None
+        raise FormatError(f"cannot serialize a tensor of dtype {dtype}; supported dtypes: {_torch_names()}") from None
 
 
 def torch_dtype_from_index(index: int) -> torch.dtype:
@@ -132,9 +130,7 @@ def numpy_dtype_index(dtype: np.dtype[Any]) -> int:
     """
     index = _NUMPY_INDEX.get(dtype.newbyteorder("<").str)
     if index is None:
-        raise FormatError(
-            f"cannot serialize a NumPy array of dtype {dtype}; supported dtypes: {_numpy_names()}"
-        )
+        raise FormatError(f"cannot serialize a NumPy array of dtype {dtype}; supported dtypes: {_numpy_names()}")
     return index
 
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import FormatError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 __all__ = [
     "INDEX_FILENAME",
@@ -61,7 +63,12 @@ class ChunkInfo:
     def to_json_obj(self) -> dict[str, Any]:
         obj: dict[str, Any] = dict(self.extra)
         obj.update(
-            {"chunk_bytes": self.chunk_bytes, "chunk_size": self.chunk_size, "dim": self.dim, "filename": self.filename}
+            {
+                "chunk_bytes": self.chunk_bytes,
+                "chunk_size": self.chunk_size,
+                "dim": self.dim,
+                "filename": self.filename,
+            }
         )
         return obj
 
@@ -109,7 +116,15 @@ class DatasetConfig:
         for key in ("compression", "data_format", "data_spec"):
             if key not in obj:
                 raise FormatError(f"index.json config lacks the required key {key!r}; is this a LitData index?")
-        known = {"chunk_bytes", "chunk_size", "compression", "data_format", "data_spec", "encryption", "item_loader"}
+        known = {
+            "chunk_bytes",
+            "chunk_size",
+            "compression",
+            "data_format",
+            "data_spec",
+            "encryption",
+            "item_loader",
+        }
         return cls(
             data_format=tuple(obj["data_format"]),
             data_spec=obj["data_spec"],

@@ -12,15 +12,18 @@ and a mismatch raises instead of silently writing swapped or truncated fields.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._errors import FormatError
-from ._index import DatasetConfig
 from ._pytree import TreeSpec, spec_from_json, spec_to_json, tree_flatten, tree_unflatten
 from ._serializers import Serializer, default_serializers, select_serializer, serializer_for_format
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ._index import DatasetConfig
 
 __all__ = ["PyTreeLoader", "SampleDecoder", "SampleEncoder"]
 
@@ -80,8 +83,8 @@ class SampleEncoder:
                 "every sample must have the same keys, order and nesting"
             )
         payloads = []
-        for position, (leaf, serializer) in enumerate(zip(leaves, self._serializers)):
-            if not serializer.can_serialize(leaf):
+        for position, (leaf, serializer) in enumerate(zip(leaves, self._serializers, strict=False)):
+            if not serializer.accepts(leaf):
                 raise FormatError(
                     f"leaf {position} of the sample is a {type(leaf).__name__}, which the "
                     f"{self.data_format[position]!r} format fixed by the first sample cannot store; "
@@ -145,8 +148,7 @@ class SampleDecoder:
         self._num_leaves = len(self._serializers)
         if self._num_leaves != self._spec.num_leaves:
             raise FormatError(
-                f"config.data_format lists {self._num_leaves} leaves but data_spec describes "
-                f"{self._spec.num_leaves}"
+                f"config.data_format lists {self._num_leaves} leaves but data_spec describes {self._spec.num_leaves}"
             )
 
     def decode(self, item: bytes | memoryview) -> Any:
@@ -160,7 +162,7 @@ class SampleDecoder:
         sizes = np.frombuffer(view, dtype="<u4", count=n)
         position = 4 * n
         leaves = []
-        for size, serializer in zip(sizes.tolist(), self._serializers):
+        for size, serializer in zip(sizes.tolist(), self._serializers, strict=False):
             end = position + size
             if end > len(view):
                 raise FormatError(f"item of {len(view)} bytes is shorter than its header announces ({end})")

@@ -127,14 +127,14 @@ def _build(spec: TreeSpec, it: Any) -> Any:
     if spec.type == _LIST:
         return values
     if spec.type == _DICT:
-        return dict(zip(spec.context, values))
+        return dict(zip(spec.context, values, strict=False))
     if spec.type == _ODICT:
-        return OrderedDict(zip(spec.context, values))
+        return OrderedDict(zip(spec.context, values, strict=False))
     if spec.type == _DEQUE:
         return deque(values, maxlen=spec.context)
     module, name, keys = spec.context
     factory = _resolve_factory(module, name)
-    return defaultdict(factory, zip(keys, values))
+    return defaultdict(factory, zip(keys, values, strict=False))
 
 
 def _resolve_factory(module: str | None, name: str | None) -> Any:

@@ -119,6 +119,14 @@ class Serializer(abc.ABC):
             FormatError: ``data`` is not a valid payload for this encoding.
         """
 
+    def accepts(self, obj: object) -> bool:
+        """Whether a leaf whose format this serializer fixed (from the first sample) can store ``obj``.
+
+        Defaults to :meth:`can_serialize`; the self-describing ``numpy`` and ``tensor`` encodings
+        accept any array / tensor, since each payload records its own dtype and shape.
+        """
+        return self.can_serialize(obj)
+
     def setup(self, data_format: str) -> Serializer:
         """Return a serializer configured for a recorded ``data_format``; stateless serializers return self.
 
@@ -344,6 +352,9 @@ class NumpySerializer(Serializer):
     def can_serialize(self, obj: object) -> bool:
         return isinstance(obj, np.ndarray) and obj.ndim > 1
 
+    def accepts(self, obj: object) -> bool:
+        return isinstance(obj, np.ndarray)
+
     def serialize(self, obj: npt.NDArray[Any]) -> tuple[bytes, str | None]:
         index = dt.numpy_dtype_index(obj.dtype)
         return dt.pack_header(index, obj.shape, "<") + dt.array_to_bytes(obj), None
@@ -391,6 +402,9 @@ class TensorSerializer(Serializer):
 
     def can_serialize(self, obj: object) -> bool:
         return isinstance(obj, torch.Tensor) and obj.ndim != 1
+
+    def accepts(self, obj: object) -> bool:
+        return isinstance(obj, torch.Tensor)
 
     def serialize(self, obj: torch.Tensor) -> tuple[bytes, str | None]:
         index = dt.torch_dtype_index(obj.dtype)

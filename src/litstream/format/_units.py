@@ -6,8 +6,17 @@ from .._errors import ConfigurationError
 
 __all__ = ["parse_bytes"]
 
-_SUFFIXES = (("tb", 10**12), ("gb", 10**9), ("mb", 10**6), ("kb", 10**3), ("t", 10**12), ("g", 10**9),
-             ("m", 10**6), ("k", 10**3), ("b", 1))
+_SUFFIXES = (
+    ("tb", 10**12),
+    ("gb", 10**9),
+    ("mb", 10**6),
+    ("kb", 10**3),
+    ("t", 10**12),
+    ("g", 10**9),
+    ("m", 10**6),
+    ("k", 10**3),
+    ("b", 1),
+)
 
 
 def parse_bytes(value: int | str, *, argument: str = "chunk_bytes") -> int:

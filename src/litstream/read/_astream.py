@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import deque
-from collections.abc import Callable, Mapping
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from .._errors import ConfigurationError, collapse_exception_group
-from ..format._serializers import Serializer
 from ..storage._resolver import Dir, store_for
-from ..storage._store import Store
 from ._core import ChunkWork, ReadPlanArgs, decode_work_async, plan_pieces, produce_chunks
 from ._source import DatasetSource
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Mapping
+    from types import TracebackType
+
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
+    from ..format._serializers import Serializer
+    from ..storage._store import Store
 
 __all__ = ["SampleStream", "astream"]
 
@@ -101,7 +105,8 @@ class SampleStream:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
-        assert self._task_group is not None and self._receive is not None
+        assert self._task_group is not None
+        assert self._receive is not None
         self._task_group.cancel_scope.cancel()
         try:
             return await self._task_group.__aexit__(exc_type, exc, tb)
@@ -197,7 +202,12 @@ def astream(
     if transform is not None and not callable(transform):
         raise ConfigurationError(f"transform must be callable, got {transform!r}")
     plan = ReadPlanArgs(
-        rank=rank, world_size=world_size, batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed,
+        rank=rank,
+        world_size=world_size,
+        batch_size=batch_size,
+        drop_last=drop_last,
+        shuffle=shuffle,
+        seed=seed,
         epoch=epoch,
     )
     return SampleStream(

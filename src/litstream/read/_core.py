@@ -11,17 +11,21 @@ boundary per chunk, never per sample.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-from anyio.streams.memory import MemoryObjectSendStream
 
-from ..format._chunk import ChunkView
 from ._plan import ChunkSlice, item_order, resume_position, worker_plan
-from ._source import DatasetSource
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from anyio.streams.memory import MemoryObjectSendStream
+
+    from ..format._chunk import ChunkView
+    from ._source import DatasetSource
 
 __all__ = ["ChunkWork", "ReadPlanArgs", "decode_work", "plan_pieces", "produce_chunks"]
 

@@ -188,8 +188,7 @@ def assign_items(
     batch = _as_int("batch_size", batch_size, minimum=1, fix="pass the DataLoader's batch_size")
     checked = _check_regions(regions)
     order = [
-        _as_int(f"chunk_order[{i}]", c, minimum=0, fix="chunk ids index regions")
-        for i, c in enumerate(chunk_order)
+        _as_int(f"chunk_order[{i}]", c, minimum=0, fix="chunk ids index regions") for i, c in enumerate(chunk_order)
     ]
     for i, c in enumerate(order):
         if c >= len(checked):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
@@ -15,8 +14,12 @@ from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
-from ..format._serializers import Serializer
-from ..storage._store import Store
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..format._serializers import Serializer
+    from ..storage._store import Store
 
 __all__ = ["DatasetSource", "load_index"]
 
@@ -112,9 +115,7 @@ class DatasetSource:
             )
         view = ChunkView(data)
         if view.num_items != info.chunk_size:
-            raise FormatError(
-                f"{info.filename} holds {view.num_items} items but index.json records {info.chunk_size}"
-            )
+            raise FormatError(f"{info.filename} holds {view.num_items} items but index.json records {info.chunk_size}")
         self._last_chunk = (chunk_index, view)
         return view
 

@@ -17,8 +17,18 @@ from ._store import LocalFileStore, Store
 
 __all__ = ["Dir", "resolve_dir", "store_for"]
 
-_REMOTE_SCHEMES = ("s3://", "gs://", "r2://", "azure://", "az://", "abfs://", "abfss://", "hf://",
-                   "http://", "https://")
+_REMOTE_SCHEMES = (
+    "s3://",
+    "gs://",
+    "r2://",
+    "azure://",
+    "az://",
+    "abfs://",
+    "abfss://",
+    "hf://",
+    "http://",
+    "https://",
+)
 
 
 @dataclass(frozen=True)
@@ -48,9 +58,9 @@ def resolve_dir(value: str | os.PathLike[str] | Dir | None, *, argument: str = "
             "pass a local directory (or a Store instance)"
         )
     if text.startswith("file://"):
-        text = text[len("file://"):]
+        text = text[len("file://") :]
     elif text.startswith("local:"):
-        text = text[len("local:"):]
+        text = text[len("local:") :]
     return Dir(path=str(Path(text).expanduser().absolute()))
 
 
@@ -58,6 +68,6 @@ def store_for(value: str | os.PathLike[str] | Dir | Store, *, argument: str = "i
     """The :class:`Store` for a location (a Store instance is returned as is)."""
     if isinstance(value, Store) and not isinstance(value, (str, os.PathLike, Dir)):
         return value
-    resolved = resolve_dir(value, argument=argument)  # type: ignore[arg-type]
+    resolved = resolve_dir(value, argument=argument)
     assert resolved.path is not None
     return LocalFileStore(resolved.path)

@@ -21,17 +21,19 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
 from .._errors import ObjectNotFoundError, StorageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["LocalFileStore", "ObjectMeta", "ObstoreStore", "Store", "obstore_used"]
 
@@ -158,7 +160,7 @@ class LocalFileStore:
 
         def read() -> list[bytes]:
             with open(full, "rb") as f:
-                return [os.pread(f.fileno(), length, start) for start, length in zip(starts, lengths)]
+                return [os.pread(f.fileno(), length, start) for start, length in zip(starts, lengths, strict=False)]
 
         return await self._run("get_range", path, read)
 
@@ -189,7 +191,7 @@ class LocalFileStore:
         root = self._root
 
         def walk() -> list[ObjectMeta]:
-            out = []
+            out: list[ObjectMeta] = []
             if not root.is_dir():
                 return out
             for dirpath, _dirs, files in os.walk(root):
@@ -280,7 +282,7 @@ class ObstoreStore:
         import obstore
 
         def collect(store: Any) -> list[ObjectMeta]:
-            out = []
+            out: list[ObjectMeta] = []
             for batch in obstore.list(store, prefix=prefix or None):
                 out.extend(ObjectMeta(str(m["path"]), int(m["size"])) for m in batch)
             return sorted(out, key=lambda m: m.path)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
-from ..storage._store import Store
+
+if TYPE_CHECKING:
+    from ..storage._store import Store
 
 __all__ = ["merge_index"]
 

@@ -18,9 +18,8 @@ import queue as queue_module
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import cloudpickle
 
 from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
@@ -28,11 +27,13 @@ from .._sync import run_sync
 from ..format._compression import validate_compression
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
 from ..format._loaders import PyTreeLoader
-from ..format._serializers import Serializer
 from ..storage._resolver import Dir, store_for
-from ..storage._store import Store
 from ._merge import merge_index
 from ._writer import ChunkWriter, check_chunking
+
+if TYPE_CHECKING:
+    from ..format._serializers import Serializer
+    from ..storage._store import Store
 
 __all__ = ["optimize", "split_inputs"]
 
@@ -80,8 +81,7 @@ async def _run_job(job: _WorkerJob, report: Callable[[tuple[Any, ...]], None]) -
                     samples = list(_iter_samples(fn, item))
                 except Exception as exc:
                     raise WorkerError(
-                        f"fn failed on input {item!r} (index {index}, worker {job.rank}): "
-                        f"{type(exc).__name__}: {exc}"
+                        f"fn failed on input {item!r} (index {index}, worker {job.rank}): {type(exc).__name__}: {exc}"
                     ) from exc
                 for sample in samples:
                     try:
@@ -153,8 +153,7 @@ def optimize(
         raise ConfigurationError(f"fn must be callable, got {fn!r}")
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence) or len(inputs) == 0:
         raise ConfigurationError(
-            f"inputs must be a non-empty sequence (list, tuple, range), got {type(inputs).__name__} "
-            f"{inputs!r:.80}"
+            f"inputs must be a non-empty sequence (list, tuple, range), got {type(inputs).__name__} {inputs!r:.80}"
         )
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     validate_compression(compression)
@@ -224,13 +223,15 @@ async def _prepare_output(store: Store, mode: str | None, num_workers: int) -> t
         for meta in listing:
             name = meta.path
             if "/" not in name and (
-                name == INDEX_FILENAME or is_partial_index_name(name) or (name.startswith("chunk-") and name.endswith(".bin"))
+                name == INDEX_FILENAME
+                or is_partial_index_name(name)
+                or (name.startswith("chunk-") and name.endswith(".bin"))
             ):
                 await store.delete(name)
         return None, {}
     # append
-    names = {m.path for m in listing}
-    if INDEX_FILENAME not in names:
+    present = {m.path for m in listing}
+    if INDEX_FILENAME not in present:
         return None, {}
     existing = Index.from_json(await store.get(INDEX_FILENAME))
     start: dict[int, int] = {}
@@ -253,7 +254,7 @@ def _run_jobs(jobs: list[_WorkerJob], total: int, store: Store, start_method: st
     written: list[str] = []
     try:
         if len(jobs) == 1:
-            events: queue_module.SimpleQueue[tuple[Any, ...]] = queue_module.SimpleQueue()
+            queue_module.SimpleQueue()
 
             def report(event: tuple[Any, ...]) -> None:
                 if event[0] == "progress":
@@ -273,7 +274,7 @@ def _run_jobs(jobs: list[_WorkerJob], total: int, store: Store, start_method: st
 
 
 def _run_processes(jobs: list[_WorkerJob], store: Store, start_method: str, bar: Any, written: list[str]) -> None:
-    ctx = multiprocessing.get_context(start_method)
+    ctx: Any = multiprocessing.get_context(start_method)
     events = ctx.Queue()
     processes = [ctx.Process(target=_worker_main, args=(cloudpickle.dumps(job), events), daemon=True) for job in jobs]
     for p in processes:
@@ -287,8 +288,13 @@ def _run_processes(jobs: list[_WorkerJob], store: Store, start_method: str, bar:
             except queue_module.Empty:
                 dead = [jobs[i].rank for i, p in enumerate(processes) if not p.is_alive() and jobs[i].rank in pending]
                 if dead and events.empty():
-                    failure = ("error", dead[0], f"worker {dead[0]} died (exit code "
-                               f"{processes[jobs.index(next(j for j in jobs if j.rank == dead[0]))].exitcode})", "")
+                    failure = (
+                        "error",
+                        dead[0],
+                        f"worker {dead[0]} died (exit code "
+                        f"{processes[jobs.index(next(j for j in jobs if j.rank == dead[0]))].exitcode})",
+                        "",
+                    )
                 continue
             kind = event[0]
             if kind == "progress":

@@ -17,14 +17,10 @@ Usage::
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._errors import ConfigurationError, collapse_exception_group
 
@@ -34,9 +30,17 @@ from ..format._chunk import ChunkBuilder, chunk_filename, pack_chunk
 from ..format._compression import compress, validate_compression
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder
-from ..format._serializers import Serializer
 from ..format._units import parse_bytes
-from ..storage._store import Store
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from types import TracebackType
+
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+    from ..format._serializers import Serializer
+    from ..storage._store import Store
 
 __all__ = ["ChunkWriter", "check_chunking"]
 
@@ -121,7 +125,8 @@ class ChunkWriter:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
-        assert self._task_group is not None and self._send is not None
+        assert self._task_group is not None
+        assert self._send is not None
         try:
             if exc_type is None:
                 await self._emit(self._builder.flush())
