@@ -12,3 +12,4 @@ fi
 .venv/bin/python -m pip install -q -c requirements/constraints.txt -r requirements/dev.txt
 # LitData (test peer) without its torchvision requirement; see requirements/dev.txt.
 .venv/bin/python -m pip install -q --no-deps -c requirements/constraints.txt litdata==0.2.71
+bash scripts/install_servers.sh

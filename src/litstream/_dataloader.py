@@ -4,6 +4,13 @@ It pushes ``batch_size``, ``num_workers``, ``shuffle`` and ``drop_last`` into th
 own ``drop_last`` is never set: the dataset deals whole batches to workers), counts the samples it
 hands out, and saves/restores that position with ``state_dict()`` / ``load_state_dict()``.
 
+Exact counting: the collate function is wrapped so that every batch travels with the id of the
+torch worker that built it and its sample count (read in the worker with ``get_worker_info()``);
+the loader strips the tag and adds the count to that worker's tally. So the per-worker counts in a
+checkpoint are what torch really delivered, whatever order it delivered batches in. How the counts
+of other ranks and a resume on another topology follow from them is described in
+``litstream.read._resume``.
+
 Worker start method: when ``num_workers > 0`` and no ``multiprocessing_context`` is given, the
 platform default is used unless this process has used obstore (which hangs in forked children),
 in which case ``forkserver`` (or ``spawn``) is chosen.
@@ -13,18 +20,42 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate, get_worker_info
 
 from ._dataset import StreamingDataset
 from ._errors import ConfigurationError
 from .storage import _store
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Generator
+
+    from .read._resume import Level
 
 __all__ = ["StreamingDataLoader"]
+
+
+class _Tagged(NamedTuple):
+    """A collated batch with the torch worker that built it and its sample count (``size``).
+
+    A ``NamedTuple`` so that torch's ``pin_memory`` pins ``batch`` and passes the ints through.
+    """
+
+    worker: int
+    size: int
+    batch: Any
+
+
+class _TaggingCollate:
+    """Wraps a collate function; runs in the worker that builds the batch (picklable)."""
+
+    def __init__(self, collate: Callable[[list[Any]], Any]) -> None:
+        self.collate = collate
+
+    def __call__(self, samples: list[Any]) -> _Tagged:
+        info = get_worker_info()
+        return _Tagged(0 if info is None else info.id, len(samples), self.collate(samples))
 
 
 class StreamingDataLoader(DataLoader[Any]):
@@ -38,7 +69,15 @@ class StreamingDataLoader(DataLoader[Any]):
         drop_last: If not ``None``, overrides the dataset's ``drop_last``.
         collate_fn: Batch builder (default torch's ``default_collate``).
         **kwargs: Passed to ``torch.utils.data.DataLoader`` (``pin_memory``, ``prefetch_factor``,
-            ``multiprocessing_context``, ``persistent_workers``, ...).
+            ``multiprocessing_context``, ...).
+
+    Resume (:meth:`state_dict` / :meth:`load_state_dict`): the checkpoint holds the samples this rank
+    delivered per worker, counted exactly from the batches torch handed out, so a resume on this rank
+    is exact whatever order torch used. Under DDP every rank restores one rank's checkpoint; the
+    position of the other ranks is then derived assuming lock-step (every rank delivered the same
+    number of batches) and torch's default in-order delivery (``in_order=True``). A different world
+    size, ``num_workers`` or ``batch_size`` is allowed (elastic resume). ``persistent_workers=True``
+    is not supported with resume: persistent workers keep the dataset copy of the first epoch.
 
     Raises:
         ConfigurationError: ``dataset`` is not a ``StreamingDataset``, or a bad argument.
@@ -73,84 +112,110 @@ class StreamingDataLoader(DataLoader[Any]):
             methods = multiprocessing.get_all_start_methods()
             kwargs["multiprocessing_context"] = "forkserver" if "forkserver" in methods else "spawn"
         super().__init__(
-            dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate_fn, **kwargs
+            dataset,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            collate_fn=_TaggingCollate(collate_fn or default_collate),
+            **kwargs,
         )
         self.current_epoch = 0
         self.num_samples_yielded = 0
         self.latest_worker_idx = 0
+        self._worker_samples = [0] * max(num_workers, 1)  # per logical worker, at the current level
+        self._levels: tuple[Level, ...] = ()  # levels closed by elastic resumes in this epoch
+        self._start = 0  # logical worker that torch worker 0 serves
         self._restoring = False
 
     def __len__(self) -> int:
-        """Batches per epoch on this rank: each worker's items split into batches (the last may be short)."""
+        """Batches per epoch on this rank: each worker's items split into batches (the last may be short).
+
+        This is the length of a normal epoch, also while a resumed epoch is being served.
+        """
         dataset: StreamingDataset = self.dataset  # type: ignore[assignment]
         assert self.batch_size is not None
         lengths = dataset.worker_lengths(self.num_workers, self.batch_size)
         return sum(math.ceil(n / self.batch_size) for n in lengths)
 
-    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+    def __iter__(self) -> Generator[Any, None, None]:  # type: ignore[override]
         dataset: StreamingDataset = self.dataset  # type: ignore[assignment]
-        if not self._restoring:
-            self.current_epoch += 1
-            self.num_samples_yielded = 0
-            self.latest_worker_idx = 0
-            dataset.set_epoch(self.current_epoch)
         workers = max(self.num_workers, 1)
-        completed = False
-        for batch in super().__iter__():
-            self.num_samples_yielded += _batch_len(batch, self.batch_size or 1)
-            self.latest_worker_idx = (self.latest_worker_idx + 1) % workers
-            yield batch
-        completed = True
-        if completed:
-            self._restoring = False
-            dataset._resume = None
+        plan = dataset._resume_plan(self.num_workers) if self._restoring else None
+        if plan is not None:
+            # (Re)start the resumed epoch from the checkpoint, also after an abandoned first try.
+            self._set_position(list(plan.consumed), plan.levels, plan.start)
+        else:
+            self.current_epoch += 1
+            self._set_position([0] * workers, (), 0)
+            dataset._clear_resume()
+            dataset.set_epoch(self.current_epoch)
+        dataset._pin_distributed()
+        for tagged in super().__iter__():
+            worker = (self._start + tagged.worker) % workers
+            self._worker_samples[worker] += tagged.size
+            self.num_samples_yielded += tagged.size
+            self.latest_worker_idx = worker
+            yield tagged.batch
+        self._restoring = False
+        dataset._clear_resume()
+
+    def _set_position(self, counts: list[int], levels: tuple[Level, ...], start: int) -> None:
+        self._worker_samples = counts
+        self.num_samples_yielded = sum(counts)
+        self._levels = levels
+        self._start = start
+        self.latest_worker_idx = (start - 1) % len(counts)
 
     def state_dict(self) -> dict[str, Any]:
-        """The position in the current epoch: LitData's keys (``dataset``, ``current_epoch``,
-        ``num_samples_yielded``, ``latest_worker_idx``)."""
+        """The position in the current epoch, as plain values (picklable; safe to ``torch.save``).
+
+        Returns:
+            ``{"dataset": <dataset state>, "current_epoch": int, "num_samples_yielded": int,
+            "latest_worker_idx": int}`` (LitData's keys). ``num_samples_yielded`` counts the samples
+            this rank delivered at the current level of the epoch (real batch lengths, not
+            ``batch_size`` per batch); ``latest_worker_idx`` is the worker of the last batch.
+            ``current_epoch`` is 0 before the first ``iter()``. The dataset state is described in
+            :meth:`StreamingDataset.state_dict`.
+        """
         dataset: StreamingDataset = self.dataset  # type: ignore[assignment]
         return {
-            "dataset": dataset.state_dict(self.num_samples_yielded, self.num_workers, self.batch_size or 1),
+            "dataset": dataset.state_dict(
+                self.num_samples_yielded,
+                self.num_workers,
+                self.batch_size or 1,
+                current_epoch=max(self.current_epoch, 1),
+                worker_samples_yielded=self._worker_samples,
+                resume_levels=self._levels,
+            ),
             "current_epoch": self.current_epoch,
             "num_samples_yielded": self.num_samples_yielded,
             "latest_worker_idx": self.latest_worker_idx,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`: the next ``iter()`` yields exactly the rest of that epoch, or
-        starts the next epoch when the checkpoint was taken at the end of one.
+        """Restore :meth:`state_dict`, possibly saved by another rank or on another topology.
+
+        The next ``iter()`` yields exactly the samples of that epoch not yet delivered, then epochs
+        go on normally. A checkpoint taken before the first batch starts its epoch from the
+        beginning; one taken after the last batch of an epoch makes the next ``iter()`` the next
+        epoch. Under DDP every rank loads the same checkpoint (normally rank 0's). Other world sizes,
+        worker counts and batch sizes are accepted (elastic resume): every remaining sample is then
+        served exactly once across the new ranks and workers; see ``litstream.read._resume`` for
+        what is exact and under which assumption.
 
         Raises:
-            ConfigurationError: the checkpoint does not match this loader's dataset or topology.
+            ConfigurationError: the checkpoint was saved with another ``shuffle``, ``seed``,
+                ``drop_last``, input or item loader, or its counts exceed what its epoch holds.
         """
         dataset: StreamingDataset = self.dataset  # type: ignore[assignment]
         saved = state["dataset"]
-        if saved["num_workers"] != max(self.num_workers, 1) or saved["batch_size"] != self.batch_size:
-            raise ConfigurationError(
-                f"checkpoint was taken with num_workers={saved['num_workers']}, batch_size={saved['batch_size']}; "
-                f"this loader has num_workers={self.num_workers}, batch_size={self.batch_size}. Resume with the "
-                "same values (elastic resume is not supported yet)"
-            )
-        self.current_epoch = state["current_epoch"]
-        self.num_samples_yielded = state["num_samples_yielded"]
-        self.latest_worker_idx = state["latest_worker_idx"]
-        total = dataset.get_len(self.num_workers, self.batch_size or 1)
-        if 0 < self.num_samples_yielded < total:
-            dataset.load_state_dict(saved)
-            self._restoring = True
+        dataset.load_state_dict(saved)
+        epoch = int(state.get("current_epoch", saved.get("current_epoch", 0)))
+        plan = dataset._resume_plan(self.num_workers) if epoch >= 1 else None
+        self._restoring = plan is not None and not plan.finished
+        self.current_epoch = epoch
+        if plan is not None and self._restoring:
+            self._set_position(list(plan.consumed), plan.levels, plan.start)
         else:
-            # Taken at an epoch boundary: the next iter() starts the following epoch afresh.
-            self._restoring = False
-            dataset._resume = None
-
-
-def _batch_len(batch: Any, default: int) -> int:
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0])
-    if isinstance(batch, dict) and batch:
-        return _batch_len(next(iter(batch.values())), default)
-    if isinstance(batch, (list, tuple)) and batch:
-        return _batch_len(batch[0], default)
-    return default
+            # Nothing of the epoch consumed yet (epoch 0), or all of it: the next iter() starts afresh.
+            self._set_position([0] * max(self.num_workers, 1), (), 0)
+            dataset._clear_resume()

@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
 from torch.utils.data import IterableDataset
 
-from ._distributed import detect_distributed, detect_worker
+from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import ConfigurationError, collapse_exception_group
 from ._sync import run_sync
 from .format._loaders import PyTreeLoader
 from .read._astream import check_read_args
 from .read._core import ChunkWork, ReadPlanArgs, decode_work, plan_pieces, produce_chunks
-from .read._plan import items_per_rank, replay_skip, worker_plan
+from .read._plan import items_per_rank, worker_plan
+from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import DatasetSource
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import Store
@@ -96,12 +98,14 @@ class StreamingDataset(IterableDataset[Any]):
         self.batch_size = 1
         self.num_workers = 1
         self._source: DatasetSource | None = None
-        self._resume: dict[str, Any] | None = None
+        self._resume_state: dict[str, Any] | None = None  # a loaded checkpoint, until its epoch ends
+        self._resume: ResumePlan | None = None  # _resume_state resolved for one rank and topology
+        self._parent_env: DistributedEnv | None = None  # rank/world of the process that started the workers
 
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:
         """Set the 1-based epoch that drives the shuffle order (ignored while a resume is pending)."""
-        if self._resume is None:
+        if self._resume_state is None:
             self.current_epoch = current_epoch
 
     def set_shuffle(self, shuffle: bool) -> None:
@@ -122,7 +126,19 @@ class StreamingDataset(IterableDataset[Any]):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_source"] = None
+        # A spawn/forkserver DataLoader worker may not see the parent's process group or env vars.
+        state["_parent_env"] = detect_distributed()
         return state
+
+    def _pin_distributed(self) -> None:
+        """Record this process's rank and world size for the DataLoader workers it is about to start."""
+        self._parent_env = detect_distributed()
+
+    def _distributed(self) -> DistributedEnv:
+        """Rank and world size: in a DataLoader worker, those of the process that started it."""
+        if self._parent_env is not None and _inside_worker():
+            return self._parent_env
+        return detect_distributed()
 
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
@@ -135,7 +151,7 @@ class StreamingDataset(IterableDataset[Any]):
 
     def get_len(self, num_workers: int, batch_size: int) -> int:
         """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
-        env = detect_distributed()
+        env = self._distributed()
         regions = [(0, size) for size in self._get_source().chunk_sizes]
         return items_per_rank(
             regions,
@@ -148,7 +164,7 @@ class StreamingDataset(IterableDataset[Any]):
 
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
         """Items each worker of this rank serves per epoch (index = worker id)."""
-        env = detect_distributed()
+        env = self._distributed()
         regions = [(0, size) for size in self._get_source().chunk_sizes]
         out = []
         for worker in range(max(num_workers, 1)):
@@ -195,17 +211,8 @@ class StreamingDataset(IterableDataset[Any]):
 
     # -- iteration --------------------------------------------------------------------------------
     def _plan_args(self) -> ReadPlanArgs:
-        env = detect_distributed()
+        env = self._distributed()
         worker = detect_worker()
-        skip = 0
-        epoch = self.current_epoch
-        if self._resume is not None:
-            state = self._resume
-            epoch = state["current_epoch"]
-            per_worker = replay_skip(
-                state["num_samples_yielded"], batch_size=state["batch_size"], num_workers=state["num_workers"]
-            )
-            skip = per_worker[worker.worker] if worker.worker < len(per_worker) else 0
         return ReadPlanArgs(
             rank=env.rank,
             world_size=env.world_size,
@@ -215,14 +222,25 @@ class StreamingDataset(IterableDataset[Any]):
             drop_last=self._drop_last(env.world_size),
             shuffle=self.shuffle,
             seed=self.seed,
-            epoch=epoch,
-            skip=skip,
+            epoch=self.current_epoch,
         )
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Generator[Any, None, None]:
         source = self._get_source()
-        args = self._plan_args()
-        pieces = plan_pieces(source, args)
+        worker = detect_worker()
+        plan = self._resume_plan(worker.num_workers)
+        if plan is not None and plan.finished:  # saved at the end of its epoch: go on with the next
+            self._clear_resume()
+            self.current_epoch = plan.spec.epoch + 1
+            plan = None
+        if plan is None:
+            pieces = plan_pieces(source, self._plan_args())
+        elif not plan.levels:  # same topology as the checkpoint: the engine skips what was served
+            logical = (plan.start + worker.worker) % worker.num_workers
+            args = replace(self._plan_args(), worker=logical, epoch=plan.spec.epoch, skip=plan.consumed[logical])
+            pieces = plan_pieces(source, args)
+        else:  # elastic: this worker's run of the restriped remainder
+            pieces = plan.pieces((plan.start + worker.worker) % worker.num_workers)
         transform = self._apply if self.transforms else None
         with anyio.from_thread.start_blocking_portal("asyncio") as portal:
             send, receive = portal.call(_make_stream)
@@ -246,53 +264,104 @@ class StreamingDataset(IterableDataset[Any]):
                 if not future.done():
                     future.cancel()
                 portal.call(_close, receive)
-        self._resume = None
+        self._clear_resume()
         if not _inside_worker():
             self.current_epoch += 1
 
     # -- resume -----------------------------------------------------------------------------------
-    def state_dict(self, num_samples_yielded: int, num_workers: int, batch_size: int) -> dict[str, Any]:
-        """Checkpoint of this rank's position; keys follow LitData's dataset state.
+    def state_dict(
+        self,
+        num_samples_yielded: int,
+        num_workers: int,
+        batch_size: int,
+        *,
+        current_epoch: int | None = None,
+        worker_samples_yielded: Sequence[int] | None = None,
+        resume_levels: Sequence[Level] = (),
+    ) -> dict[str, Any]:
+        """Checkpoint of this rank's position in the current epoch (LitData's keys plus three).
+
+        :class:`StreamingDataLoader` fills every argument; called by hand, only the first three are
+        needed and the per-worker split is then derived as for a LitData checkpoint.
 
         Args:
-            num_samples_yielded: Samples this rank has consumed in the current epoch.
+            num_samples_yielded: Samples this rank delivered at the current level of the epoch
+                (since the epoch began, or since the last elastic resume).
             num_workers: DataLoader workers (0 is stored as 1).
             batch_size: Loader batch size.
+            current_epoch: The 1-based epoch the counts belong to. Default: this dataset's epoch.
+            worker_samples_yielded: Samples delivered per worker of this rank at the current level.
+            resume_levels: Levels closed by elastic resumes earlier in this epoch, oldest first.
+
+        Returns:
+            A dict of plain values (picklable, JSON-compatible). See ``read._resume`` for the meaning
+            of ``rank``, ``worker_samples_yielded`` and ``resume_levels``.
         """
-        env = detect_distributed()
+        env = self._distributed()
+        workers = max(num_workers, 1)
+        first = resume_levels[0].topology if resume_levels else Topology(env.world_size, workers, batch_size)
+        dropped = sum(sum(level.consumed) for level in resume_levels)
         return {
+            **self._config(),
             "num_samples_yielded": num_samples_yielded,
-            "num_workers": max(num_workers, 1),
+            "num_workers": workers,
             "batch_size": batch_size,
-            "current_epoch": self.current_epoch,
+            "current_epoch": self.current_epoch if current_epoch is None else current_epoch,
+            "world_size": env.world_size,
+            "state_version": 2,
+            "sample_in_epoch": dropped + num_samples_yielded * env.world_size,
+            "initial_world_size": first.world_size,
+            "initial_num_workers": first.num_workers,
+            "initial_batch_size": first.batch_size,
+            "resume_mode": "elastic" if resume_levels else "strict",
+            "rank": env.rank,
+            "worker_samples_yielded": None if worker_samples_yielded is None else list(worker_samples_yielded),
+            "resume_levels": [level.as_dict() for level in resume_levels],
+        }
+
+    def _config(self) -> dict[str, Any]:
+        return {
             "input_dir_path": self.input_dir.path,
             "input_dir_url": self.input_dir.url,
             "item_loader": self.item_loader.state_dict(),
             "drop_last": self.drop_last,
             "seed": self.seed,
-            "world_size": env.world_size,
             "shuffle": self.shuffle,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch.
 
+        The checkpoint may come from another world size, worker count or batch size (elastic
+        resume): the samples not yet served are then spread over the new topology, each served
+        once. A checkpoint taken at the end of an epoch makes the next iteration the next epoch.
+
         Raises:
-            ConfigurationError: the checkpoint was taken with a different seed, shuffle, input or
-                drop_last, or with another topology (elastic resume is not supported yet).
+            ConfigurationError: the checkpoint was taken with a different ``shuffle``, ``seed``,
+                ``drop_last``, input or item loader (the message names the key, both values and the
+                fix), or its counts exceed what its epoch holds (raised on first use).
         """
-        for key in ("seed", "shuffle", "drop_last"):
-            if state.get(key) != getattr(self, key):
-                raise ConfigurationError(
-                    f"checkpoint has {key}={state.get(key)!r} but this dataset has {key}={getattr(self, key)!r}; "
-                    "build the dataset with the same arguments to resume"
-                )
-        if state.get("input_dir_path") != self.input_dir.path:
-            raise ConfigurationError(
-                f"checkpoint was taken on {state.get('input_dir_path')!r}, this dataset reads {self.input_dir.path!r}"
-            )
-        self._resume = dict(state)
-        self.current_epoch = int(state["current_epoch"])
+        check_config(state, self._config())
+        self._resume_state = dict(state)
+        self._resume = None
+        self.current_epoch = max(int(state.get("current_epoch", 1)), 1)
+
+    def _resume_plan(self, num_workers: int) -> ResumePlan | None:
+        """The loaded checkpoint resolved for this rank, ``num_workers`` and ``self.batch_size``."""
+        if self._resume_state is None:
+            return None
+        env = self._distributed()
+        topology = Topology(env.world_size, max(num_workers, 1), self.batch_size)
+        plan = self._resume
+        if plan is None or plan.topology != topology or plan.rank != env.rank:
+            sizes = self._get_source().chunk_sizes
+            plan = resolve_resume(self._resume_state, chunk_sizes=sizes, rank=env.rank, topology=topology)
+            self._resume = plan
+        return plan
+
+    def _clear_resume(self) -> None:
+        self._resume_state = None
+        self._resume = None
 
 
 def _make_stream() -> Any:

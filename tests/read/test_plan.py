@@ -349,7 +349,7 @@ def _assert_matches_litdata(
         assert _served(plan, num_chunks=len(regions), shuffle=shuffle, seed=seed, epoch=epoch) == lit_served
     for rank in range(world_size):
         rank_env = env_mod._DistributedEnv(world_size, rank, 1)
-        kwargs = {"world_size": world_size, "num_workers": num_workers, "batch_size": batch_size}
+        kwargs: dict[str, Any] = {"world_size": world_size, "num_workers": num_workers, "batch_size": batch_size}
         expected = shuffler.get_len(rank_env, num_workers, batch_size, epoch)
         assert items_per_rank(regions, rank=rank, drop_last=drop_last, **kwargs) == expected
 
@@ -470,7 +470,7 @@ def test_streaming_dataset_serves_the_same_items(
             assert ours == theirs, f"rank {rank} worker {worker}"
             served_everywhere += ours
             del ds
-        kwargs = {"world_size": world_size, "num_workers": num_workers, "batch_size": batch_size}
+        kwargs: dict[str, Any] = {"world_size": world_size, "num_workers": num_workers, "batch_size": batch_size}
         ds = litdata.StreamingDataset(
             str(written_datasets[(n, chunk_size)]), shuffle=shuffle, drop_last=drop_last, seed=seed
         )

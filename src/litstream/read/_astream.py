@@ -13,8 +13,19 @@ if sys.version_info < (3, 11):  # pragma: no cover
 
 from .._errors import ConfigurationError, collapse_exception_group
 from ..storage._resolver import Dir, store_for
-from ._core import ChunkWork, ReadPlanArgs, decode_work_async, plan_pieces, produce_chunks
+from ._core import (
+    ChunkWork,
+    Piece,
+    ReadPlanArgs,
+    ShuffleMode,
+    decode_work_async,
+    piece_chunks,
+    plan_pieces,
+    produce_chunks,
+    works_for,
+)
 from ._source import DatasetSource
+from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
     import os
@@ -30,20 +41,34 @@ if TYPE_CHECKING:
 __all__ = ["SampleStream", "astream"]
 
 
-def check_read_args(shuffle: object, seed: object, drop_last: object, max_pre_download: object) -> None:
+def check_read_args(
+    shuffle: object,
+    seed: object,
+    drop_last: object,
+    max_pre_download: object,
+    shuffle_window: object = DEFAULT_SHUFFLE_WINDOW,
+) -> None:
     """Validate the read arguments shared by ``astream`` and ``StreamingDataset``.
 
     Raises:
         ConfigurationError: naming the argument, its value and the fix.
     """
-    if not isinstance(shuffle, bool):
-        raise ConfigurationError(f"shuffle must be True or False, got {shuffle!r}")
+    if not (isinstance(shuffle, bool) or (isinstance(shuffle, str) and shuffle in ("full", "window"))):
+        raise ConfigurationError(
+            f"shuffle must be True or False, got {shuffle!r} (or 'full', the same as True, or 'window' to also "
+            "mix the items of neighbouring chunks); pass shuffle=True for LitData's FullShuffle"
+        )
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise ConfigurationError(f"seed must be an int in [0, 2**32), got {seed!r}")
     if drop_last is not None and not isinstance(drop_last, bool):
         raise ConfigurationError(f"drop_last must be True, False or None, got {drop_last!r}")
     if isinstance(max_pre_download, bool) or not isinstance(max_pre_download, int) or max_pre_download < 1:
         raise ConfigurationError(f"max_pre_download must be an int >= 1 (chunks), got {max_pre_download!r}")
+    if isinstance(shuffle_window, bool) or not isinstance(shuffle_window, int) or shuffle_window < 1:
+        raise ConfigurationError(
+            f"shuffle_window must be an int >= 1 (chunks mixed together with shuffle='window'), got "
+            f"{shuffle_window!r}; pass e.g. shuffle_window={DEFAULT_SHUFFLE_WINDOW}"
+        )
 
 
 class SampleStream:
@@ -72,7 +97,7 @@ class SampleStream:
         self._transform = transform
         self._serializers = serializers
         self._source: DatasetSource | None = None
-        self._pieces: deque[tuple[Any, list[int]]] | None = None
+        self._pieces: deque[Piece] | None = None
         self._ready: deque[ChunkWork] = deque()
         self._samples: deque[Any] = deque()
         self._task_group: TaskGroup | None = None
@@ -144,23 +169,33 @@ class SampleStream:
         source = await self._open()
         assert self._pieces is not None
         if not self._ready and self._pieces:
-            batch = [self._pieces.popleft() for _ in range(min(self._max_pre_download, len(self._pieces)))]
+            # Take whole pieces up to max_pre_download chunks (at least one piece, however many
+            # chunks its window holds) and fetch their chunks together.
+            batch = [self._pieces.popleft()]
+            needed = len(piece_chunks(batch[0][0]))
+            while self._pieces and needed + len(piece_chunks(self._pieces[0][0])) <= self._max_pre_download:
+                needed += len(piece_chunks(self._pieces[0][0]))
+                batch.append(self._pieces.popleft())
             views: dict[int, Any] = {}
+            limiter = anyio.CapacityLimiter(self._max_pre_download)
 
             async def fetch(chunk_index: int) -> None:
-                views[chunk_index] = await source.read_chunk(chunk_index)
+                async with limiter:
+                    views[chunk_index] = await source.read_chunk(chunk_index)
 
             async with anyio.create_task_group() as tg:
-                for chunk_index in dict.fromkeys(piece.chunk_index for piece, _ in batch):
+                for chunk_index in dict.fromkeys(c for piece, _ in batch for c in piece_chunks(piece)):
                     tg.start_soon(fetch, chunk_index)
-            self._ready.extend(ChunkWork(p.chunk_index, views[p.chunk_index], order) for p, order in batch)
+            for piece, order in batch:
+                self._ready.extend(works_for(piece, [views[c] for c in piece_chunks(piece)], order))
         return self._ready.popleft() if self._ready else None
 
 
 def astream(
     input_dir: str | os.PathLike[str] | Dir | Store,
     *,
-    shuffle: bool = False,
+    shuffle: ShuffleMode = False,
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
     seed: int = 42,
     drop_last: bool = False,
     epoch: int = 1,
@@ -180,7 +215,14 @@ def astream(
 
     Args:
         input_dir: Local dataset directory (``index.json`` + chunks), ``Dir`` or ``Store``.
-        shuffle: Shuffle chunk order and items inside chunks (LitData's FullShuffle). Default False.
+        shuffle: ``False`` (default): index order. ``True`` or ``"full"``: shuffle the chunk order and
+            the items inside each chunk (LitData's FullShuffle). ``"window"``: FullShuffle's split of
+            chunks between ranks, but each reader serves ``shuffle_window`` consecutive chunks of
+            its share at a time, their items mixed together in one permutation — for datasets
+            written in a meaningful order (sorted, grouped by source), where neighbouring items
+            of one chunk would otherwise arrive together. Same items and counts as FullShuffle.
+        shuffle_window: Chunks mixed together with ``shuffle="window"`` (>= 1; memory holds one
+            window of chunks plus the prefetch). Ignored otherwise. Default 8.
         seed: Shuffle seed, an int in ``[0, 2**32)``. Default 42.
         drop_last: Drop items that do not fill whole batches across ranks. Default False.
         epoch: 1-based epoch; changes the shuffle order. Default 1.
@@ -198,7 +240,7 @@ def astream(
         ConfigurationError: a bad argument (raised here, before any I/O).
         DatasetNotFoundError: on first iteration, when ``input_dir`` holds no dataset.
     """
-    check_read_args(shuffle, seed, drop_last, max_pre_download)
+    check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
     if transform is not None and not callable(transform):
         raise ConfigurationError(f"transform must be callable, got {transform!r}")
     plan = ReadPlanArgs(
@@ -207,6 +249,7 @@ def astream(
         batch_size=batch_size,
         drop_last=drop_last,
         shuffle=shuffle,
+        shuffle_window=shuffle_window,
         seed=seed,
         epoch=epoch,
     )

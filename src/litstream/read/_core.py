@@ -1,23 +1,37 @@
 """The async read engine: ordered, bounded chunk prefetch feeding a bounded stream.
 
-``plan_pieces`` turns the read plan into ``(chunk slice, item order)`` pairs for one
-(rank, worker, epoch), minus what a resumed run already served. ``produce_chunks`` fetches those
-chunks with at most ``max_pre_download`` in flight, keeps them in plan order, and sends one
-:class:`ChunkWork` per slice into a bounded memory stream — a slow consumer therefore slows the
-fetches instead of filling memory. Consumers decode the items of a ``ChunkWork`` themselves (the
-sync facade on its own thread, ``astream`` in a worker thread), so one message crosses the loop
-boundary per chunk, never per sample.
+``plan_pieces`` turns the read plan into pieces for one (rank, worker, epoch), minus what a resumed
+run already served: ``(ChunkSlice, item order)`` pairs, or with ``shuffle="window"``
+``(ChunkWindow, item order)`` pairs that span several chunks. ``produce_chunks`` fetches the
+chunks of those pieces with at most ``max_pre_download`` chunks ahead of the consumer, keeps them in
+plan order, and sends :class:`ChunkWork` messages into a bounded memory stream — a slow consumer
+therefore slows the fetches instead of filling memory. Consumers decode the items of a
+``ChunkWork`` themselves (the sync facade on its own thread, ``astream`` in a worker thread), so one
+message crosses the loop boundary per chunk's worth of items, never per sample.
+
+Memory: a slice piece needs one chunk, a window piece (``shuffle="window"``) all of its up to
+``shuffle_window`` chunks, because its first items may come from any of them. A window is sent as
+several ``ChunkWork`` messages of about one chunk's worth of items each, all sharing the window's
+views, so the stream's buffer holds no extra chunk. While a window's messages are being handed
+over, the producer holds that window plus at most ``max_pre_download - 1`` chunks fetched ahead;
+once the last one is handed over it assembles the next window (the consumer may still be serving
+the previous one), so at a window boundary at most two windows plus that prefetch are alive —
+never more, whatever the dataset's size.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
 import anyio.to_thread
 
+from .._errors import PlanError
 from ._plan import ChunkSlice, item_order, resume_position, worker_plan
+from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -27,14 +41,39 @@ if TYPE_CHECKING:
     from ..format._chunk import ChunkView
     from ._source import DatasetSource
 
-__all__ = ["ChunkWork", "ReadPlanArgs", "decode_work", "plan_pieces", "produce_chunks"]
+__all__ = [
+    "ChunkWindow",
+    "ChunkWork",
+    "Piece",
+    "ReadPlanArgs",
+    "ShuffleMode",
+    "decode_work",
+    "decode_work_async",
+    "piece_chunks",
+    "plan_pieces",
+    "produce_chunks",
+    "works_for",
+]
 
 _DECODE_BATCH = 256
+
+ShuffleMode: TypeAlias = bool | Literal["full", "window"]
+"""``False``: NoShuffle. ``True`` or ``"full"``: FullShuffle. ``"window"``: FullShuffle's plan served
+window by window across chunks (``read._window``)."""
 
 
 @dataclass(frozen=True)
 class ReadPlanArgs:
-    """Inputs of the read plan for one (rank, worker) and epoch; see ``read._plan``."""
+    """Inputs of the read plan for one (rank, worker) and epoch; see ``read._plan`` and ``read._window``.
+
+    Attributes:
+        shuffle: A :data:`ShuffleMode`.
+        shuffle_window: Chunks per window with ``shuffle="window"`` (``>= 1``); ignored otherwise.
+        num_nodes: Machines the ``world_size`` ranks run on (``world_size % num_nodes == 0``).
+        max_cache_size: One node's chunk cache budget in bytes for the multi-node FullShuffle
+            decision (§3.3); ``None`` or ``0``: no limit.
+        skip: Items of this worker's plan already served this epoch (resume).
+    """
 
     rank: int = 0
     world_size: int = 1
@@ -42,24 +81,70 @@ class ReadPlanArgs:
     num_workers: int = 1
     batch_size: int = 1
     drop_last: bool = False
-    shuffle: bool = False
+    shuffle: ShuffleMode = False
     seed: int = 42
     epoch: int = 1
-    skip: int = 0  # items of this worker's plan already served (resume)
+    skip: int = 0
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
+    num_nodes: int = 1
+    max_cache_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ChunkWindow:
+    """The chunks of one window piece (``shuffle="window"``), in fetch order.
+
+    Item ids of such a piece count through the chunks one after the other: ids
+    ``[bases[j], bases[j] + chunk_sizes[j])`` are the items of ``chunks[j]``.
+    """
+
+    chunks: tuple[int, ...]
+    bases: tuple[int, ...]
+
+    @property
+    def chunk_index(self) -> int:
+        """The first chunk (so both piece kinds expose ``chunk_index``)."""
+        return self.chunks[0]
+
+
+Piece: TypeAlias = tuple[ChunkSlice | ChunkWindow, list[int]]
+"""One unit of a worker's plan: what to fetch and the item ids to serve from it, in order."""
 
 
 @dataclass(frozen=True)
 class ChunkWork:
-    """One chunk and the chunk-local item indices to serve from it, in order."""
+    """Items to serve, in order, and the chunk view(s) they come from.
+
+    Attributes:
+        chunk_index: The chunk of ``view``.
+        view: Its decompressed bytes.
+        items: Without ``more``: chunk-local ids in ``view``. With ``more``: ids counting through
+            ``view`` and then each view of ``more`` (``view``'s items first, then the first extra
+            view's, ...), as in :class:`ChunkWindow`.
+        more: ``(chunk_index, view)`` of the other chunks of a window piece; empty otherwise.
+    """
 
     chunk_index: int
     view: ChunkView
     items: Sequence[int]
+    more: tuple[tuple[int, ChunkView], ...] = ()
 
 
-def plan_pieces(source: DatasetSource, args: ReadPlanArgs) -> list[tuple[ChunkSlice, list[int]]]:
-    """The slices this worker reads and the item order inside each, after skipping ``args.skip``."""
-    regions = [(0, size) for size in source.chunk_sizes]
+def _shuffle_mode(shuffle: object) -> str:
+    if shuffle is False:
+        return "none"
+    if shuffle is True or shuffle == "full":
+        return "full"
+    if shuffle == "window":
+        return "window"
+    raise PlanError(f"shuffle must be False, True, 'full' or 'window', got {shuffle!r}")
+
+
+def plan_pieces(source: DatasetSource, args: ReadPlanArgs) -> list[Piece]:
+    """The pieces this worker reads and the item order inside each, after skipping ``args.skip``."""
+    mode = _shuffle_mode(args.shuffle)
+    sizes = source.chunk_sizes
+    regions = [(0, size) for size in sizes]
     plan = worker_plan(
         regions,
         rank=args.rank,
@@ -68,20 +153,62 @@ def plan_pieces(source: DatasetSource, args: ReadPlanArgs) -> list[tuple[ChunkSl
         num_workers=args.num_workers,
         batch_size=args.batch_size,
         drop_last=args.drop_last,
-        shuffle=args.shuffle,
+        shuffle=mode != "none",
         seed=args.seed,
         epoch=args.epoch,
+        num_nodes=args.num_nodes,
+        chunk_bytes=[c.chunk_bytes for c in source.index.chunks],
+        max_cache_size=args.max_cache_size,
     )
+    if mode == "window":
+        return _window_pieces(plan, sizes, args)
     start, drop = resume_position(plan, args.skip) if args.skip else (0, 0)
-    pieces = []
+    pieces: list[Piece] = []
     for position in range(start, len(plan)):
         piece = plan[position]
-        order = item_order(piece, num_chunks=len(regions), shuffle=args.shuffle, seed=args.seed, epoch=args.epoch)
+        order = item_order(piece, num_chunks=len(regions), shuffle=mode != "none", seed=args.seed, epoch=args.epoch)
         if position == start and drop:
             order = order[drop:]
         if order:
             pieces.append((piece, order))
     return pieces
+
+
+def _window_pieces(plan: Sequence[ChunkSlice], sizes: Sequence[int], args: ReadPlanArgs) -> list[Piece]:
+    groups = windows(plan, args.shuffle_window)
+    start, drop = window_position(plan, args.shuffle_window, args.skip) if args.skip else (0, 0)
+    global_worker = args.rank * max(args.num_workers, 1) + args.worker
+    pieces: list[Piece] = []
+    for index in range(start, len(groups)):
+        pairs = window_items(
+            groups[index], seed=args.seed, epoch=args.epoch, global_worker=global_worker, window_index=index
+        )
+        if index == start and drop:
+            pairs = pairs[drop:]  # chunks whose items were all served are not fetched again
+        if not pairs:
+            continue
+        chunks = tuple(dict.fromkeys(chunk for chunk, _ in pairs))
+        bases = tuple(itertools.accumulate((sizes[c] for c in chunks[:-1]), initial=0))
+        base_of = dict(zip(chunks, bases, strict=True))
+        pieces.append((ChunkWindow(chunks, bases), [base_of[chunk] + item for chunk, item in pairs]))
+    return pieces
+
+
+def piece_chunks(piece: ChunkSlice | ChunkWindow) -> tuple[int, ...]:
+    """The chunks a piece needs, in fetch order."""
+    return piece.chunks if isinstance(piece, ChunkWindow) else (piece.chunk_index,)
+
+
+def works_for(piece: ChunkSlice | ChunkWindow, views: Sequence[ChunkView], order: list[int]) -> list[ChunkWork]:
+    """The messages that serve ``order`` of ``piece``, given the views of :func:`piece_chunks`.
+
+    A slice gives one work; a window gives about one work per chunk, all sharing the views.
+    """
+    if isinstance(piece, ChunkSlice):
+        return [ChunkWork(piece.chunk_index, views[0], order)]
+    more = tuple(zip(piece.chunks[1:], views[1:], strict=True))
+    step = -(-len(order) // len(piece.chunks))
+    return [ChunkWork(piece.chunks[0], views[0], order[i : i + step], more) for i in range(0, len(order), step)]
 
 
 @dataclass
@@ -92,7 +219,7 @@ class _Slot:
 
 async def produce_chunks(
     source: DatasetSource,
-    pieces: Sequence[tuple[ChunkSlice, list[int]]],
+    pieces: Sequence[Piece],
     send: MemoryObjectSendStream[ChunkWork],
     *,
     max_pre_download: int = 2,
@@ -104,7 +231,7 @@ async def produce_chunks(
     """
     ahead = max(1, max_pre_download)
     async with send, anyio.create_task_group() as tg:
-        slots_send, slots_receive = anyio.create_memory_object_stream[tuple[_Slot, ChunkSlice, list[int]]](ahead - 1)
+        slots_send, slots_receive = anyio.create_memory_object_stream[_Slot](ahead - 1)
 
         async def fetch(slot: _Slot, chunk_index: int) -> None:
             slot.view = await source.read_chunk(chunk_index)
@@ -112,24 +239,41 @@ async def produce_chunks(
 
         async def schedule() -> None:
             async with slots_send:
-                for piece, order in pieces:
-                    slot = _Slot()
-                    await slots_send.send((slot, piece, order))
-                    tg.start_soon(fetch, slot, piece.chunk_index)
+                for piece, _ in pieces:
+                    for chunk_index in piece_chunks(piece):
+                        slot = _Slot()
+                        await slots_send.send(slot)
+                        tg.start_soon(fetch, slot, chunk_index)
 
         tg.start_soon(schedule)
         async with slots_receive:
-            async for slot, piece, order in slots_receive:
-                await slot.done.wait()
-                assert slot.view is not None
-                await send.send(ChunkWork(piece.chunk_index, slot.view, order))
+            for piece, order in pieces:
+                views = []
+                for _ in piece_chunks(piece):
+                    slot = await slots_receive.receive()
+                    await slot.done.wait()
+                    assert slot.view is not None
+                    views.append(slot.view)
+                for work in works_for(piece, views, order):
+                    await send.send(work)
 
 
 def decode_work(
     source: DatasetSource, work: ChunkWork, items: Sequence[int], transform: Callable[[Any], Any] | None
 ) -> list[Any]:
-    """Decode ``items`` of ``work`` (synchronous; run it off the event loop)."""
+    """Decode ``items`` (ids as in ``work.items``) of ``work`` (synchronous; run it off the event loop)."""
     decode = source.decoder.decode
+    if work.more:
+        views = [work.view, *(view for _, view in work.more)]
+        ends = list(itertools.accumulate(view.num_items for view in views))
+        starts = [0, *ends[:-1]]
+        located = []
+        for i in items:
+            j = bisect.bisect_right(ends, i)
+            located.append(views[j].item(i - starts[j]))
+        if transform is None:
+            return [decode(b) for b in located]
+        return [transform(decode(b)) for b in located]
     view = work.view
     if transform is None:
         return [decode(view.item(i)) for i in items]

@@ -1,0 +1,142 @@
+"""A local directory as a Store, through ``os`` calls run in worker threads.
+
+It holds no runtime and no connection, so it is safe in forked DataLoader workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from .._errors import ObjectNotFoundError
+from ._base import ObjectMeta, loop_limiter, mapped_errors, put_size
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ._base import PutData
+
+__all__ = ["LocalFileStore"]
+
+T = TypeVar("T")
+
+
+class LocalFileStore:
+    """A local directory as a :class:`~litstream.Store`.
+
+    Writes go to a temporary name beside the target and are renamed into place, so readers see the old
+    file or the new one, never a partial file.
+
+    Args:
+        root: The directory. It is created on the first ``put`` if missing.
+        max_threads: Concurrent blocking file operations (default 8).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, max_threads: int = 8) -> None:
+        self._root = Path(root).absolute()
+        self._max_threads = max_threads
+        self._limiter_obj: tuple[object, anyio.CapacityLimiter] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_root": self._root, "_max_threads": self._max_threads, "_limiter_obj": None}
+
+    def __repr__(self) -> str:
+        return f"LocalFileStore({str(self._root)!r})"
+
+    @property
+    def root(self) -> Path:
+        """The absolute directory this store reads and writes."""
+        return self._root
+
+    @property
+    def url(self) -> str:
+        return str(self._root)
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        self._limiter_obj = loop_limiter(self._limiter_obj, self._max_threads)
+        return self._limiter_obj[1]
+
+    def _full(self, path: str) -> Path:
+        return self._root / path
+
+    async def _run(self, operation: str, path: str, fn: Callable[[], T]) -> T:
+        with mapped_errors(operation, str(self._full(path))):
+            return await anyio.to_thread.run_sync(fn, limiter=self._limiter())
+
+    async def get(self, path: str) -> bytes:
+        """See :meth:`litstream.Store.get`."""
+        return await self._run("get", path, self._full(path).read_bytes)
+
+    async def get_range(self, path: str, start: int, length: int) -> bytes:
+        """See :meth:`litstream.Store.get_range`; a ``start`` past the end gives ``b""``."""
+        return (await self.get_ranges(path, [start], [length]))[0]
+
+    async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
+        """See :meth:`litstream.Store.get_ranges`."""
+        full = self._full(path)
+
+        def read() -> list[bytes]:
+            with open(full, "rb") as f:
+                return [os.pread(f.fileno(), length, start) for start, length in zip(starts, lengths, strict=True)]
+
+        return await self._run("get_range", path, read)
+
+    async def put(self, path: str, data: PutData) -> None:
+        """See :meth:`litstream.Store.put`; a path ``data`` is copied, never moved."""
+        full = self._full(path)
+        put_size(data)  # a missing source file fails here, before anything is created
+
+        def write() -> None:
+            full.parent.mkdir(parents=True, exist_ok=True)
+            tmp = full.with_name(f".{full.name}.tmp.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+            try:
+                if isinstance(data, os.PathLike):
+                    shutil.copyfile(data, tmp)
+                else:
+                    with open(tmp, "wb") as f:
+                        f.write(data)
+                os.replace(tmp, full)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+
+        await self._run("put", path, write)
+
+    async def head(self, path: str) -> ObjectMeta:
+        """See :meth:`litstream.Store.head`."""
+        full = self._full(path)
+        stat = await self._run("head", path, full.stat)
+        if not full.is_file():
+            raise ObjectNotFoundError(f"head: {full} is not a file")
+        return ObjectMeta(path, stat.st_size)
+
+    async def list(self, prefix: str = "") -> list[ObjectMeta]:
+        """See :meth:`litstream.Store.list`; hidden files (``.name``, temporary writes) are left out."""
+        root = self._root
+
+        def walk() -> list[ObjectMeta]:
+            out: list[ObjectMeta] = []
+            if not root.is_dir():
+                return out
+            for dirpath, _dirs, files in os.walk(root):
+                for name in files:
+                    full = Path(dirpath) / name
+                    key = full.relative_to(root).as_posix()
+                    if key.startswith(prefix) and not name.startswith("."):
+                        with contextlib.suppress(FileNotFoundError):
+                            out.append(ObjectMeta(key, full.stat().st_size))
+            return sorted(out, key=lambda m: m.path)
+
+        return await self._run("list", prefix, walk)
+
+    async def delete(self, path: str) -> None:
+        """See :meth:`litstream.Store.delete`."""
+        await self._run("delete", path, partial(self._full(path).unlink, missing_ok=True))

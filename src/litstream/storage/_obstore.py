@@ -1,0 +1,368 @@
+"""Object stores (S3, GCS, Azure, and obstore's memory/local stores) through obstore.
+
+obstore's ``*_async`` calls need a running asyncio loop and fail under trio, so every call is the sync
+one run in ``anyio.to_thread.run_sync`` with this store's ``CapacityLimiter``: that one function,
+:meth:`ObstoreStore._call`, is the whole asyncio/trio bridge. Reads may be abandoned when cancelled (the
+thread finishes in the background and its result is dropped), so a hedged read's loser or a cancelled
+stream does not wait; writes and deletes are waited for.
+
+After a process has used obstore, obstore hangs in a forked child. A store built from an
+:class:`ObstoreSpec` therefore holds configuration only: it pickles as that configuration and builds its
+obstore client lazily, in the process that first uses it. A store refuses, with
+:class:`~litstream.StorageError` instead of a hang, to run in a process forked after its client was built
+or after this process's parent used obstore.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from .._errors import ConfigurationError, StorageError
+from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from ._base import PutData
+
+__all__ = ["ObstoreSpec", "ObstoreStore", "obstore_used"]
+
+T = TypeVar("T")
+
+_OBSTORE_USED_IN: set[int] = set()
+
+
+def obstore_used() -> bool:
+    """True once an :class:`ObstoreStore` has made a call in this process (forking is then unsafe)."""
+    return os.getpid() in _OBSTORE_USED_IN
+
+
+def _used_by_ancestor() -> int | None:
+    """The pid of a process this one was forked from that had used obstore, if any."""
+    others = _OBSTORE_USED_IN - {os.getpid()}
+    return min(others) if others else None
+
+
+def _fork_error(url: str, where: int) -> StorageError:
+    return StorageError(
+        f"{url}: obstore was used in process {where} and this process ({os.getpid()}) was forked from it; "
+        "obstore cannot be used across fork: create stores inside the worker, or use "
+        "multiprocessing_context='spawn' or 'forkserver'"
+    )
+
+
+_ENV_PREFIX = {"s3": "AWS_", "gcs": "GOOGLE_", "azure": "AZURE_"}
+
+
+def _client_environment(kind: str) -> dict[str, str]:
+    """obstore's HTTP client options from the environment (``AWS_ALLOW_HTTP=true`` → ``allow_http``)."""
+    from ._options import CLIENT_KEYS
+
+    prefix = _ENV_PREFIX[kind]
+    out: dict[str, str] = {}
+    for name, value in os.environ.items():
+        key = name[len(prefix) :].lower()
+        if name.startswith(prefix) and key in CLIENT_KEYS:
+            out[key] = value
+    return out
+
+
+def _env_endpoint(kind: str) -> str | None:
+    """The endpoint obstore would read from the environment, if any (S3 only)."""
+    if kind != "s3":
+        return None
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+@dataclass(frozen=True)
+class ObstoreSpec:
+    """Everything needed to build one obstore client, as plain values (picklable, comparable).
+
+    Attributes:
+        kind: ``"s3"``, ``"gcs"`` or ``"azure"``.
+        bucket: The bucket (S3, GCS) or container (Azure).
+        prefix: The key prefix inside the bucket, without leading or trailing ``/`` (``""`` for the root).
+        config: obstore's store configuration (``S3Config``, ``GCSConfig``, ``AzureConfig`` keys).
+        client_options: obstore's ``ClientConfig``; it overrides what ``transfer`` sets.
+        retry_config: obstore's ``RetryConfig``; when empty it is derived from ``transfer``.
+        transfer: Timeouts, retries and multipart sizes.
+    """
+
+    kind: Literal["s3", "gcs", "azure"]
+    bucket: str
+    prefix: str = ""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    client_options: Mapping[str, Any] = field(default_factory=dict)
+    retry_config: Mapping[str, Any] = field(default_factory=dict)
+    transfer: TransferConfig = field(default_factory=TransferConfig)
+
+    @property
+    def url(self) -> str:
+        """The root as a URL, for messages (``"s3://bucket/prefix"``)."""
+        scheme = {"s3": "s3", "gcs": "gs", "azure": "azure"}[self.kind]
+        return f"{scheme}://{self.bucket}/{self.prefix}".rstrip("/")
+
+    def full_client_options(self) -> dict[str, Any]:
+        """The client options obstore gets: ``transfer``'s timeouts < the environment < ``client_options``.
+
+        obstore drops the client options it reads from the environment (``AWS_ALLOW_HTTP``, ``AWS_TIMEOUT``,
+        ``AZURE_PROXY_URL``, ...) as soon as any are passed, so they are read here, as it would. An ``http://``
+        endpoint from the environment (``AWS_ENDPOINT_URL``) allows plain HTTP, as boto3 does.
+        """
+        options: dict[str, Any] = {
+            "timeout": timedelta(seconds=self.transfer.timeout),
+            "connect_timeout": timedelta(seconds=self.transfer.connect_timeout),
+        }
+        options.update(_client_environment(self.kind))
+        options.update(self.client_options)
+        if "allow_http" not in options:
+            endpoint = self.config.get("endpoint") or self.config.get("base_url") or _env_endpoint(self.kind)
+            if isinstance(endpoint, str) and endpoint.startswith("http://"):
+                options["allow_http"] = True
+        return options
+
+    def full_retry_config(self) -> dict[str, Any]:
+        """``retry_config``, or the one ``transfer`` describes."""
+        if self.retry_config:
+            return dict(self.retry_config)
+        t = self.transfer
+        return {
+            "max_retries": t.max_retries,
+            "retry_timeout": timedelta(seconds=t.retry_timeout),
+            "backoff": {
+                "init_backoff": timedelta(seconds=t.backoff_initial),
+                "max_backoff": timedelta(seconds=t.backoff_max),
+                "base": 2,
+            },
+        }
+
+    def build(self) -> Any:
+        """A new obstore store for this spec (cheap; no request is made).
+
+        Raises:
+            ConfigurationError: obstore rejects a configuration key or value.
+        """
+        from obstore.store import AzureStore, GCSStore, S3Store
+
+        cls = {"s3": S3Store, "gcs": GCSStore, "azure": AzureStore}[self.kind]
+        try:
+            return cls(
+                self.bucket,
+                prefix=self.prefix or None,
+                config=dict(self.config),
+                client_options=self.full_client_options(),
+                retry_config=self.full_retry_config(),
+            )
+        except Exception as exc:
+            message = str(exc).split("\n\nDebug source:", 1)[0]
+            raise ConfigurationError(
+                f"{self.url}: obstore rejected the storage configuration: {message}; fix storage_options"
+            ) from exc
+
+
+class ObstoreStore:
+    """Any obstore store as a :class:`~litstream.Store`.
+
+    Pass either a ready obstore store (``ObstoreStore(MemoryStore())``), or an :class:`ObstoreSpec` (what
+    :func:`~litstream.storage._resolver.store_for` builds for ``s3://``, ``gs://`` and ``azure://``).
+
+    Args:
+        store: An ``obstore.store.*`` instance (``MemoryStore()``, ``LocalStore(root)``, ``S3Store``…).
+        url: A description of the root for messages (default: the spec's URL, or the store's repr).
+        max_threads: Concurrent obstore calls (default 16).
+        spec: Build the client from this configuration, lazily, in the process that uses it.
+        transfer: Multipart sizes for ``store`` (a spec carries its own). Default ``TransferConfig()``.
+
+    Raises:
+        ConfigurationError: neither or both of ``store`` and ``spec`` are given.
+    """
+
+    def __init__(
+        self,
+        store: Any = None,
+        *,
+        url: str | None = None,
+        max_threads: int = 16,
+        spec: ObstoreSpec | None = None,
+        transfer: TransferConfig | None = None,
+    ) -> None:
+        if (store is None) == (spec is None):
+            raise ConfigurationError("ObstoreStore needs exactly one of store=<obstore store> or spec=ObstoreSpec(...)")
+        self._store = store
+        self._spec = spec
+        self._transfer = spec.transfer if spec is not None else (transfer or TransferConfig())
+        self._url = url or (spec.url if spec is not None else repr(store))
+        self._pid: int | None = os.getpid() if store is not None else None
+        self._max_threads = max_threads
+        self._limiter_obj: tuple[object, anyio.CapacityLimiter] | None = None
+        self._build_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_limiter_obj=None, _build_lock=None, _pid=None)
+        if self._spec is not None:
+            state["_store"] = None  # configuration only: the client is rebuilt where it is used
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._build_lock = threading.Lock()
+        if self._store is not None:  # an unpickled obstore store is a new client, made in this process
+            self._pid = os.getpid()
+
+    def __repr__(self) -> str:
+        return f"ObstoreStore({self._url!r})"
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def spec(self) -> ObstoreSpec | None:
+        """The configuration this store builds its client from (``None`` for a wrapped obstore store)."""
+        return self._spec
+
+    def _client(self) -> Any:
+        """This process's obstore store, built on first use; refuses across fork."""
+        pid = os.getpid()
+        if self._pid is not None and self._pid != pid:
+            raise StorageError(
+                f"{self._url}: this store was created in process {self._pid} and used in forked process {pid}; "
+                "obstore cannot be used across fork: create stores inside the worker, or use "
+                "multiprocessing_context='spawn' or 'forkserver'"
+            )
+        if self._store is None:
+            assert self._spec is not None
+            ancestor = _used_by_ancestor()
+            if ancestor is not None:
+                raise _fork_error(self._url, ancestor)
+            with self._build_lock:
+                if self._store is None:
+                    self._store = self._spec.build()
+                    self._pid = pid
+        return self._store
+
+    async def _call(
+        self, operation: str, path: str, fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = True
+    ) -> T:
+        """Run one synchronous obstore call in a worker thread (the asyncio/trio bridge).
+
+        Args:
+            operation: The name used in error messages.
+            path: The key, for error messages.
+            fn: Called as ``fn(obstore_store, *args)`` in a worker thread.
+            abandon_on_cancel: When the caller is cancelled, return at once and let the thread finish in
+                the background (reads); ``False`` waits for the call to finish (writes, deletes).
+        """
+        with mapped_errors(operation, f"{self._url}/{path}"):
+            client = self._client()
+            self._limiter_obj = loop_limiter(self._limiter_obj, self._max_threads)
+            _OBSTORE_USED_IN.add(os.getpid())
+            return await anyio.to_thread.run_sync(
+                partial(fn, client, *args), limiter=self._limiter_obj[1], abandon_on_cancel=abandon_on_cancel
+            )
+
+    async def get(self, path: str) -> bytes:
+        """See :meth:`litstream.Store.get`."""
+        import obstore
+
+        def fetch(store: Any, key: str) -> bytes:
+            return bytes(obstore.get(store, key).bytes())
+
+        return await self._call("get", path, fetch, path)
+
+    async def get_range(self, path: str, start: int, length: int) -> bytes:
+        """See :meth:`litstream.Store.get_range`; a ``start`` past the end raises StorageError."""
+        import obstore
+
+        if length <= 0:
+            return b""
+
+        def fetch(store: Any, key: str) -> bytes:
+            return bytes(obstore.get_range(store, key, start=start, length=length))
+
+        return await self._call("get_range", path, fetch, path)
+
+    async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
+        """See :meth:`litstream.Store.get_ranges`; obstore merges nearby ranges into fewer requests."""
+        import obstore
+
+        if len(starts) != len(lengths):
+            raise ValueError(f"get_ranges: {len(starts)} starts but {len(lengths)} lengths")
+
+        def fetch(store: Any, key: str) -> list[bytes]:
+            return [bytes(b) for b in obstore.get_ranges(store, key, starts=list(starts), lengths=list(lengths))]
+
+        return await self._call("get_ranges", path, fetch, path)
+
+    async def put(self, path: str, data: PutData) -> None:
+        """See :meth:`litstream.Store.put`: in parts of ``part_size`` from ``multipart_threshold`` bytes on.
+
+        A multipart upload is committed only when every part has arrived, so it is atomic too.
+        """
+        import obstore
+
+        size = put_size(data)
+        t = self._transfer
+        multipart = size >= t.multipart_threshold
+        payload: Any = Path(os.fspath(data)) if isinstance(data, os.PathLike) else data
+
+        def upload(store: Any, key: str) -> None:
+            obstore.put(
+                store,
+                key,
+                payload,
+                use_multipart=multipart,
+                chunk_size=t.part_size,
+                max_concurrency=t.part_concurrency,
+            )
+
+        await self._call("put", path, upload, path, abandon_on_cancel=False)
+
+    async def head(self, path: str) -> ObjectMeta:
+        """See :meth:`litstream.Store.head`."""
+        import obstore
+
+        def stat(store: Any, key: str) -> ObjectMeta:
+            meta = obstore.head(store, key)
+            return ObjectMeta(path, int(meta["size"]), meta.get("e_tag"))
+
+        return await self._call("head", path, stat, path)
+
+    async def list(self, prefix: str = "") -> list[ObjectMeta]:
+        """See :meth:`litstream.Store.list`."""
+        import obstore
+
+        def collect(store: Any) -> list[ObjectMeta]:
+            out: list[ObjectMeta] = []
+            # obstore lists whole path segments ("a" finds "a/x", not "ab"): list the folder, filter here.
+            folder = prefix.rsplit("/", 1)[0] if "/" in prefix else None
+            for batch in obstore.list(store, prefix=folder):
+                out.extend(ObjectMeta(str(m["path"]), int(m["size"]), m.get("e_tag")) for m in batch)
+            return sorted((m for m in out if m.path.startswith(prefix)), key=lambda m: m.path)
+
+        return await self._call("list", prefix, collect)
+
+    async def delete(self, path: str) -> None:
+        """See :meth:`litstream.Store.delete`."""
+        import obstore
+
+        def remove(store: Any, key: str) -> None:
+            try:
+                obstore.delete(store, key)
+            except FileNotFoundError:
+                pass
+
+        await self._call("delete", path, remove, path, abandon_on_cancel=False)
