@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pickle
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pytest
@@ -236,3 +236,49 @@ def test_resume_counts_each_workers_samples_exactly(ints_1000: Path) -> None:
     assert state["dataset"]["worker_samples_yielded"] == [3 * 64, 2 * 64, 2 * 64]
     assert state["latest_worker_idx"] == 0
     assert state["num_samples_yielded"] == 7 * 64
+
+
+def test_interpreter_exits_with_a_half_consumed_iterator_alive(ints_1000: Path) -> None:
+    """A module-level iterator that was never closed must not keep the process from exiting."""
+    import subprocess
+    import sys
+
+    code = (
+        "import litstream\n"
+        f"ds = litstream.StreamingDataset({str(ints_1000)!r})\n"
+        "it = iter(ds)\n"
+        "print(next(it), next(it), ds[7])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["0", "1", "7"]
+
+
+def test_random_access_into_compressed_chunks_decompresses_each_chunk_once(tmp_path: Path) -> None:
+    import random
+
+    from litstream import LocalFileStore
+
+    optimize(
+        fn=lambda i: {"i": i, "v": np.full(50, i)},
+        inputs=range(300),
+        output_dir=tmp_path,
+        chunk_size=40,
+        compression="zstd",
+        num_workers=1,
+        verbose=False,
+    )
+
+    class CountingStore(LocalFileStore):
+        gets: ClassVar[list[str]] = []
+
+        async def get(self, path: str) -> bytes:
+            self.gets.append(path)
+            return await super().get(path)
+
+    store = CountingStore(tmp_path)
+    ds = StreamingDataset(store)
+    order = list(range(300))
+    random.Random(0).shuffle(order)
+    assert [ds[i]["i"] for i in order] == order
+    chunk_reads = [p for p in store.gets if p.endswith(".bin")]
+    assert sorted(chunk_reads) == sorted(f"chunk-0-{k}.zstd.bin" for k in range(8))

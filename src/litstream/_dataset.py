@@ -18,12 +18,12 @@ import anyio
 import anyio.from_thread
 from torch.utils.data import IterableDataset
 
+from . import _portal
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import ConfigurationError, collapse_exception_group
-from ._sync import run_sync
 from .format._loaders import PyTreeLoader
 from .read._astream import check_read_args
-from .read._core import ChunkWork, ReadPlanArgs, decode_work, plan_pieces, produce_chunks
+from .read._core import ChunkWork, ReadPlanArgs, iter_work, plan_pieces, produce_chunks
 from .read._plan import items_per_rank, worker_plan
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import DatasetSource
@@ -143,7 +143,7 @@ class StreamingDataset(IterableDataset[Any]):
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
         if self._source is None:
-            self._source = run_sync(DatasetSource.open, self._store, self.serializers)
+            self._source = _portal.call(DatasetSource.open, self._store, self.serializers)
         return self._source
 
     def _drop_last(self, world_size: int) -> bool:
@@ -202,7 +202,7 @@ class StreamingDataset(IterableDataset[Any]):
         position = index + total if index < 0 else index
         if not 0 <= position < total:
             raise IndexError(f"index {index} is out of range for a dataset of {total} items")
-        return self._apply(run_sync(source.get_item, position))
+        return self._apply(_portal.call(source.get_item, position))
 
     def _apply(self, sample: Any) -> Any:
         for t in self.transforms:
@@ -242,7 +242,7 @@ class StreamingDataset(IterableDataset[Any]):
         else:  # elastic: this worker's run of the restriped remainder
             pieces = plan.pieces((plan.start + worker.worker) % worker.num_workers)
         transform = self._apply if self.transforms else None
-        with anyio.from_thread.start_blocking_portal("asyncio") as portal:
+        with _portal.daemon_portal() as portal:
             send, receive = portal.call(_make_stream)
             future = portal.start_task_soon(
                 lambda: produce_chunks(source, pieces, send, max_pre_download=self.max_pre_download)
@@ -252,7 +252,7 @@ class StreamingDataset(IterableDataset[Any]):
                     work = portal.call(_receive, receive)
                     if work is None:
                         break
-                    yield from decode_work(source, work, work.items, transform)
+                    yield from iter_work(source, work, transform)
                 try:
                     future.result()
                 except BaseExceptionGroup as group:
@@ -261,9 +261,10 @@ class StreamingDataset(IterableDataset[Any]):
                         raise
                     raise single from None
             finally:
-                if not future.done():
-                    future.cancel()
-                portal.call(_close, receive)
+                if not sys.is_finalizing():  # at interpreter exit the loop thread may be gone
+                    if not future.done():
+                        future.cancel()
+                    portal.call(_close, receive)
         self._clear_resume()
         if not _inside_worker():
             self.current_epoch += 1

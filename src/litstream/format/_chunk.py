@@ -15,6 +15,7 @@ the ``.{compression}`` infix (``chunk-0-3.zstd.bin``), exactly as LitData names 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -101,19 +102,29 @@ class ChunkView:
         """The ``N + 1`` absolute item offsets as a read-only uint32 array."""
         return np.frombuffer(self.data, dtype="<u4", count=self.num_items + 1, offset=4)
 
+    @cached_property
+    def _spans(self) -> list[int]:
+        # The offsets table as Python ints, read once per chunk (item lookups are then list indexing).
+        spans: list[int] = self.offsets.tolist()
+        return spans
+
+    @cached_property
+    def _memory(self) -> memoryview:
+        return memoryview(self.data)
+
     def item(self, i: int) -> memoryview:
         """Item ``i`` (0-based, chunk-local) as a zero-copy view.
 
         Raises:
             FormatError: ``i`` is outside ``[0, num_items)`` or the chunk is truncated.
         """
-        n = self.num_items
-        if not 0 <= i < n:
-            raise FormatError(f"item {i} is outside this chunk of {n} items")
-        begin, end = (int(x) for x in np.frombuffer(self.data, dtype="<u4", count=2, offset=item_span_offset(i)))
+        spans = self._spans
+        if not 0 <= i < len(spans) - 1:
+            raise FormatError(f"item {i} is outside this chunk of {len(spans) - 1} items")
+        begin, end = spans[i], spans[i + 1]
         if end > len(self.data) or begin > end:
             raise FormatError(f"item {i} spans bytes [{begin}, {end}) but the chunk holds {len(self.data)} bytes")
-        return memoryview(self.data)[begin:end]
+        return self._memory[begin:end]
 
 
 class ChunkBuilder:

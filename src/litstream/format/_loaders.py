@@ -12,6 +12,7 @@ and a mismatch raises instead of silently writing swapped or truncated fields.
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -146,6 +147,7 @@ class SampleDecoder:
         self._spec = spec_from_json(config.data_spec)
         self._serializers = [serializer_for_format(name, registry) for name in config.data_format]
         self._num_leaves = len(self._serializers)
+        self._sizes = struct.Struct(f"<{self._num_leaves}I")
         if self._num_leaves != self._spec.num_leaves:
             raise FormatError(
                 f"config.data_format lists {self._num_leaves} leaves but data_spec describes {self._spec.num_leaves}"
@@ -159,10 +161,12 @@ class SampleDecoder:
         """
         n = self._num_leaves
         view = memoryview(item)
-        sizes = np.frombuffer(view, dtype="<u4", count=n)
+        if len(view) < 4 * n:
+            raise FormatError(f"item of {len(view)} bytes is shorter than its {4 * n}-byte size header")
+        sizes = self._sizes.unpack_from(view)
         position = 4 * n
         leaves = []
-        for size, serializer in zip(sizes.tolist(), self._serializers, strict=False):
+        for size, serializer in zip(sizes, self._serializers, strict=False):
             end = position + size
             if end > len(view):
                 raise FormatError(f"item of {len(view)} bytes is shorter than its header announces ({end})")

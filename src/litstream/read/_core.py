@@ -34,7 +34,7 @@ from ._plan import ChunkSlice, item_order, resume_position, worker_plan
 from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from anyio.streams.memory import MemoryObjectSendStream
 
@@ -49,6 +49,7 @@ __all__ = [
     "ShuffleMode",
     "decode_work",
     "decode_work_async",
+    "iter_work",
     "piece_chunks",
     "plan_pieces",
     "produce_chunks",
@@ -278,6 +279,19 @@ def decode_work(
     if transform is None:
         return [decode(view.item(i)) for i in items]
     return [transform(decode(view.item(i))) for i in items]
+
+
+def iter_work(source: DatasetSource, work: ChunkWork, transform: Callable[[Any], Any] | None) -> Iterator[Any]:
+    """Decode the items of ``work`` one at a time, as they are asked for (the sync facade's path:
+    the first sample of a chunk is served without decoding the whole chunk first)."""
+    if work.more:
+        yield from decode_work(source, work, work.items, transform)
+        return
+    decode = source.decoder.decode
+    item = work.view.item
+    for i in work.items:
+        sample = decode(item(i))
+        yield sample if transform is None else transform(sample)
 
 
 async def decode_work_async(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +60,9 @@ class DatasetSource:
     index: Index
     decoder: SampleDecoder
     _cumulative: list[int] = field(default_factory=list)
-    _last_chunk: tuple[int, ChunkView] | None = None
+    max_decoded_bytes: int = 256 * 2**20
+    _chunks: OrderedDict[int, ChunkView] = field(default_factory=OrderedDict)
+    _chunks_bytes: int = 0
 
     @classmethod
     async def open(cls, store: Store, serializers: Mapping[str, Serializer] | None = None) -> DatasetSource:
@@ -94,15 +97,21 @@ class DatasetSource:
         start = self._cumulative[chunk - 1] if chunk else 0
         return chunk, index - start
 
-    async def read_chunk(self, chunk_index: int) -> ChunkView:
+    async def read_chunk(self, chunk_index: int, *, keep: bool = False) -> ChunkView:
         """Fetch one whole chunk (decompressed) and check its length against ``chunk_bytes``.
+
+        Args:
+            chunk_index: Position in ``index.chunks``.
+            keep: Remember the chunk for later random access (LRU of at most ``max_decoded_bytes``).
+                Streaming reads pass ``False`` so a worker holds only its prefetch window.
 
         Raises:
             FormatError: the file is shorter than the index says (truncated or partial).
         """
-        last = self._last_chunk
-        if last is not None and last[0] == chunk_index:
-            return last[1]
+        cached = self._chunks.get(chunk_index)
+        if cached is not None:
+            self._chunks.move_to_end(chunk_index)
+            return cached
         info = self.index.chunks[chunk_index]
         data: bytes = await self.store.get(info.filename)
         compression = self.index.config.compression if self.index.config else None
@@ -116,15 +125,25 @@ class DatasetSource:
         view = ChunkView(data)
         if view.num_items != info.chunk_size:
             raise FormatError(f"{info.filename} holds {view.num_items} items but index.json records {info.chunk_size}")
-        self._last_chunk = (chunk_index, view)
+        if keep:
+            self._remember(chunk_index, view)
         return view
+
+    def _remember(self, chunk_index: int, view: ChunkView) -> None:
+        """Keep recently read chunks (LRU, at most ``max_decoded_bytes``, always the newest one), so
+        random access into compressed chunks decompresses each chunk once while it stays hot."""
+        self._chunks[chunk_index] = view
+        self._chunks_bytes += len(view.data)
+        while len(self._chunks) > 1 and self._chunks_bytes > self.max_decoded_bytes:
+            _, old = self._chunks.popitem(last=False)
+            self._chunks_bytes -= len(old.data)
 
     async def read_item_bytes(self, chunk_index: int, item: int) -> bytes | memoryview:
         """The bytes of one item. Uncompressed chunks are read with two range reads (the item's
         offsets, then its bytes) instead of the whole chunk."""
         config = self.index.config
-        if (config is not None and config.compression) or (self._last_chunk and self._last_chunk[0] == chunk_index):
-            return (await self.read_chunk(chunk_index)).item(item)
+        if (config is not None and config.compression) or chunk_index in self._chunks:
+            return (await self.read_chunk(chunk_index, keep=True)).item(item)
         info = self.index.chunks[chunk_index]
         if not 0 <= item < info.chunk_size:
             raise FormatError(f"item {item} is outside {info.filename} ({info.chunk_size} items)")
