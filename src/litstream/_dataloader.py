@@ -31,6 +31,7 @@ from .storage import _store
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
+    from .read._core import ShuffleMode
     from .read._resume import Level
 
 __all__ = ["StreamingDataLoader"]
@@ -88,7 +89,7 @@ class StreamingDataLoader(DataLoader[Any]):
         dataset: StreamingDataset,
         batch_size: int = 1,
         num_workers: int = 0,
-        shuffle: bool | None = None,
+        shuffle: ShuffleMode | None = None,
         drop_last: bool | None = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
         **kwargs: Any,

@@ -23,10 +23,11 @@ from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import ConfigurationError, collapse_exception_group
 from .format._loaders import PyTreeLoader
 from .read._astream import check_read_args
-from .read._core import ChunkWork, ReadPlanArgs, iter_work, plan_pieces, produce_chunks
+from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pieces, produce_chunks
 from .read._plan import items_per_rank, worker_plan
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import DatasetSource
+from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import Store
 
@@ -47,7 +48,11 @@ class StreamingDataset(IterableDataset[Any]):
 
     Args:
         input_dir: Local dataset directory (``index.json`` + ``chunk-*.bin``), ``Dir`` or ``Store``.
-        shuffle: Shuffle chunks and the items in each chunk, per epoch (FullShuffle). Default False.
+        shuffle: ``False`` (default: index order), ``True`` or ``"full"`` (shuffle the chunk order
+            and the items inside each chunk per epoch, LitData's FullShuffle, multi-node aware), or
+            ``"window"`` (opt-in, litstream's own: additionally mixes the items of up to
+            ``shuffle_window`` consecutive chunks of a worker, for source data that is ordered;
+            same items per worker and same lengths as ``True``).
         seed: Shuffle seed, an int in ``[0, 2**32)``. Default 42.
         drop_last: Drop the items that do not fill whole batches on every rank. ``None`` (default)
             means ``True`` when the world size is above 1, else ``False`` (as in LitData).
@@ -56,6 +61,7 @@ class StreamingDataset(IterableDataset[Any]):
             worker, after decoding; also applied by ``ds[i]``).
         serializers: Extra serializers by registry key.
         item_loader: ``PyTreeLoader()`` (default).
+        shuffle_window: Chunks mixed together with ``shuffle="window"`` (>= 1). Default 8.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -66,15 +72,16 @@ class StreamingDataset(IterableDataset[Any]):
         self,
         input_dir: str | os.PathLike[str] | Dir | Store,
         *,
-        shuffle: bool = False,
+        shuffle: ShuffleMode = False,
         seed: int = 42,
         drop_last: bool | None = None,
         max_pre_download: int = 2,
         transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
         serializers: Mapping[str, Serializer] | None = None,
         item_loader: PyTreeLoader | None = None,
+        shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
     ) -> None:
-        check_read_args(shuffle, seed, drop_last, max_pre_download)
+        check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = [] if transform is None else list(transform) if isinstance(transform, Sequence) else [transform]
         for t in transforms:
             if not callable(t):
@@ -87,7 +94,8 @@ class StreamingDataset(IterableDataset[Any]):
         else:
             self.input_dir = resolve_dir(input_dir)
             self._store = store_for(self.input_dir)
-        self.shuffle = shuffle
+        self.shuffle: ShuffleMode = shuffle
+        self.shuffle_window = shuffle_window
         self.seed = seed
         self.drop_last = drop_last
         self.max_pre_download = max_pre_download
@@ -108,12 +116,12 @@ class StreamingDataset(IterableDataset[Any]):
         if self._resume_state is None:
             self.current_epoch = current_epoch
 
-    def set_shuffle(self, shuffle: bool) -> None:
-        check_read_args(shuffle, self.seed, self.drop_last, self.max_pre_download)
+    def set_shuffle(self, shuffle: ShuffleMode) -> None:
+        check_read_args(shuffle, self.seed, self.drop_last, self.max_pre_download, self.shuffle_window)
         self.shuffle = shuffle
 
     def set_drop_last(self, drop_last: bool) -> None:
-        check_read_args(self.shuffle, self.seed, drop_last, self.max_pre_download)
+        check_read_args(self.shuffle, self.seed, drop_last, self.max_pre_download, self.shuffle_window)
         self.drop_last = drop_last
 
     def set_batch_size(self, batch_size: int) -> None:
@@ -160,7 +168,15 @@ class StreamingDataset(IterableDataset[Any]):
             num_workers=max(num_workers, 1),
             batch_size=batch_size,
             drop_last=self._drop_last(env.world_size),
+            num_nodes=env.num_nodes,
+            shuffle=self.shuffle is not False,
+            seed=self.seed,
+            epoch=self.current_epoch,
+            chunk_bytes=self._chunk_bytes(),
         )
+
+    def _chunk_bytes(self) -> list[int]:
+        return [c.chunk_bytes for c in self._get_source().index.chunks]
 
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
         """Items each worker of this rank serves per epoch (index = worker id)."""
@@ -176,9 +192,11 @@ class StreamingDataset(IterableDataset[Any]):
                 num_workers=max(num_workers, 1),
                 batch_size=batch_size,
                 drop_last=self._drop_last(env.world_size),
-                shuffle=False,
+                shuffle=self.shuffle is not False,
                 seed=self.seed,
-                epoch=1,
+                epoch=self.current_epoch,
+                num_nodes=env.num_nodes,
+                chunk_bytes=self._chunk_bytes(),
             )
             out.append(sum(p.end - p.start for p in plan))
         return out
@@ -221,8 +239,10 @@ class StreamingDataset(IterableDataset[Any]):
             batch_size=self.batch_size,
             drop_last=self._drop_last(env.world_size),
             shuffle=self.shuffle,
+            shuffle_window=self.shuffle_window,
             seed=self.seed,
             epoch=self.current_epoch,
+            num_nodes=env.num_nodes,
         )
 
     def __iter__(self) -> Generator[Any, None, None]:
@@ -328,6 +348,7 @@ class StreamingDataset(IterableDataset[Any]):
             "drop_last": self.drop_last,
             "seed": self.seed,
             "shuffle": self.shuffle,
+            "shuffle_window": self.shuffle_window,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -352,11 +373,22 @@ class StreamingDataset(IterableDataset[Any]):
         if self._resume_state is None:
             return None
         env = self._distributed()
+        if env.num_nodes > 1:
+            raise ConfigurationError(
+                f"resuming from a checkpoint with num_nodes={env.num_nodes} is not supported yet; resume on one "
+                "node (unset NNODES) or start the epoch without load_state_dict()"
+            )
         topology = Topology(env.world_size, max(num_workers, 1), self.batch_size)
         plan = self._resume
         if plan is None or plan.topology != topology or plan.rank != env.rank:
             sizes = self._get_source().chunk_sizes
-            plan = resolve_resume(self._resume_state, chunk_sizes=sizes, rank=env.rank, topology=topology)
+            plan = resolve_resume(
+                self._resume_state,
+                chunk_sizes=sizes,
+                rank=env.rank,
+                topology=topology,
+                shuffle_window=self.shuffle_window,
+            )
             self._resume = plan
         return plan
 

@@ -2,7 +2,8 @@
 
 The environment is read in one place. Rank and world size come from ``torch.distributed`` when it
 is initialised, else from ``WORLD_SIZE`` and ``GLOBAL_RANK`` (LitData's names) or ``RANK``, else a
-single process. They are read when iteration starts, not at construction.
+single process. The node count comes from ``NNODES``, else ``world_size // CUDA devices`` when
+CUDA is present, else 1. They are read when iteration starts, not at construction.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ __all__ = ["DistributedEnv", "WorkerEnv", "detect_distributed", "detect_worker"]
 class DistributedEnv:
     rank: int
     world_size: int
+    num_nodes: int = 1
 
 
 @dataclass(frozen=True)
@@ -31,12 +33,26 @@ def detect_distributed() -> DistributedEnv:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
-            return DistributedEnv(dist.get_rank(), dist.get_world_size())
+            world = dist.get_world_size()
+            return DistributedEnv(dist.get_rank(), world, _num_nodes(world))
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = max(int(os.environ.get("WORLD_SIZE", "1")), 1)
     rank = int(os.environ.get("GLOBAL_RANK", os.environ.get("RANK", "0")))
-    return DistributedEnv(rank, max(world, 1))
+    return DistributedEnv(rank, world, _num_nodes(world))
+
+
+def _num_nodes(world_size: int) -> int:
+    """``NNODES`` if set, else ``world_size // cuda devices`` with CUDA, else 1 (LitData's rule)."""
+    if "NNODES" in os.environ:
+        return max(int(os.environ["NNODES"]), 1)
+    try:
+        import torch
+
+        devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:  # pragma: no cover
+        devices = 0
+    return max(world_size // devices, 1) if devices else 1
 
 
 def detect_worker() -> WorkerEnv:

@@ -598,6 +598,7 @@ def test_state_dict_format(ints_100: Path) -> None:
         "drop_last": None,
         "seed": 42,
         "shuffle": True,
+        "shuffle_window": 8,
         "num_samples_yielded": 12,
         "num_workers": 1,
         "batch_size": 4,

@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 #: Dataset-state keys that must match between the checkpointed run and the resuming one.
-CONFIG_KEYS = ("shuffle", "seed", "drop_last", "input_dir_path", "input_dir_url", "item_loader")
+CONFIG_KEYS = ("shuffle", "seed", "drop_last", "input_dir_path", "input_dir_url", "item_loader", "shuffle_window")
 
 
 @dataclass(frozen=True)
@@ -347,6 +347,8 @@ def check_config(state: Mapping[str, Any], current: Mapping[str, Any]) -> None:
         ConfigurationError: names the key, the checkpoint's value, this dataset's value and the fix.
     """
     for key in CONFIG_KEYS:
+        if key == "shuffle_window" and (key not in state or state.get("shuffle") != "window"):
+            continue  # only matters for the window shuffle; older checkpoints lack it
         saved, now = state.get(key), current.get(key)
         if saved != now:
             raise ConfigurationError(
