@@ -62,6 +62,8 @@ class StreamingDataset(IterableDataset[Any]):
         serializers: Extra serializers by registry key.
         item_loader: ``PyTreeLoader()`` (default).
         shuffle_window: Chunks mixed together with ``shuffle="window"`` (>= 1). Default 8.
+        storage_options: Credentials and client options for object stores (LitData's boto-style keys
+            such as ``endpoint_url``, ``aws_access_key_id``, or obstore's own keys); ignored locally.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -80,6 +82,7 @@ class StreamingDataset(IterableDataset[Any]):
         serializers: Mapping[str, Serializer] | None = None,
         item_loader: PyTreeLoader | None = None,
         shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = [] if transform is None else list(transform) if isinstance(transform, Sequence) else [transform]
@@ -93,7 +96,7 @@ class StreamingDataset(IterableDataset[Any]):
             self.input_dir = Dir(path=None, url=input_dir.url)
         else:
             self.input_dir = resolve_dir(input_dir)
-            self._store = store_for(self.input_dir)
+            self._store = store_for(self.input_dir, storage_options)
         self.shuffle: ShuffleMode = shuffle
         self.shuffle_window = shuffle_window
         self.seed = seed

@@ -205,6 +205,7 @@ def astream(
     max_pre_download: int = 2,
     transform: Callable[[Any], Any] | None = None,
     serializers: Mapping[str, Serializer] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -232,6 +233,7 @@ def astream(
         max_pre_download: Chunks fetched ahead of the consumer (>= 1). Default 2.
         transform: Called on each decoded sample, in a worker thread.
         serializers: Extra serializers by registry key.
+        storage_options: Credentials and client options for object stores (see ``StreamingDataset``).
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
@@ -254,7 +256,7 @@ def astream(
         epoch=epoch,
     )
     return SampleStream(
-        store_for(input_dir),
+        store_for(input_dir, storage_options),
         plan,
         max_pre_download=max_pre_download,
         transform=transform,

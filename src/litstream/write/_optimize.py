@@ -120,6 +120,7 @@ def optimize(
     serializers: Mapping[str, Serializer] | None = None,
     start_method: str | None = None,
     verbose: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
@@ -141,6 +142,9 @@ def optimize(
         start_method: Multiprocessing start method. Default: ``"fork"`` where available and safe
             (this process has not used obstore, which hangs in forked children), else ``"spawn"``.
         verbose: Show a tqdm progress bar.
+        storage_options: Credentials and client options when ``output_dir`` is an object-store URL
+            (``s3://``, ``gs://``, ``azure://``); chunks are uploaded as they are written and
+            ``index.json`` last.
 
     Raises:
         ConfigurationError: a bad argument; raised before anything is written.
@@ -175,7 +179,7 @@ def optimize(
     except Exception as exc:
         raise ConfigurationError(f"fn={fn!r} cannot be sent to worker processes: {exc}") from exc
 
-    store = store_for(output_dir, argument="output_dir")
+    store = store_for(output_dir, storage_options, argument="output_dir")
     existing, start_chunks = run_sync(_prepare_output, store, mode, num_workers)
     writer_kwargs: dict[str, Any] = {
         "chunk_size": chunk_size,

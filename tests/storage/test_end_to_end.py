@@ -1,0 +1,100 @@
+"""optimize → stream → stop → resume, with the data on each storage backend (real servers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+from storage_backends import unique
+
+from litstream import StreamingDataLoader, StreamingDataset, astream, optimize
+
+if TYPE_CHECKING:
+    from servers import AzuriteServer, GCSServer, HubServer, S3Server
+
+N = 60
+
+
+def sample(i: int) -> dict[str, Any]:
+    return {"i": i, "name": f"item-{i}"}
+
+
+def _location(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any] | None, bool]:
+    """(url, storage_options, written in place) for one backend; read-only ones are seeded from a local copy."""
+    prefix = unique()
+    local = tmp_path / "local"
+    if name == "local":
+        return str(local), None, True
+    if name == "s3":
+        s3: S3Server = request.getfixturevalue("s3_server")
+        return f"s3://{s3.bucket}/{prefix}", s3.options(), True
+    if name == "azure":
+        az: AzuriteServer = request.getfixturevalue("azure_server")
+        return f"azure://litstream-test/{prefix}", az.options(), True
+    optimize(fn=sample, inputs=range(N), output_dir=local, chunk_size=7, num_workers=1, verbose=False)
+    files = {p.name: p.read_bytes() for p in local.iterdir()}
+    if name == "gcs":
+        gcs: GCSServer = request.getfixturevalue("gcs_server")
+        for key, data in files.items():
+            gcs.upload("litstream-test", f"{prefix}/{key}", data)
+        return f"gs://litstream-test/{prefix}", gcs.options(), False
+    hub: HubServer = request.getfixturevalue("hub_server")
+    if name == "http":
+        folder = hub.root / "static" / prefix
+        folder.mkdir(parents=True)
+        for key, data in files.items():
+            (folder / key).write_bytes(data)
+        return f"{hub.url}/static/{prefix}", None, False
+    repo = hub.dataset_dir(f"org/{prefix}") / "data"
+    repo.mkdir(parents=True)
+    for key, data in files.items():
+        (repo / key).write_bytes(data)
+    return f"hf://datasets/org/{prefix}/data", {"endpoint": hub.url, "token": False}, False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "workers"), [("local", 2), ("s3", 2), ("azure", 2), ("gcs", 0), ("http", 0), ("hf", 0)]
+)
+def test_optimize_stream_stop_resume(name: str, workers: int, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    url, options, write_here = _location(name, request, tmp_path)
+    if write_here:
+        optimize(
+            fn=sample,
+            inputs=range(N),
+            output_dir=url,
+            chunk_size=7,
+            num_workers=2,
+            verbose=False,
+            storage_options=options,
+        )
+
+    def loader() -> StreamingDataLoader:
+        ds = StreamingDataset(url, shuffle=True, storage_options=options)
+        return StreamingDataLoader(ds, batch_size=4, num_workers=workers)
+
+    first = loader()
+    assert len(first) == 15
+    seen: list[int] = []
+    for k, batch in enumerate(first):
+        seen += batch["i"].tolist()
+        if k == 4:
+            break
+    state = first.state_dict()
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = [x for batch in resumed for x in batch["i"].tolist()]
+    assert len(seen) == 20
+    assert sorted(seen + rest) == list(range(N))
+
+    ds = StreamingDataset(url, storage_options=options)
+    assert [ds[i]["name"] for i in (0, 13, N - 1)] == ["item-0", "item-13", f"item-{N - 1}"]
+
+    async def collect() -> list[int]:
+        async with astream(url, storage_options=options) as samples:
+            return [s["i"] async for s in samples]
+
+    assert anyio.run(collect) == list(range(N))
+    assert anyio.run(collect, backend="trio") == list(range(N))
