@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -12,6 +11,8 @@ from storage_backends import unique
 from litstream import StreamingDataLoader, StreamingDataset, astream, optimize
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from servers import AzuriteServer, GCSServer, HubServer, S3Server
 
 N = 60
