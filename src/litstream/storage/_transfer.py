@@ -1,0 +1,398 @@
+"""Bounded, atomic transfers between a :class:`~litstream.Store` and local files (asyncio and trio alike).
+
+* :class:`Downloader`: a file appears complete or not at all (written under a hidden temporary name beside
+  it, then ``os.replace``-d); concurrent fetches of one name in a process share one download; a
+  ``CapacityLimiter`` bounds the requests in flight, a byte budget the bytes between store and disk. Two
+  *processes* fetching one name both download it, each atomically (cross-process use: ``read/_cache.py``).
+* :class:`Uploader`: local files go up from a task group fed by a bounded stream (backpressure).
+
+Local files are written with ``os`` calls in worker threads (aiofiles fails under trio).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from .._errors import ConfigurationError, LitstreamError, StorageError, collapse_exception_group
+from ._base import MiB, put_size
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+    from types import TracebackType
+
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+    from ._base import Store
+
+__all__ = ["Downloader", "UploadStatistics", "Uploader"]
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+@contextlib.contextmanager
+def _single_errors() -> Iterator[None]:
+    """Re-raise a task group's only failure as itself (its own cause kept), not wrapped in a group."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        single = collapse_exception_group(group)
+        if single is group:
+            raise
+        raise single from single.__cause__
+
+
+@dataclass
+class _Waiter:
+    nbytes: int
+    event: anyio.Event
+    granted: bool = False
+
+
+class _ByteBudget:
+    """A first-come-first-served semaphore counting bytes; a request above ``total`` takes all of it."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+        self._waiters: deque[_Waiter] = deque()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, nbytes: int) -> AsyncIterator[None]:
+        nbytes = min(nbytes, self.total)
+        await self._acquire(nbytes)
+        try:
+            yield
+        finally:
+            self._release(nbytes)
+
+    async def _acquire(self, nbytes: int) -> None:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if not self._waiters and self.used + nbytes <= self.total:
+            self.used += nbytes
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+            return
+        waiter = _Waiter(nbytes, anyio.Event())
+        self._waiters.append(waiter)
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            if waiter.granted:
+                self._release(nbytes)
+            else:
+                self._waiters.remove(waiter)
+                self._wake()
+            raise
+
+    def _release(self, nbytes: int) -> None:
+        self.used -= nbytes
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.used + self._waiters[0].nbytes <= self.total:
+            waiter = self._waiters.popleft()
+            self.used += waiter.nbytes
+            waiter.granted = True
+            waiter.event.set()
+
+
+@dataclass
+class _Pending:  # one download in progress; followers wait on ``done``, then read ``error``
+    done: anyio.Event
+    error: BaseException | None = None
+
+
+@dataclass
+class _LoopState:  # what belongs to one event loop (anyio primitives are loop-bound)
+    limiter: anyio.CapacityLimiter
+    budget: _ByteBudget
+    inflight: dict[str, _Pending] = field(default_factory=dict)
+
+
+def _check_name(name: str) -> str:
+    parts = PurePosixPath(name).parts
+    if not name or name.startswith("/") or any(p in ("..", ".") for p in parts) or "\\" in name:
+        raise ConfigurationError(f"object name {name!r} must be a relative '/'-separated key without '.' or '..'")
+    return name
+
+
+def _stat_size(path: Path) -> int | None:
+    with contextlib.suppress(FileNotFoundError):
+        return path.stat().st_size
+    return None
+
+
+def _open_temp(target: Path) -> tuple[Path, int]:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
+class Downloader:
+    """Downloads objects of ``store`` into ``cache_root``, atomically and with bounded resources.
+
+    It may serve successive event loops (one portal per epoch), one at a time.
+
+    Args:
+        store: Where the objects are.
+        cache_root: The local directory; object ``name`` lands at ``cache_root / name``.
+        max_concurrency: Requests (whole GETs, ranged GETs, HEADs) in flight at once. Default 8.
+        max_bytes_in_flight: Bytes fetched but not yet written to disk, at most (a piece larger than this
+            reserves the whole budget). Default 256 MiB.
+        piece_size: Objects larger than this are fetched in ranged GETs of this many bytes, written at their
+            offsets as they arrive. Default 8 MiB.
+
+    Raises:
+        ConfigurationError: a limit that is not an int >= 1.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        cache_root: str | os.PathLike[str],
+        *,
+        max_concurrency: int = 8,
+        max_bytes_in_flight: int = 256 * MiB,
+        piece_size: int = 8 * MiB,
+    ) -> None:
+        self._store = store
+        self._root = Path(cache_root).absolute()
+        self._max_concurrency = _positive("max_concurrency", max_concurrency)
+        self._max_bytes = _positive("max_bytes_in_flight", max_bytes_in_flight)
+        self._piece_size = _positive("piece_size", piece_size)
+        self._state: tuple[object, _LoopState] | None = None
+
+    def path(self, name: str) -> Path:
+        """Where object ``name`` is (or will be) stored locally; ConfigurationError if not a relative key."""
+        return self._root / _check_name(name)
+
+    def _loop_state(self) -> _LoopState:
+        token = anyio.lowlevel.current_token()
+        if self._state is None or self._state[0] != token:
+            state = _LoopState(anyio.CapacityLimiter(self._max_concurrency), _ByteBudget(self._max_bytes))
+            self._state = (token, state)
+        return self._state[1]
+
+    async def fetch(self, name: str, *, size: int | None = None) -> Path:
+        """Make sure object ``name`` is a complete local file; return its path.
+
+        A file at the path is kept if ``size`` is ``None`` or its length; else it is downloaded (replacing a file
+        of another size). Concurrent calls for one name share one download; if its task is cancelled, a
+        waiting call takes over.
+
+        Args:
+            name: The object's key in the store (also its path below ``cache_root``).
+            size: The object's length in bytes when known (from ``index.json``); ``None`` costs one HEAD
+                request per download.
+
+        Raises:
+            ObjectNotFoundError: the object does not exist.
+            StorageError: the transfer failed, or the object is shorter than ``size`` (or longer, for objects
+                of at most ``piece_size`` bytes, which are fetched whole).
+            ConfigurationError: ``name`` is not a relative key.
+        """
+        target = self.path(name)
+        state = self._loop_state()
+        while True:
+            present = await anyio.to_thread.run_sync(_stat_size, target)
+            if present is not None and (size is None or present == size):
+                return target
+            pending = state.inflight.get(name)
+            if pending is None:
+                break
+            await pending.done.wait()
+            error = pending.error
+            if error is None:
+                return target
+            if isinstance(error, anyio.get_cancelled_exc_class()):
+                continue  # the downloading task was cancelled, not this one: try again
+            if isinstance(error, LitstreamError):  # a fresh copy per waiter (every class takes one message)
+                raise type(error)(str(error)) from error
+            raise error
+        pending = _Pending(anyio.Event())
+        state.inflight[name] = pending
+        try:
+            await self._download(name, target, size, state)
+        except BaseException as exc:
+            pending.error = exc
+            raise
+        finally:
+            del state.inflight[name]
+            pending.done.set()
+        return target
+
+    async def _download(self, name: str, target: Path, size: int | None, state: _LoopState) -> None:
+        if size is None:
+            async with state.limiter:
+                size = (await self._store.head(name)).size
+        tmp, fd = await anyio.to_thread.run_sync(_open_temp, target)
+        done = False
+        try:
+            if size <= self._piece_size:
+                await self._piece(state, name, fd, 0, size, whole=True)
+            else:
+                with _single_errors():
+                    async with anyio.create_task_group() as tg:
+                        for start in range(0, size, self._piece_size):
+                            length = min(self._piece_size, size - start)
+                            tg.start_soon(self._piece, state, name, fd, start, length, False)
+            done = True
+        finally:
+            with anyio.CancelScope(shield=True):  # publish or clean up even when cancelled
+                await anyio.to_thread.run_sync(os.close, fd)
+                if done:
+                    await anyio.to_thread.run_sync(os.replace, tmp, target)
+                else:
+                    await anyio.to_thread.run_sync(partial(tmp.unlink, missing_ok=True))
+
+    async def _piece(self, state: _LoopState, name: str, fd: int, start: int, length: int, whole: bool) -> None:
+        """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) and write them there."""
+        async with state.budget.hold(length):
+            async with state.limiter:
+                if whole:
+                    data = await self._store.get(name)
+                else:
+                    data = await self._store.get_range(name, start, length)
+            if len(data) != length:
+                raise StorageError(
+                    f"download of {self._store.url}/{name}: expected {length} bytes at offset {start}, got "
+                    f"{len(data)}; the object changed or the size given (from index.json) is wrong"
+                )
+            await anyio.to_thread.run_sync(_write_at, fd, data, start)
+
+
+@dataclass(frozen=True)
+class UploadStatistics:
+    """A snapshot of an :class:`Uploader`: uploads queued and not started (at most ``max_pending``), running
+    (at most ``max_concurrency``) and finished, and the bytes of the finished ones."""
+
+    pending: int
+    active: int
+    completed: int
+    bytes_uploaded: int
+
+
+@dataclass(frozen=True)
+class _Job:
+    local_path: Path
+    name: str
+    delete_after: bool
+
+
+class Uploader:
+    """Uploads local files to ``store`` in the background, with backpressure.
+
+    ``async with Uploader(store) as up: await up.upload(path, name)`` (waits while ``max_pending`` are queued);
+    leaving the block waits for every upload (put ``index.json`` after it). If the block raises or an upload
+    fails, the other uploads are cancelled and the first failure is raised from ``async with`` as itself.
+
+    Args:
+        store: Where the files go.
+        max_concurrency: Uploads running at once. Default 4.
+        max_pending: Uploads queued beyond those running before ``upload`` waits. Default 4.
+
+    Raises:
+        ConfigurationError: a limit that is not an int >= 1.
+    """
+
+    def __init__(self, store: Store, *, max_concurrency: int = 4, max_pending: int = 4) -> None:
+        self._store = store
+        self._max_concurrency = _positive("max_concurrency", max_concurrency)
+        self._max_pending = _positive("max_pending", max_pending)
+        self._task_group: TaskGroup | None = None
+        self._send: MemoryObjectSendStream[_Job] | None = None
+        self._active = 0
+        self._completed = 0
+        self._bytes = 0
+
+    async def __aenter__(self) -> Uploader:
+        send, receive = anyio.create_memory_object_stream[_Job](self._max_pending)
+        self._send = send
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        async with receive:
+            for _ in range(self._max_concurrency):
+                self._task_group.start_soon(self._work, receive.clone())
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        if self._task_group is None or self._send is None:
+            raise RuntimeError("Uploader.__aexit__ without __aenter__")
+        self._send.close()  # the workers finish what is queued, then stop
+        if exc_type is not None:
+            self._task_group.cancel_scope.cancel()
+        with _single_errors():
+            return await self._task_group.__aexit__(exc_type, exc, tb)
+
+    def statistics(self) -> UploadStatistics:
+        """Counters for this uploader (all zero before ``async with``)."""
+        pending = 0 if self._send is None else self._send.statistics().current_buffer_used
+        return UploadStatistics(pending, self._active, self._completed, self._bytes)
+
+    async def upload(self, local_path: str | os.PathLike[str], name: str, *, delete_after: bool = True) -> None:
+        """Queue ``local_path`` for upload as object ``name``; wait while ``max_pending`` uploads are queued.
+
+        A failure of the upload cancels the block and is raised from ``async with``. Do not change the file.
+
+        Args:
+            local_path: The file to send.
+            name: The object's key in the store.
+            delete_after: Remove the local file once it has been uploaded (not if the upload fails).
+
+        Raises:
+            RuntimeError: called outside ``async with``, or after it ended.
+            ConfigurationError: ``name`` is not a relative key.
+        """
+        if self._send is None:
+            raise RuntimeError("use Uploader as `async with Uploader(store) as uploader:` before upload()")
+        job = _Job(Path(local_path), _check_name(name), delete_after)
+        try:
+            await self._send.send(job)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            await anyio.lowlevel.checkpoint()  # a failed upload cancels this block: let that land first
+            raise RuntimeError(
+                f"cannot queue {name}: the Uploader has stopped (its block ended, or an earlier upload failed)"
+            ) from exc
+
+    async def _work(self, receive: MemoryObjectReceiveStream[_Job]) -> None:
+        async with receive:
+            async for job in receive:
+                self._active += 1
+                try:
+                    size = await anyio.to_thread.run_sync(put_size, job.local_path)
+                    await self._store.put(job.name, job.local_path)
+                finally:
+                    self._active -= 1
+                if job.delete_after:
+                    await anyio.to_thread.run_sync(partial(job.local_path.unlink, missing_ok=True))
+                self._completed += 1
+                self._bytes += size
