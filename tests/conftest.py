@@ -16,9 +16,10 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _clean_distributed_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Tests start as a single process, whatever the shell exported."""
-    for name in ("WORLD_SIZE", "RANK", "GLOBAL_RANK", "LOCAL_RANK", "NNODES", "MAX_CACHE_SIZE"):
+def _clean_distributed_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests start as a single process, whatever the shell exported, with a private chunk cache."""
+    for name in ("WORLD_SIZE", "RANK", "GLOBAL_RANK", "LOCAL_RANK", "NNODES", "MAX_CACHE_SIZE", "LITDATA_CACHE_DIR"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LITSTREAM_CACHE_DIR", str(tmp_path_factory.mktemp("chunk-cache")))
     yield
     os.environ.pop("DATA_OPTIMIZER_GLOBAL_RANK", None)

@@ -30,3 +30,17 @@ def test_console_script_is_installed() -> None:
     exe = Path(sys.executable).with_name("litstream")
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
     assert "inspect" in out.stdout
+
+
+def test_cache_path_and_clear(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "cache-root"
+    monkeypatch.setenv("LITSTREAM_CACHE_DIR", str(root))
+    assert main(["cache", "path"]) == 0
+    assert capsys.readouterr().out.strip() == str(root)
+    (root / "abc" / "1").mkdir(parents=True)
+    (root / "abc" / "1" / "chunk-0-0.bin").write_bytes(b"x")
+    assert main(["cache", "clear"]) == 0
+    assert not root.exists()
+    assert capsys.readouterr().out.strip() == f"removed {root}"

@@ -23,10 +23,11 @@ from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import ConfigurationError, collapse_exception_group
 from .format._loaders import PyTreeLoader
 from .read._astream import check_read_args
+from .read._cache import parse_cache_size
 from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pieces, produce_chunks
 from .read._plan import items_per_rank, worker_plan
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
-from .read._source import DatasetSource
+from .read._source import CacheSettings, DatasetSource
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import Store
@@ -64,6 +65,10 @@ class StreamingDataset(IterableDataset[Any]):
         shuffle_window: Chunks mixed together with ``shuffle="window"`` (>= 1). Default 8.
         storage_options: Credentials and client options for object stores (LitData's boto-style keys
             such as ``endpoint_url``, ``aws_access_key_id``, or obstore's own keys); ignored locally.
+        cache_dir: Root of the local chunk cache for remote datasets (default: ``LITSTREAM_CACHE_DIR``,
+            ``LITDATA_CACHE_DIR`` or ``~/.cache/litstream/chunks``). Local datasets are read in place.
+        max_cache_size: Cache budget: bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1];
+            ``None`` means 75 % of the free disk, as in LitData. Chunks in use are never evicted.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -83,6 +88,8 @@ class StreamingDataset(IterableDataset[Any]):
         item_loader: PyTreeLoader | None = None,
         shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
         storage_options: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        max_cache_size: int | float | str | None = None,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = [] if transform is None else list(transform) if isinstance(transform, Sequence) else [transform]
@@ -97,6 +104,14 @@ class StreamingDataset(IterableDataset[Any]):
         else:
             self.input_dir = resolve_dir(input_dir)
             self._store = store_for(self.input_dir, storage_options)
+        remote = self.input_dir.path is None and self.input_dir.url is not None and "://" in self.input_dir.url
+        self.cache = (
+            CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
+            if remote and not self.input_dir.url.startswith("memory://")  # type: ignore[union-attr]
+            else None
+        )
+        if max_cache_size is not None:
+            parse_cache_size(max_cache_size)  # reject a bad value now, not in a worker
         self.shuffle: ShuffleMode = shuffle
         self.shuffle_window = shuffle_window
         self.seed = seed
@@ -154,7 +169,7 @@ class StreamingDataset(IterableDataset[Any]):
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
         if self._source is None:
-            self._source = _portal.call(DatasetSource.open, self._store, self.serializers)
+            self._source = _portal.call(DatasetSource.open, self._store, self.serializers, self.cache)
         return self._source
 
     def _drop_last(self, world_size: int) -> bool:

@@ -99,3 +99,35 @@ def test_optimize_stream_stop_resume(name: str, workers: int, request: pytest.Fi
 
     assert anyio.run(collect) == list(range(N))
     assert anyio.run(collect, backend="trio") == list(range(N))
+
+
+@pytest.mark.slow
+def test_remote_chunks_go_through_the_local_cache(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    url, options, _ = _location("s3", request, tmp_path)
+    optimize(
+        fn=sample, inputs=range(N), output_dir=url, chunk_size=7, num_workers=1, verbose=False, storage_options=options
+    )
+    cache = tmp_path / "cache"
+    ds = StreamingDataset(url, storage_options=options, cache_dir=cache)
+    assert [s["i"] for s in ds] == list(range(N))
+    cached = sorted(p.name for p in cache.rglob("chunk-*.bin"))
+    assert cached == sorted(
+        f"chunk-{r}-{k}.bin" for r, k in [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (0, 6), (0, 7), (0, 8)]
+    )
+    # one dataset version directory: <root>/<md5(url)>/<updated_at>/
+    (version,) = [p for p in cache.iterdir() if p.is_dir()]
+    assert len([p for p in version.iterdir() if p.is_dir()]) == 1
+
+
+@pytest.mark.slow
+def test_b33_cache_smaller_than_a_chunk_does_not_block(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    url, options, _ = _location("s3", request, tmp_path)
+    optimize(
+        fn=sample, inputs=range(N), output_dir=url, chunk_size=7, num_workers=1, verbose=False, storage_options=options
+    )
+    cache = tmp_path / "cache"
+    loader = StreamingDataLoader(
+        StreamingDataset(url, storage_options=options, cache_dir=cache, max_cache_size=10), batch_size=5
+    )
+    assert sorted(x for b in loader for x in b["i"].tolist()) == list(range(N))
+    assert len(list(cache.rglob("chunk-*.bin"))) <= 1

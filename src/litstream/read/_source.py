@@ -6,6 +6,7 @@ import bisect
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -15,6 +16,8 @@ from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
+from ..storage._transfer import Downloader
+from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -22,7 +25,24 @@ if TYPE_CHECKING:
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
-__all__ = ["DatasetSource", "load_index"]
+__all__ = ["CacheSettings", "DatasetSource", "load_index"]
+
+
+async def _read_through_cache(cache: ChunkCache, downloader: Downloader, name: str, size: int | None) -> bytes:
+    await cache.aacquire(name, size=size)  # evicts released chunks to make room first
+    try:
+        path = await downloader.fetch(name, size=size)
+        return await anyio.to_thread.run_sync(path.read_bytes)
+    finally:
+        await cache.arelease(name)
+
+
+def _open_cache(store: Store, index: Index, settings: CacheSettings) -> tuple[ChunkCache, Downloader]:
+    root = Path(settings.cache_dir) if settings.cache_dir else default_cache_root()
+    directory = dataset_cache_dir(root, store.url, index.updated_at)
+    directory.mkdir(parents=True, exist_ok=True)
+    size = 0.75 if settings.max_cache_size is None else settings.max_cache_size
+    return ChunkCache(directory, max_cache_size=size), Downloader(store, directory)
 
 
 async def load_index(store: Store) -> Index:
@@ -46,6 +66,22 @@ async def load_index(store: Store) -> Index:
     return merge_partial_indexes(partials)
 
 
+@dataclass(frozen=True)
+class CacheSettings:
+    """Where and how much of a remote dataset is kept on local disk.
+
+    Attributes:
+        cache_dir: Cache root; ``None`` uses ``default_cache_root()`` (``LITSTREAM_CACHE_DIR``, then
+            ``LITDATA_CACHE_DIR``, then ``~/.cache/litstream/chunks``). The dataset lives in
+            ``<root>/<md5(url)>/<updated_at>/``, as in LitData.
+        max_cache_size: Bytes (int or ``"50GB"``), a fraction of free disk in (0, 1], or ``None`` for
+            75 % of the free disk (LitData's default). Chunks held by a reader are never evicted.
+    """
+
+    cache_dir: str | None = None
+    max_cache_size: int | float | str | None = None
+
+
 @dataclass
 class DatasetSource:
     """Everything needed to read items of one dataset.
@@ -63,10 +99,23 @@ class DatasetSource:
     max_decoded_bytes: int = 256 * 2**20
     _chunks: OrderedDict[int, ChunkView] = field(default_factory=OrderedDict)
     _chunks_bytes: int = 0
+    cache: ChunkCache | None = None
+    downloader: Downloader | None = None
 
     @classmethod
-    async def open(cls, store: Store, serializers: Mapping[str, Serializer] | None = None) -> DatasetSource:
+    async def open(
+        cls,
+        store: Store,
+        serializers: Mapping[str, Serializer] | None = None,
+        cache: CacheSettings | None = None,
+    ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
+
+        Args:
+            store: Where the dataset is.
+            serializers: Extra serializers by registry key.
+            cache: For remote datasets: download chunks into this local cache (``None``: read
+                chunks straight into memory).
 
         Raises:
             DatasetNotFoundError: no index. FormatError: an index litstream cannot decode.
@@ -82,6 +131,8 @@ class DatasetSource:
             )
         source = cls(store, index, SampleDecoder(index.config, serializers))
         source._cumulative = list(itertools.accumulate(c.chunk_size for c in index.chunks))
+        if cache is not None:
+            source.cache, source.downloader = await anyio.to_thread.run_sync(_open_cache, store, index, cache)
         return source
 
     @property
@@ -113,8 +164,13 @@ class DatasetSource:
             self._chunks.move_to_end(chunk_index)
             return cached
         info = self.index.chunks[chunk_index]
-        data: bytes = await self.store.get(info.filename)
         compression = self.index.config.compression if self.index.config else None
+        if self.cache is not None and self.downloader is not None:
+            data = await _read_through_cache(
+                self.cache, self.downloader, info.filename, None if compression else info.chunk_bytes
+            )
+        else:
+            data = await self.store.get(info.filename)
         if compression:
             data = await anyio.to_thread.run_sync(decompress, data, compression)
         if len(data) < info.chunk_bytes:
