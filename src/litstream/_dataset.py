@@ -30,7 +30,7 @@ from .read._resume import Level, ResumePlan, Topology, check_config, resolve_res
 from .read._source import CacheSettings, DatasetSource
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._resolver import Dir, resolve_dir, store_for
-from .storage._store import Store
+from .storage._store import HedgedStore, Store
 
 if TYPE_CHECKING:
     from .format._serializers import Serializer
@@ -69,6 +69,8 @@ class StreamingDataset(IterableDataset[Any]):
             ``LITDATA_CACHE_DIR`` or ``~/.cache/litstream/chunks``). Local datasets are read in place.
         max_cache_size: Cache budget: bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1];
             ``None`` means 75 % of the free disk, as in LitData. Chunks in use are never evicted.
+        hedge_delay: For remote datasets, seconds after which a slow range read (``ds[i]``) is sent
+            again and the first answer wins; ``None`` (default) derives it from observed latency.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -90,6 +92,7 @@ class StreamingDataset(IterableDataset[Any]):
         storage_options: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         max_cache_size: int | float | str | None = None,
+        hedge_delay: float | None = None,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = [] if transform is None else list(transform) if isinstance(transform, Sequence) else [transform]
@@ -112,6 +115,8 @@ class StreamingDataset(IterableDataset[Any]):
         )
         if max_cache_size is not None:
             parse_cache_size(max_cache_size)  # reject a bad value now, not in a worker
+        if self.cache is not None:
+            self._store = HedgedStore(self._store, hedge_delay)
         self.shuffle: ShuffleMode = shuffle
         self.shuffle_window = shuffle_window
         self.seed = seed

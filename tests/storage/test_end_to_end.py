@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -11,8 +13,6 @@ from storage_backends import unique
 from litstream import StreamingDataLoader, StreamingDataset, astream, optimize
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from servers import AzuriteServer, GCSServer, HubServer, S3Server
 
 N = 60
@@ -131,3 +131,17 @@ def test_b33_cache_smaller_than_a_chunk_does_not_block(request: pytest.FixtureRe
     )
     assert sorted(x for b in loader for x in b["i"].tolist()) == list(range(N))
     assert len(list(cache.rglob("chunk-*.bin"))) <= 1
+
+
+@pytest.mark.slow
+def test_random_access_on_a_remote_dataset_uses_range_reads(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    url, options, _ = _location("http", request, tmp_path)
+    hub: HubServer = request.getfixturevalue("hub_server")
+    ds = StreamingDataset(url, storage_options=options)
+    assert len(ds) == N
+    before = len(hub.requests)
+    assert ds[23] == sample(23)
+    chunk_requests = [(m, p, h) for m, p, h in hub.requests[before:] if "chunk-" in p]
+    assert chunk_requests, "ds[i] read nothing"
+    assert all(m == "GET" and "range" in h for m, _, h in chunk_requests)
+    assert not list(Path(os.environ["LITSTREAM_CACHE_DIR"]).rglob("chunk-*"))  # nothing downloaded whole
