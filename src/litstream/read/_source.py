@@ -16,6 +16,7 @@ from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
+from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
 
@@ -203,6 +204,8 @@ class DatasetSource:
         info = self.index.chunks[chunk_index]
         if not 0 <= item < info.chunk_size:
             raise FormatError(f"item {item} is outside {info.filename} ({info.chunk_size} items)")
+        if isinstance(self.store, LocalFileStore):  # both reads in one thread call
+            return await self.store.get_span_at(info.filename, item_span_offset(item))
         span = await self.store.get_range(info.filename, item_span_offset(item), 8)
         if len(span) != 8:
             raise FormatError(f"{info.filename} is shorter than its header ({header_length(info.chunk_size)} bytes)")

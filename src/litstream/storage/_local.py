@@ -89,6 +89,25 @@ class LocalFileStore:
 
         return await self._run("get_range", path, read)
 
+    async def get_span_at(self, path: str, pointer: int) -> bytes:
+        """Read the two uint32 little-endian offsets ``[begin, end)`` stored at byte ``pointer``, then
+        the bytes between them, in one worker-thread call (a chunk item's lookup, for ``ds[i]``).
+
+        Raises:
+            ObjectNotFoundError: the file does not exist. StorageError: it is shorter than ``pointer + 8``.
+        """
+        full = self._full(path)
+
+        def read() -> bytes:
+            with open(full, "rb") as f:
+                span = os.pread(f.fileno(), 8, pointer)
+                if len(span) != 8:
+                    raise OSError(f"{full} ends before byte {pointer + 8}")
+                begin, end = int.from_bytes(span[:4], "little"), int.from_bytes(span[4:], "little")
+                return os.pread(f.fileno(), max(end - begin, 0), begin)
+
+        return await self._run("get_range", path, read)
+
     async def put(self, path: str, data: PutData) -> None:
         """See :meth:`litstream.Store.put`; a path ``data`` is copied, never moved."""
         full = self._full(path)
