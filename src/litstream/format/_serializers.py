@@ -46,11 +46,8 @@ Deliberate differences from LitData:
 
 from __future__ import annotations
 
-import abc
-import io
 import pickle
 import struct
-import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,12 +55,13 @@ import torch
 
 from .._errors import FormatError
 from . import _dtypes as dt
+from ._image_serializers import JpegSerializer, PilSerializer
+from ._serializer_base import Serializer
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     import numpy.typing as npt
-    from PIL import Image as PILImage
 
 __all__ = [
     "BoolSerializer",
@@ -83,66 +81,6 @@ __all__ = [
     "select_serializer",
     "serializer_for_format",
 ]
-
-
-class Serializer(abc.ABC):
-    """Encodes one kind of leaf to bytes and decodes it back.
-
-    Attributes:
-        name: The registry key, recorded as the leaf's ``data_format`` unless ``serialize`` returns another.
-        fixed_size: The payload size in bytes when it never varies (int and float: 8, bool: 1), else ``None``.
-    """
-
-    name: str
-    fixed_size: int | None = None
-
-    @abc.abstractmethod
-    def can_serialize(self, obj: object) -> bool:
-        """Return whether this serializer accepts ``obj``. Never raises, never does I/O."""
-
-    @abc.abstractmethod
-    def serialize(self, obj: Any) -> tuple[bytes, str | None]:
-        """Encode ``obj``.
-
-        Returns:
-            The payload, and the ``data_format`` to record when it differs from ``name`` (else ``None``).
-
-        Raises:
-            FormatError: ``obj`` has a value this encoding cannot represent.
-        """
-
-    @abc.abstractmethod
-    def deserialize(self, data: bytes | memoryview) -> Any:
-        """Decode one payload (the exact leaf bytes; ``data`` is not modified or retained).
-
-        Raises:
-            FormatError: ``data`` is not a valid payload for this encoding.
-        """
-
-    def accepts(self, obj: object) -> bool:
-        """Whether a leaf whose format this serializer fixed (from the first sample) can store ``obj``.
-
-        Defaults to :meth:`can_serialize`; the self-describing ``numpy`` and ``tensor`` encodings
-        accept any array / tensor, since each payload records its own dtype and shape.
-        """
-        return self.can_serialize(obj)
-
-    def setup(self, data_format: str) -> Serializer:
-        """Return a serializer configured for a recorded ``data_format``; stateless serializers return self.
-
-        Raises:
-            FormatError: ``data_format`` lacks information this serializer needs.
-        """
-        return self
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
-
-
-def _loaded_class(module: str, name: str) -> Any:
-    """Return ``module.name`` if ``module`` is already imported, else ``None`` (no import is triggered)."""
-    loaded = sys.modules.get(module)
-    return getattr(loaded, name, None) if loaded is not None else None
 
 
 class StrSerializer(Serializer):
@@ -225,77 +163,6 @@ class FloatSerializer(Serializer):
             raise FormatError(f"float payload must be 8 bytes, got {len(data)}")
         value: float = self._format.unpack(data)[0]
         return value
-
-
-class PilSerializer(Serializer):
-    """Uncompressed PIL images (any ``PIL.Image.Image`` except ``JpegImageFile``).
-
-    Payload: uint32 LE width, uint32 LE height, uint32 LE ``len(mode)``, the mode in ASCII, then
-    ``img.tobytes()``. Decodes to a new image via ``Image.frombytes``; a ``P`` image's palette is not kept.
-    """
-
-    name = "pil"
-    _header = struct.Struct("<3I")
-
-    def can_serialize(self, obj: object) -> bool:
-        image_type = _loaded_class("PIL.Image", "Image")
-        jpeg_type = _loaded_class("PIL.JpegImagePlugin", "JpegImageFile")
-        return (
-            image_type is not None
-            and isinstance(obj, image_type)
-            and not (jpeg_type is not None and isinstance(obj, jpeg_type))
-        )
-
-    def serialize(self, obj: PILImage.Image) -> tuple[bytes, str | None]:
-        mode = obj.mode.encode("ascii")
-        width, height = obj.size
-        return b"".join((self._header.pack(width, height, len(mode)), mode, obj.tobytes())), None
-
-    def deserialize(self, data: bytes | memoryview) -> PILImage.Image:
-        from PIL import Image
-
-        try:
-            width, height, mode_length = self._header.unpack_from(data, 0)
-        except struct.error as exc:
-            raise FormatError(f"pil payload too short ({len(data)} bytes)") from exc
-        start = self._header.size + mode_length
-        try:
-            mode = bytes(data[self._header.size : start]).decode("ascii")
-            return Image.frombytes(mode, (width, height), bytes(data[start:]))
-        except ValueError as exc:
-            raise FormatError(f"invalid pil payload: {exc}") from exc
-
-
-class JpegSerializer(Serializer):
-    """JPEG images (``PIL.JpegImagePlugin.JpegImageFile``).
-
-    The payload is the image re-encoded by Pillow's ``save(format="JPEG")`` with default settings
-    (quality 75; EXIF and ICC profile dropped). Decodes to a ``torch.uint8`` tensor of shape
-    ``(3, height, width)`` (RGB, channels first, EXIF orientation applied), contiguous and writable.
-    """
-
-    name = "jpeg"
-
-    def can_serialize(self, obj: object) -> bool:
-        jpeg_type = _loaded_class("PIL.JpegImagePlugin", "JpegImageFile")
-        return jpeg_type is not None and isinstance(obj, jpeg_type)
-
-    def serialize(self, obj: PILImage.Image) -> tuple[bytes, str | None]:
-        buffer = io.BytesIO()
-        obj.save(buffer, format="JPEG")
-        return buffer.getvalue(), None
-
-    def deserialize(self, data: bytes | memoryview) -> torch.Tensor:
-        from PIL import Image, ImageOps, UnidentifiedImageError
-
-        try:
-            image = Image.open(io.BytesIO(bytes(data)))
-            image.load()
-        except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-            raise FormatError(f"invalid jpeg payload: {exc}") from exc
-        upright = ImageOps.exif_transpose(image)
-        pixels = np.array((upright if upright is not None else image).convert("RGB"), dtype=np.uint8)
-        return torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))
 
 
 class BytesSerializer(Serializer):

@@ -1,0 +1,69 @@
+"""The serializer interface shared by every leaf encoding (see :mod:`._serializers`)."""
+
+from __future__ import annotations
+
+import abc
+import sys
+from typing import Any
+
+__all__ = ["Serializer", "loaded_class"]
+
+
+class Serializer(abc.ABC):
+    """Encodes one kind of leaf to bytes and decodes it back.
+
+    Attributes:
+        name: The registry key, recorded as the leaf's ``data_format`` unless ``serialize`` returns another.
+        fixed_size: The payload size in bytes when it never varies (int and float: 8, bool: 1), else ``None``.
+    """
+
+    name: str
+    fixed_size: int | None = None
+
+    @abc.abstractmethod
+    def can_serialize(self, obj: object) -> bool:
+        """Return whether this serializer accepts ``obj``. Never raises, never does I/O."""
+
+    @abc.abstractmethod
+    def serialize(self, obj: Any) -> tuple[bytes, str | None]:
+        """Encode ``obj``.
+
+        Returns:
+            The payload, and the ``data_format`` to record when it differs from ``name`` (else ``None``).
+
+        Raises:
+            FormatError: ``obj`` has a value this encoding cannot represent.
+        """
+
+    @abc.abstractmethod
+    def deserialize(self, data: bytes | memoryview) -> Any:
+        """Decode one payload (the exact leaf bytes; ``data`` is not modified or retained).
+
+        Raises:
+            FormatError: ``data`` is not a valid payload for this encoding.
+        """
+
+    def accepts(self, obj: object) -> bool:
+        """Whether a leaf whose format this serializer fixed (from the first sample) can store ``obj``.
+
+        Defaults to :meth:`can_serialize`; the self-describing ``numpy`` and ``tensor`` encodings
+        accept any array / tensor, since each payload records its own dtype and shape.
+        """
+        return self.can_serialize(obj)
+
+    def setup(self, data_format: str) -> Serializer:
+        """Return a serializer configured for a recorded ``data_format``; stateless serializers return self.
+
+        Raises:
+            FormatError: ``data_format`` lacks information this serializer needs.
+        """
+        return self
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+
+def loaded_class(module: str, name: str) -> Any:
+    """Return ``module.name`` if ``module`` is already imported, else ``None`` (no import is triggered)."""
+    loaded = sys.modules.get(module)
+    return getattr(loaded, name, None) if loaded is not None else None
