@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError
-from ._core import ChunkWindow, Piece, ShuffleMode
+from ._core import ChunkWindow, Piece
 from ._plan import ChunkSlice, epoch_assignment, item_order
+from ._resume_types import EpochSpec, Level, Segment, Stream, Topology, Window
 from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, windows
 
 if TYPE_CHECKING:
@@ -58,84 +59,6 @@ __all__ = [
 
 #: Dataset-state keys that must match between the checkpointed run and the resuming one.
 CONFIG_KEYS = ("shuffle", "seed", "drop_last", "input_dir_path", "input_dir_url", "item_loader", "shuffle_window")
-
-
-@dataclass(frozen=True)
-class Topology:
-    """World size, DataLoader workers per rank (``>= 1``; 0 workers count as 1) and batch size."""
-
-    world_size: int
-    num_workers: int
-    batch_size: int
-
-    def as_dict(self) -> dict[str, int]:
-        return {"world_size": self.world_size, "num_workers": self.num_workers, "batch_size": self.batch_size}
-
-
-@dataclass(frozen=True)
-class Window:
-    """One window of a worker's level-0 plan with ``shuffle="window"`` (see ``read._window``)."""
-
-    slices: tuple[ChunkSlice, ...]
-    global_worker: int
-    index: int
-
-    def __len__(self) -> int:
-        return sum(len(s) for s in self.slices)
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Positions ``[start, end)`` of a unit's serving order: a slice's ``item_order`` or a window's
-    ``window_items``. A stream is a list of segments."""
-
-    unit: ChunkSlice | Window
-    start: int
-    end: int
-
-    def __len__(self) -> int:
-        return self.end - self.start
-
-
-@dataclass(frozen=True)
-class EpochSpec:
-    """What the level-0 plan of an epoch depends on besides the topology.
-
-    Attributes:
-        chunk_sizes: Items per chunk (every item of a chunk may be served).
-        shuffle: A ``ShuffleMode``: ``False``, ``True``/``"full"`` or ``"window"``.
-        seed: Shuffle seed in ``[0, 2**32)``.
-        epoch: 1-based epoch.
-        drop_last: The *effective* ``drop_last`` of level 0 (``None`` already resolved with its
-            world size).
-        shuffle_window: Slices per window with ``shuffle="window"``.
-    """
-
-    chunk_sizes: tuple[int, ...]
-    shuffle: ShuffleMode
-    seed: int
-    epoch: int
-    drop_last: bool
-    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
-
-    @property
-    def mode(self) -> str:
-        """``"none"``, ``"full"`` or ``"window"``."""
-        return "none" if self.shuffle is False else "window" if self.shuffle == "window" else "full"
-
-
-@dataclass(frozen=True)
-class Level:
-    """A closed level: its topology and the items consumed from each global worker's stream."""
-
-    topology: Topology
-    consumed: tuple[int, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.topology.as_dict(), "consumed": list(self.consumed)}
-
-
-Stream = list[Segment]
 
 
 def _split(segments: Sequence[Segment], sizes: Sequence[int]) -> list[Stream]:
