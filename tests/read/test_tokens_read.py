@@ -300,3 +300,36 @@ def test_truncated_chunk_is_reported(tmp_path: Path) -> None:
         ds[last]
     with pytest.raises(FormatError, match=rf"{chunk.name} holds \d+ bytes but index.json records chunk_bytes="):
         list(ds)
+
+
+# -- reported failure B04 with a real token dataset ------------------------------------------------------
+
+
+def b04_tokens(i: int) -> torch.Tensor:
+    """Array ``i``: 10..19 tokens (a seeded draw), consecutive ids after those of array ``i - 1``."""
+    lengths = np.random.RandomState(4).randint(10, 20, size=100)
+    start = int(lengths[:i].sum())
+    return torch.arange(start, start + int(lengths[i]), dtype=torch.int32)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_b04_ranks_get_the_same_number_of_token_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuffle: bool
+) -> None:
+    optimize(b04_tokens, range(100), tmp_path, chunk_size=100, item_loader=TokensLoader(), num_workers=1, verbose=False)
+    dims = [c["dim"] for c in json.loads((tmp_path / "index.json").read_text())["chunks"]]
+    windows = sum(d // 10 for d in dims)
+    counts, announced, seen = [], [], []
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    for rank in range(4):
+        monkeypatch.setenv("GLOBAL_RANK", str(rank))
+        ds = StreamingDataset(tmp_path, item_loader=TokensLoader(block_size=10), shuffle=shuffle, drop_last=True)
+        loader = StreamingDataLoader(ds, batch_size=2, num_workers=1)
+        announced.append(len(loader))
+        batches = list(loader)
+        counts.append(len(batches))
+        assert all(tuple(batch.shape) == (2, 10) for batch in batches)
+        seen.append({int(w[0]) for batch in batches for w in batch})
+    expected = (windows // 2) // 4
+    assert counts == announced == [expected] * 4
+    assert sum(map(len, seen)) == len(set().union(*seen)) == 4 * 2 * expected
