@@ -69,6 +69,7 @@ def test_blocks_view_of_a_chunk() -> None:
     data = pack_chunk(arrays)
     blocks = TokenBlocks(data, block_bytes=3 * 2, num_blocks=12 // 3)
     assert blocks.num_arrays == 2
+    assert blocks.offsets.tolist() == [16, 26, 40]
     assert blocks.num_items == 4
     assert [np.frombuffer(blocks.item(i), dtype="<u2").tolist() for i in range(4)] == [
         [0, 1, 2],

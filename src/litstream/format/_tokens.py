@@ -129,6 +129,11 @@ class TokenBlocks(ChunkView):
     def num_items(self) -> int:
         return self.num_blocks
 
+    @property
+    def offsets(self) -> np.ndarray:
+        """The ``N + 1`` stored array offsets (array boundaries, which reading ignores)."""
+        return np.frombuffer(self.data, dtype="<u4", count=self.num_arrays + 1, offset=4)
+
     @cached_property
     def _start(self) -> int:
         return header_length(self.num_arrays)
