@@ -170,9 +170,7 @@ def optimize(
         raise ConfigurationError(f"num_workers must be a non-negative int, got {num_workers!r}")
     num_workers = max(num_workers, 1)
     if item_loader is not None and not isinstance(item_loader, (PyTreeLoader, TokensLoader)):
-        raise ConfigurationError(
-            f"item_loader={item_loader!r} is not supported; use PyTreeLoader() or TokensLoader()"
-        )
+        raise ConfigurationError(f"item_loader={item_loader!r} is not supported; use PyTreeLoader() or TokensLoader()")
     if start_method is not None and start_method not in multiprocessing.get_all_start_methods():
         raise ConfigurationError(
             f"start_method={start_method!r} is not available here; use one of {multiprocessing.get_all_start_methods()}"
