@@ -131,6 +131,16 @@ def test_shuffle_serves_every_window_once_in_a_new_order(token_dir: Path) -> Non
     assert first != second
 
 
+def test_window_shuffle_mixes_windows_of_neighbouring_chunks(zstd_dir: Path) -> None:
+    expected = _windows(zstd_dir, BLOCK)
+    ds = StreamingDataset(zstd_dir, item_loader=TokensLoader(BLOCK), shuffle="window", shuffle_window=3, seed=1)
+    got = [w.tolist() for w in ds]
+    assert sorted(got) == sorted(expected)
+    assert len(ds) == len(expected)
+    full = [w.tolist() for w in StreamingDataset(zstd_dir, item_loader=TokensLoader(BLOCK), shuffle=True, seed=1)]
+    assert got != full
+
+
 def test_ranks_and_workers_share_the_windows(token_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     expected = sorted(_windows(token_dir, BLOCK))
     served: list[list[int]] = []
