@@ -22,6 +22,7 @@ def test_public_names_are_exactly_these() -> None:
         "Store",
         "StreamingDataLoader",
         "StreamingDataset",
+        "TokensLoader",
         "WorkerError",
         "astream",
         "optimize",

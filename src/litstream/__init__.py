@@ -17,6 +17,7 @@ from ._errors import PlanError as PlanError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
 from .format._loaders import PyTreeLoader as PyTreeLoader
+from .format._loaders import TokensLoader as TokensLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
 from .storage._resolver import Dir as Dir
@@ -45,6 +46,7 @@ __all__ = [
     "Store",
     "StreamingDataLoader",
     "StreamingDataset",
+    "TokensLoader",
     "WorkerError",
     "astream",
     "optimize",
