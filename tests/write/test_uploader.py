@@ -40,9 +40,10 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
 
 
 async def until(condition: Callable[[], bool]) -> None:
-    """Poll ``condition`` (a state the code under test reaches on its own) for at most 20 s."""
+    """Wait (20 s at most) until ``condition()`` holds: a state the code under test reaches on its own and
+    exposes through ``statistics()`` only, without an event to wait on. The outcome never depends on timing."""
     with anyio.fail_after(20):
-        while not condition():
+        while not condition():  # noqa: ASYNC110 (no event exists for these states)
             await anyio.sleep(0.005)
 
 
@@ -124,12 +125,11 @@ async def test_many_tasks_add_and_flush_concurrently_and_lose_nothing(target: Ta
 
 
 async def test_append_continues_an_optimized_dataset(target: Target) -> None:
-    await anyio.to_thread.run_sync(
-        lambda: optimize(
-            sample, list(range(10)), target.location, chunk_size=4, num_workers=1, verbose=False,
-            storage_options=target.options,
-        )  # fmt: skip
-    )
+    def write() -> None:
+        optimize(sample, list(range(10)), target.location, chunk_size=4, num_workers=1, verbose=False,
+                 storage_options=target.options)  # fmt: skip
+
+    await anyio.to_thread.run_sync(write)
     before = chunk_table(target)
     async with AsyncUploader(target.location, storage_options=target.options) as up:  # adopts chunk_size=4
         for i in range(10, 15):
@@ -172,7 +172,8 @@ async def test_modes_none_and_overwrite(target: Target) -> None:
     with pytest.raises(OutputNotEmptyError, match="is not empty"):
         async with AsyncUploader(target.location, chunk_size=4, mode=None, storage_options=target.options):
             pass
-    async with AsyncUploader(target.location, chunk_bytes="1MB", mode="overwrite", storage_options=target.options) as up:
+    options = target.options
+    async with AsyncUploader(target.location, chunk_bytes="1MB", mode="overwrite", storage_options=options) as up:
         await up.add({"x": 1.0})
     assert target.files() == ["chunk-0-0.bin", "index.json"]
     assert index_of(target)["config"]["data_format"] == ["float"]
@@ -180,7 +181,7 @@ async def test_modes_none_and_overwrite(target: Target) -> None:
 
 
 async def test_an_exception_in_the_block_keeps_the_last_commit(target: Target) -> None:
-    with pytest.raises(ValueError, match="^boom$"):
+    with pytest.raises(ValueError, match=r"^boom$"):
         async with AsyncUploader(target.location, chunk_size=4, storage_options=target.options) as up:
             for i in range(10):
                 await up.add(sample(i))

@@ -37,9 +37,7 @@ async def test_add_waits_when_the_budget_is_spent_and_memory_stays_bounded(tmp_p
     produced: list[int] = []
     tracemalloc.start()
     try:
-        async with AsyncUploader(
-            store, chunk_bytes=CHUNK, max_bytes_in_flight=BUDGET, max_concurrency=2
-        ) as up:
+        async with AsyncUploader(store, chunk_bytes=CHUNK, max_bytes_in_flight=BUDGET, max_concurrency=2) as up:
             tracemalloc.reset_peak()
             baseline = tracemalloc.get_traced_memory()[0]
 
