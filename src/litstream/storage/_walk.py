@@ -2,8 +2,8 @@
 
 Object stores have no directories: a "directory" is a key prefix ending in ``/``. A remote prefix is
 listed once (one recursive listing), the tree is rebuilt from the keys, and then walked like a local
-one. Empty directories therefore exist only on local disk, and directory-marker objects (keys ending
-in ``/``, written by some consoles) count as directories, not files.
+one. Empty directories therefore exist only on local disk, and directory-marker objects (empty objects
+named like a directory, or ending in ``/``, as consoles write them) count as directories, not files.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["walk"]
 @dataclass
 class _Node:
     dirs: dict[str, _Node] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)
+    files: dict[str, int] = field(default_factory=dict)  # name -> size
 
 
 def walk(
@@ -109,10 +109,12 @@ def _walk_remote(top: str, store: Store, topdown: bool) -> Iterator[tuple[str, l
             if part:
                 node = node.dirs.setdefault(part, _Node())
         if parts[-1]:
-            node.files.append(parts[-1])
+            node.files[parts[-1]] = meta.size
 
     def visit(dirpath: str, node: _Node) -> Iterator[tuple[str, list[str], list[str]]]:
-        dirnames, filenames = sorted(node.dirs), sorted(node.files)
+        # An empty object named like a sub-directory is that directory's marker, not a file.
+        dirnames = sorted(node.dirs)
+        filenames = sorted(name for name, size in node.files.items() if not (size == 0 and name in node.dirs))
         if topdown:
             yield dirpath, dirnames, filenames
         for name in dirnames:  # pruned in place by the caller when topdown
