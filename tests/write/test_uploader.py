@@ -3,7 +3,9 @@ crashes (exception, cancellation), many writer tasks, bad arguments."""
 
 from __future__ import annotations
 
+import gc
 import json
+import shutil
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -354,3 +356,26 @@ def test_bad_arguments_are_rejected_before_anything_is_written(
         AsyncUploader(location, **kwargs)
     assert message in str(info.value)
     assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.litdata
+@pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy/:ResourceWarning")
+async def test_litdata_reads_what_the_uploader_appended(tmp_path: Path) -> None:
+    litdata = pytest.importorskip("litdata")
+    location = tmp_path / "ds"
+    for session in range(2):  # two sessions: the second appends
+        async with AsyncUploader(location, chunk_size=4, compression="zstd") as up:
+            for i in range(session * 7, session * 7 + 7):
+                await up.add(sample(i))
+            await up.flush()
+    copy = tmp_path / "ds-litdata-copy"
+    shutil.copytree(location, copy)  # LitData decompresses into, and deletes from, the directory it reads
+
+    def read() -> list[Any]:
+        ds = litdata.StreamingDataset(str(copy))
+        samples = list(ds)
+        del ds
+        gc.collect()  # LitData leaves chunk files open; close them inside this test
+        return samples
+
+    assert await anyio.to_thread.run_sync(read) == [sample(i) for i in range(14)]
