@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from write_targets import TARGETS, Target, make_target
+from write_targets import TARGETS, GatedStore, Target, make_target, until
 
 from litstream import (
     AsyncUploader,
@@ -24,7 +24,6 @@ from litstream import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from litstream.storage._base import PutData
@@ -39,14 +38,6 @@ def sample(i: int) -> dict[str, Any]:
 @pytest.fixture(params=TARGETS)
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     return make_target(request.param, request, tmp_path)
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait (20 s at most) until ``condition()`` holds: a state the code under test reaches on its own and
-    exposes through ``statistics()`` only, without an event to wait on. The outcome never depends on timing."""
-    with anyio.fail_after(20):
-        while not condition():  # noqa: ASYNC110 (no event exists for these states)
-            await anyio.sleep(0.005)
 
 
 async def read_all(target: Target) -> list[int]:
@@ -233,46 +224,6 @@ async def test_a_cancelled_add_loses_no_other_sample(tmp_path: Path) -> None:
         assert up.statistics().samples_added == 4
         store.gate.set()
     assert [s["i"] async for s in astream(store)] == [10, 11, 12, 13]
-
-
-class GatedStore:
-    """A Store that holds every ``put`` of a chunk until ``gate`` is set (a slow server, on demand)."""
-
-    def __init__(self, inner: LocalFileStore) -> None:
-        self._inner = inner
-        self.gate = anyio.Event()
-        self.waiting = 0
-
-    @property
-    def url(self) -> str:
-        return self._inner.url
-
-    async def get(self, path: str) -> bytes:
-        return await self._inner.get(path)
-
-    async def get_range(self, path: str, start: int, length: int) -> bytes:
-        return await self._inner.get_range(path, start, length)
-
-    async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
-        return await self._inner.get_ranges(path, starts, lengths)
-
-    async def put(self, path: str, data: PutData) -> None:
-        if path.startswith("chunk-"):
-            self.waiting += 1
-            try:
-                await self.gate.wait()
-            finally:
-                self.waiting -= 1
-        await self._inner.put(path, data)
-
-    async def head(self, path: str) -> Any:
-        return await self._inner.head(path)
-
-    async def list(self, prefix: str = "") -> Any:
-        return await self._inner.list(prefix)
-
-    async def delete(self, path: str) -> None:
-        await self._inner.delete(path)
 
 
 class FailingStore(GatedStore):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from test_uploader import GatedStore, until
+from write_targets import GatedStore, until
 
 from litstream import AsyncUploader, LocalFileStore, astream
 from litstream.format._chunk import header_length
