@@ -118,7 +118,9 @@ class AsyncUploader:
     only chunks that were completely uploaded. An exception or a cancellation inside the block
     cancels the uploads in flight and commits nothing: the dataset stays as the last commit left it.
 
-    Only one uploader (per ``rank``) may write to a dataset at a time, and no ``optimize`` run.
+    Call ``add`` and ``flush`` from the task that entered the block or from tasks started inside it:
+    a failed upload cancels those, and the failure is raised from ``async with``. Only one uploader
+    (per ``rank``) may write to a dataset at a time, and no ``optimize`` run.
 
     Args:
         output_dir: A local directory (created if missing), an object-store URL (``s3://``, ``gs://``,
