@@ -18,7 +18,6 @@ session in append mode numbers its chunks after them.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from ..format._units import parse_bytes
 from ..storage._base import MiB
 from ..storage._resolver import store_for
 from ..storage._transfer import ByteBudget, Uploader
+from ._append import config_diff, next_chunk_number, settings_mismatch
 from ._optimize import _prepare_output
 from ._writer import check_chunking, dataset_config, pack_and_compress
 
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["AsyncUploader", "UploaderStatistics"]
 
 _MODES = (None, "append", "overwrite")
-_CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[^/]+)?\.bin$")
 _DEFAULT_CHUNK_BYTES = "64MB"
 
 
@@ -93,12 +92,6 @@ class UploaderStatistics:
 class _Chunk:
     info: ChunkInfo
     uploaded: anyio.Event
-
-
-def _config_diff(ours: DatasetConfig, theirs: DatasetConfig) -> list[str]:
-    a, b = ours.to_json_obj(), theirs.to_json_obj()
-    keys = sorted(a.keys() | b.keys())
-    return [f"{key}: {b.get(key)!r} in index.json, {a.get(key)!r} here" for key in keys if a.get(key) != b.get(key)]
 
 
 class AsyncUploader:
@@ -213,7 +206,7 @@ class AsyncUploader:
         if existing is not None and existing.config is not None:
             self._check_existing(existing.config)
         self._existing = existing
-        self._next_number = max(starts.get(self._rank, 0), await self._after_orphans())
+        self._next_number = await next_chunk_number(self._store, self._rank, starts.get(self._rank, 0))
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
         self._budget = ByteBudget(self._max_bytes)
         self._lock = anyio.Lock()
@@ -253,32 +246,18 @@ class AsyncUploader:
         """Compare the settings known before the first sample with the dataset's config."""
         if not self._chunking_given and (config.chunk_size is not None or config.chunk_bytes is not None):
             self._chunk_size, self._chunk_bytes = config.chunk_size, config.chunk_bytes
-        ours = {
-            "chunk_size": self._chunk_size,
-            "chunk_bytes": self._chunk_bytes,
-            "compression": self._compression,
-            "item_loader": type(self._item_loader).__name__,
-            "encryption": None,
-        }
-        theirs = {key: getattr(config, key) for key in ours}
-        theirs["encryption"] = None if config.encryption is None else dict(config.encryption)
-        wrong = [f"{key}={theirs[key]!r} (here {ours[key]!r})" for key in ours if ours[key] != theirs[key]]
+        wrong = settings_mismatch(
+            config,
+            chunk_size=self._chunk_size,
+            chunk_bytes=self._chunk_bytes,
+            compression=self._compression,
+            item_loader=self._item_loader,
+        )
         if wrong:
             raise ConfigurationError(
                 f"output_dir {self._store.url} holds a dataset written with {', '.join(wrong)}; appending needs "
                 "the same values (LitData merges identical configs only): pass them, or use mode='overwrite'"
             )
-
-    async def _after_orphans(self) -> int:
-        """One past the highest chunk number of this rank among the files there (committed or not)."""
-        numbers = [
-            int(match.group(2))
-            for meta in await self._store.list()
-            if "/" not in meta.path
-            and (match := _CHUNK_NAME.match(meta.path)) is not None
-            and int(match.group(1)) == self._rank
-        ]
-        return max(numbers) + 1 if numbers else 0
 
     # -- writing --------------------------------------------------------------------------------------
 
@@ -351,7 +330,7 @@ class AsyncUploader:
                 self._encoder = SampleEncoder(self._serializers)  # the next sample may fix it again
                 raise FormatError(
                     f"this sample's format does not match the dataset at {self._store.url} "
-                    f"({'; '.join(_config_diff(config, existing))}); append samples with the same keys, "
+                    f"({'; '.join(config_diff(config, existing))}); append samples with the same keys, "
                     "order and leaf types, or use mode='overwrite'"
                 )
             self._config = config
