@@ -6,6 +6,7 @@ import litstream
 def test_public_names_are_exactly_these() -> None:
     assert litstream.__all__ == sorted(litstream.__all__)
     assert litstream.__all__ == [
+        "AsyncUploader",
         "ChunkWriter",
         "ConfigurationError",
         "DatasetNotFoundError",
@@ -23,9 +24,12 @@ def test_public_names_are_exactly_these() -> None:
         "StreamingDataLoader",
         "StreamingDataset",
         "TokensLoader",
+        "UploaderStatistics",
         "WorkerError",
         "astream",
+        "complete_dataset",
         "optimize",
+        "walk",
     ]
     for name in litstream.__all__:
         assert getattr(litstream, name).__module__ == "litstream", name

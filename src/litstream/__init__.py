@@ -24,12 +24,17 @@ from .storage._resolver import Dir as Dir
 from .storage._store import LocalFileStore as LocalFileStore
 from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
+from .storage._walk import walk as walk
+from .write._complete import complete_dataset as complete_dataset
 from .write._optimize import optimize as optimize
+from .write._uploader import AsyncUploader as AsyncUploader
+from .write._uploader import UploaderStatistics as UploaderStatistics
 from .write._writer import ChunkWriter as ChunkWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncUploader",
     "ChunkWriter",
     "ConfigurationError",
     "DatasetNotFoundError",
@@ -47,9 +52,12 @@ __all__ = [
     "StreamingDataLoader",
     "StreamingDataset",
     "TokensLoader",
+    "UploaderStatistics",
     "WorkerError",
     "astream",
+    "complete_dataset",
     "optimize",
+    "walk",
 ]
 
 
