@@ -8,9 +8,9 @@ per ``portal.call`` and decodes its items here. The dataset pickles as configura
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
-from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +28,15 @@ from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pi
 from .read._plan import items_per_rank, worker_plan
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import CacheSettings, DatasetSource
+from .read._subset import Selection, check_subsample, resolve_selection, subset_selection
+from .read._transform import Transform, check_transforms
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import HedgedStore, Store
 
 if TYPE_CHECKING:
+    from collections.abc import Generator, Mapping, Sequence
+
     from .format._serializers import Serializer
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -59,7 +63,8 @@ class StreamingDataset(IterableDataset[Any]):
             means ``True`` when the world size is above 1, else ``False`` (as in LitData).
         max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2.
         transform: A callable, or a list of callables applied in order, to each sample (in the
-            worker, after decoding; also applied by ``ds[i]``).
+            worker, after decoding; also applied by ``ds[i]`` and ``ds[a:b]``). Anything else raises
+            ``ConfigurationError`` (a ``ValueError``, as in LitData).
         serializers: Extra serializers by registry key.
         item_loader: ``PyTreeLoader()`` (default).
         shuffle_window: Chunks mixed together with ``shuffle="window"`` (>= 1). Default 8.
@@ -71,6 +76,11 @@ class StreamingDataset(IterableDataset[Any]):
             ``None`` means 75 % of the free disk, as in LitData. Chunks in use are never evicted.
         hedge_delay: For remote datasets, seconds after which a slow range read (``ds[i]``) is sent
             again and the first answer wins; ``None`` (default) derives it from observed latency.
+        subsample: Fraction of the items to serve, a float ``> 0`` (default 1.0: all), as in
+            LitData: ``s < 1`` serves the first ``int(N * s)`` items of the chunk list, which is
+            permuted by ``RandomState([seed])`` first when ``shuffle`` is not ``False`` (a prefix of
+            the dataset otherwise); ``s > 1`` serves whole copies for each unit plus that fraction.
+            Fixed once per dataset (``set_shuffle`` later does not change it).
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -85,7 +95,7 @@ class StreamingDataset(IterableDataset[Any]):
         seed: int = 42,
         drop_last: bool | None = None,
         max_pre_download: int = 2,
-        transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
+        transform: Transform = None,
         serializers: Mapping[str, Serializer] | None = None,
         item_loader: PyTreeLoader | None = None,
         shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
@@ -93,12 +103,11 @@ class StreamingDataset(IterableDataset[Any]):
         cache_dir: str | os.PathLike[str] | None = None,
         max_cache_size: int | float | str | None = None,
         hedge_delay: float | None = None,
+        subsample: float = 1.0,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
-        transforms = [] if transform is None else list(transform) if isinstance(transform, Sequence) else [transform]
-        for t in transforms:
-            if not callable(t):
-                raise ConfigurationError(f"transform must be a callable or a list of callables, got {t!r}")
+        transforms = check_transforms(transform)
+        self.subsample = check_subsample(subsample)
         if item_loader is not None and not isinstance(item_loader, PyTreeLoader):
             raise ConfigurationError(f"item_loader={item_loader!r} is not supported yet; use PyTreeLoader()")
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
@@ -132,6 +141,8 @@ class StreamingDataset(IterableDataset[Any]):
         self._resume_state: dict[str, Any] | None = None  # a loaded checkpoint, until its epoch ends
         self._resume: ResumePlan | None = None  # _resume_state resolved for one rank and topology
         self._parent_env: DistributedEnv | None = None  # rank/world of the process that started the workers
+        self._subsample_shuffle = shuffle is not False  # LitData subsamples with the shuffle flag of __init__
+        self._selection: Selection | None = None  # from subset()/train_test_split, or the resolved subsample
 
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:
@@ -183,7 +194,7 @@ class StreamingDataset(IterableDataset[Any]):
     def get_len(self, num_workers: int, batch_size: int) -> int:
         """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
         env = self._distributed()
-        regions = [(0, size) for size in self._get_source().chunk_sizes]
+        regions, chunk_bytes = self._plan_inputs()
         return items_per_rank(
             regions,
             rank=env.rank,
@@ -195,16 +206,64 @@ class StreamingDataset(IterableDataset[Any]):
             shuffle=self.shuffle is not False,
             seed=self.seed,
             epoch=self.current_epoch,
-            chunk_bytes=self._chunk_bytes(),
+            chunk_bytes=chunk_bytes,
         )
 
     def _chunk_bytes(self) -> list[int]:
         return [c.chunk_bytes for c in self._get_source().index.chunks]
 
+    # -- which items: subsample, subset, split (read._subset) ------------------------------------
+    def _selected(self) -> Selection | None:
+        """The selection this dataset serves, or ``None`` for every item once in index order."""
+        if self._selection is None and self.subsample != 1.0:
+            self._selection = resolve_selection(
+                self._get_source().chunk_sizes,
+                explicit=None,
+                subsample=self.subsample,
+                shuffle=self._subsample_shuffle,
+                seed=self.seed,
+            )
+        return self._selection
+
+    def _plan_inputs(self) -> tuple[list[tuple[int, int]], list[int]]:
+        """Regions and chunk bytes of the chunks the plan runs on (the selected ones, if any)."""
+        chunk_bytes = self._chunk_bytes()
+        selection = self._selected()
+        if selection is None:
+            return [(0, size) for size in self._get_source().chunk_sizes], chunk_bytes
+        return list(selection.regions), [chunk_bytes[c] for c in selection.chunks]
+
+    def _restricted_to(self, selection: Selection) -> StreamingDataset:
+        """A copy serving ``selection`` only, at epoch 1 with no pending checkpoint."""
+        new = copy.copy(self)
+        new.transforms = list(self.transforms)
+        new._selection = selection
+        new.current_epoch = 1
+        new._resume_state = None
+        new._resume = None
+        return new
+
+    def subset(self, indices: Sequence[int] | slice) -> StreamingDataset:
+        """A copy of this dataset restricted to ``indices`` of it (LitData's ``StreamingDataset.subset``).
+
+        Args:
+            indices: 0-based indices into this dataset (``ds[i]`` order), in the order they should
+                be served; or a ``slice``. Consecutive indices of one chunk form one region.
+
+        Returns:
+            A new ``StreamingDataset`` with the same arguments, at epoch 1, serving those items
+            (shuffled, sharded and resumable like any dataset). Nothing is read or written.
+
+        Raises:
+            ConfigurationError: (a ``ValueError``) an index outside ``[0, len)`` or not an int.
+        """
+        base = self._selected() or Selection.full(self._get_source().chunk_sizes)
+        return self._restricted_to(subset_selection(base, indices))
+
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
         """Items each worker of this rank serves per epoch (index = worker id)."""
         env = self._distributed()
-        regions = [(0, size) for size in self._get_source().chunk_sizes]
+        regions, chunk_bytes = self._plan_inputs()
         out = []
         for worker in range(max(num_workers, 1)):
             plan = worker_plan(
@@ -219,7 +278,7 @@ class StreamingDataset(IterableDataset[Any]):
                 seed=self.seed,
                 epoch=self.current_epoch,
                 num_nodes=env.num_nodes,
-                chunk_bytes=self._chunk_bytes(),
+                chunk_bytes=chunk_bytes,
             )
             out.append(sum(p.end - p.start for p in plan))
         return out
@@ -235,7 +294,8 @@ class StreamingDataset(IterableDataset[Any]):
             IndexError: ``index`` is outside ``[-len, len)`` of the whole dataset.
         """
         source = self._get_source()
-        total = len(source)
+        selection = self._selected()
+        total = len(source) if selection is None else len(selection)
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(total))]
         if isinstance(index, bool) or not isinstance(index, int):
@@ -243,7 +303,9 @@ class StreamingDataset(IterableDataset[Any]):
         position = index + total if index < 0 else index
         if not 0 <= position < total:
             raise IndexError(f"index {index} is out of range for a dataset of {total} items")
-        return self._apply(_portal.call(source.get_item, position))
+        if selection is None:
+            return self._apply(_portal.call(source.get_item, position))
+        return self._apply(_portal.call(_get_item_at, source, *selection.locate(position)))
 
     def _apply(self, sample: Any) -> Any:
         for t in self.transforms:
@@ -276,14 +338,17 @@ class StreamingDataset(IterableDataset[Any]):
             self._clear_resume()
             self.current_epoch = plan.spec.epoch + 1
             plan = None
+        selection = self._selected()
         if plan is None:
-            pieces = plan_pieces(source, self._plan_args())
+            pieces = plan_pieces(source, self._plan_args(), selection)
         elif not plan.levels:  # same topology as the checkpoint: the engine skips what was served
             logical = (plan.start + worker.worker) % worker.num_workers
             args = replace(self._plan_args(), worker=logical, epoch=plan.spec.epoch, skip=plan.consumed[logical])
-            pieces = plan_pieces(source, args)
+            pieces = plan_pieces(source, args, selection)
         else:  # elastic: this worker's run of the restriped remainder
             pieces = plan.pieces((plan.start + worker.worker) % worker.num_workers)
+            if selection is not None:
+                pieces = selection.file_pieces(pieces)
         transform = self._apply if self.transforms else None
         with _portal.daemon_portal() as portal:
             send, receive = portal.call(_make_stream)
@@ -364,7 +429,7 @@ class StreamingDataset(IterableDataset[Any]):
         }
 
     def _config(self) -> dict[str, Any]:
-        return {
+        config = {
             "input_dir_path": self.input_dir.path,
             "input_dir_url": self.input_dir.url,
             "item_loader": self.item_loader.state_dict(),
@@ -373,6 +438,31 @@ class StreamingDataset(IterableDataset[Any]):
             "shuffle": self.shuffle,
             "shuffle_window": self.shuffle_window,
         }
+        if self._selection is not None or self.subsample != 1.0:  # LitData's keys, only when they matter
+            config.update(self._selection_state())
+        return config
+
+    def _selection_state(self) -> dict[str, Any]:
+        names = [c.filename for c in self._get_source().index.chunks]
+        selection = self._selected() or Selection.full(self._get_source().chunk_sizes)
+        return selection.state(names)
+
+    def _check_selection(self, state: Mapping[str, Any]) -> None:
+        """Raise unless ``state`` was saved by a dataset serving the same chunks and regions."""
+        if self._selection is None and self.subsample == 1.0 and "region_of_interest" not in state:
+            return  # both whole datasets: nothing to load
+        mine = self._selection_state()
+        names = [c.filename for c in self._get_source().index.chunks]
+        full = Selection.full(self._get_source().chunk_sizes).state(names)
+        for key in ("subsampled_files", "region_of_interest"):
+            saved = state.get(key)
+            saved = full[key] if saved is None else [list(v) if isinstance(v, (list, tuple)) else v for v in saved]
+            if saved != mine[key]:
+                raise ConfigurationError(
+                    f"checkpoint has {key}={_short(saved)} but this dataset has {key}={_short(mine[key])}: it "
+                    "serves other items (subsample, subset() or train_test_split differ); build the dataset "
+                    "as in the run that saved it, or start without the checkpoint"
+                )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch.
@@ -387,6 +477,7 @@ class StreamingDataset(IterableDataset[Any]):
                 fix), or its counts exceed what its epoch holds (raised on first use).
         """
         check_config(state, self._config())
+        self._check_selection(state)
         self._resume_state = dict(state)
         self._resume = None
         self.current_epoch = max(int(state.get("current_epoch", 1)), 1)
@@ -405,12 +496,14 @@ class StreamingDataset(IterableDataset[Any]):
         plan = self._resume
         if plan is None or plan.topology != topology or plan.rank != env.rank:
             sizes = self._get_source().chunk_sizes
+            selection = self._selected()
             plan = resolve_resume(
                 self._resume_state,
-                chunk_sizes=sizes,
+                chunk_sizes=sizes if selection is None else selection.sizes(sizes),
                 rank=env.rank,
                 topology=topology,
                 shuffle_window=self.shuffle_window,
+                regions=None if selection is None else selection.regions,
             )
             self._resume = plan
         return plan
@@ -418,6 +511,14 @@ class StreamingDataset(IterableDataset[Any]):
     def _clear_resume(self) -> None:
         self._resume_state = None
         self._resume = None
+
+
+async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
+    return source.decoder.decode(await source.read_item_bytes(chunk, item))
+
+
+def _short(values: list[Any]) -> str:
+    return repr(values) if len(values) <= 6 else f"[{', '.join(map(repr, values[:6]))}, ... ({len(values)} entries)]"
 
 
 def _make_stream() -> Any:
