@@ -28,7 +28,7 @@ from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pi
 from .read._plan import items_per_rank, worker_plan
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import CacheSettings, DatasetSource
-from .read._subset import Selection, check_subsample, resolve_selection, subset_selection
+from .read._subset import DatasetView, Selection, check_subsample, resolve_selection, subset_selection
 from .read._transform import Transform, check_transforms
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._resolver import Dir, resolve_dir, store_for
@@ -242,6 +242,18 @@ class StreamingDataset(IterableDataset[Any]):
         new._resume_state = None
         new._resume = None
         return new
+
+    def _dataset_view(self) -> DatasetView:
+        """What ``astream(this_dataset)`` reads: the store, decoding, selection and transforms."""
+        return DatasetView(
+            store=self._store,
+            serializers=self.serializers,
+            transforms=tuple(self.transforms),
+            selection=self._selection,
+            subsample=self.subsample,
+            subsample_shuffle=self._subsample_shuffle,
+            seed=self.seed,
+        )
 
     def subset(self, indices: Sequence[int] | slice) -> StreamingDataset:
         """A copy of this dataset restricted to ``indices`` of it (LitData's ``StreamingDataset.subset``).
