@@ -24,7 +24,9 @@ def test_public_names_are_exactly_these() -> None:
         "StreamingDataset",
         "WorkerError",
         "astream",
+        "merge_datasets",
         "optimize",
+        "train_test_split",
     ]
     for name in litstream.__all__:
         assert getattr(litstream, name).__module__ == "litstream", name

@@ -16,6 +16,7 @@ from ._errors import OutputNotEmptyError as OutputNotEmptyError
 from ._errors import PlanError as PlanError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
+from ._split import train_test_split as train_test_split
 from .format._loaders import PyTreeLoader as PyTreeLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
@@ -23,6 +24,7 @@ from .storage._resolver import Dir as Dir
 from .storage._store import LocalFileStore as LocalFileStore
 from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
+from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
 from .write._writer import ChunkWriter as ChunkWriter
 
@@ -47,7 +49,9 @@ __all__ = [
     "StreamingDataset",
     "WorkerError",
     "astream",
+    "merge_datasets",
     "optimize",
+    "train_test_split",
 ]
 
 
