@@ -80,7 +80,7 @@ def test_b17_any_order_of_fractions(ints: Path, splits: list[float]) -> None:
 def test_b17_exact_lengths_and_items(ints: Path) -> None:
     x, y, z = train_test_split(StreamingDataset(ints), splits=[0.1, 0.2, 0.7])
     assert (len(x), len(y), len(z)) == (10, 20, 70)
-    # chunk order RandomState([42]).permutation(15) = [8, 6, 2, 4, 14, 9, 0, 7, 10, 11, 13, 1, 5, 12, 3]
+    # chunk order RandomState([42]).permutation(15) = [8, 6, 14, 2, 4, ...]; chunk c holds 7c..7c+6
     assert x[:] == [56, 57, 58, 59, 60, 61, 62, 42, 43, 44]
     assert y[:] == [45, 46, 47, 48, 98, 99, 14, 15, 16, 17, 18, 19, 20, 28, 29, 30, 31, 32, 33, 34]
     assert z[:5] == [70, 71, 72, 73, 74]
