@@ -8,7 +8,6 @@ per ``portal.call`` and decodes its items here. The dataset pickles as configura
 
 from __future__ import annotations
 
-import copy
 import os
 import sys
 from dataclasses import replace
@@ -21,6 +20,7 @@ from torch.utils.data import IterableDataset
 from . import _portal
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import ConfigurationError, collapse_exception_group
+from ._selection import SelectionMixin
 from .format._loaders import PyTreeLoader
 from .read._astream import check_read_args
 from .read._cache import parse_cache_size
@@ -28,7 +28,7 @@ from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pi
 from .read._plan import items_per_rank, worker_plan
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import CacheSettings, DatasetSource
-from .read._subset import DatasetView, Selection, check_subsample, resolve_selection, subset_selection
+from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._resolver import Dir, resolve_dir, store_for
@@ -45,7 +45,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ["StreamingDataset"]
 
 
-class StreamingDataset(IterableDataset[Any]):
+class StreamingDataset(IterableDataset[Any], SelectionMixin):
     """Stream an optimized dataset (LitData format) into PyTorch.
 
     Iteration splits items between ranks and DataLoader workers in whole batches and orders them
@@ -142,7 +142,7 @@ class StreamingDataset(IterableDataset[Any]):
         self._resume: ResumePlan | None = None  # _resume_state resolved for one rank and topology
         self._parent_env: DistributedEnv | None = None  # rank/world of the process that started the workers
         self._subsample_shuffle = shuffle is not False  # LitData subsamples with the shuffle flag of __init__
-        self._selection: Selection | None = None  # from subset()/train_test_split, or the resolved subsample
+        self._selection = None  # from subset()/train_test_split, or the resolved subsample (_selection.py)
 
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:
@@ -208,69 +208,6 @@ class StreamingDataset(IterableDataset[Any]):
             epoch=self.current_epoch,
             chunk_bytes=chunk_bytes,
         )
-
-    def _chunk_bytes(self) -> list[int]:
-        return [c.chunk_bytes for c in self._get_source().index.chunks]
-
-    # -- which items: subsample, subset, split (read._subset) ------------------------------------
-    def _selected(self) -> Selection | None:
-        """The selection this dataset serves, or ``None`` for every item once in index order."""
-        if self._selection is None and self.subsample != 1.0:
-            self._selection = resolve_selection(
-                self._get_source().chunk_sizes,
-                explicit=None,
-                subsample=self.subsample,
-                shuffle=self._subsample_shuffle,
-                seed=self.seed,
-            )
-        return self._selection
-
-    def _plan_inputs(self) -> tuple[list[tuple[int, int]], list[int]]:
-        """Regions and chunk bytes of the chunks the plan runs on (the selected ones, if any)."""
-        chunk_bytes = self._chunk_bytes()
-        selection = self._selected()
-        if selection is None:
-            return [(0, size) for size in self._get_source().chunk_sizes], chunk_bytes
-        return list(selection.regions), [chunk_bytes[c] for c in selection.chunks]
-
-    def _restricted_to(self, selection: Selection) -> StreamingDataset:
-        """A copy serving ``selection`` only, at epoch 1 with no pending checkpoint."""
-        new = copy.copy(self)
-        new.transforms = list(self.transforms)
-        new._selection = selection
-        new.current_epoch = 1
-        new._resume_state = None
-        new._resume = None
-        return new
-
-    def _dataset_view(self) -> DatasetView:
-        """What ``astream(this_dataset)`` reads: the store, decoding, selection and transforms."""
-        return DatasetView(
-            store=self._store,
-            serializers=self.serializers,
-            transforms=tuple(self.transforms),
-            selection=self._selection,
-            subsample=self.subsample,
-            subsample_shuffle=self._subsample_shuffle,
-            seed=self.seed,
-        )
-
-    def subset(self, indices: Sequence[int] | slice) -> StreamingDataset:
-        """A copy of this dataset restricted to ``indices`` of it (LitData's ``StreamingDataset.subset``).
-
-        Args:
-            indices: 0-based indices into this dataset (``ds[i]`` order), in the order they should
-                be served; or a ``slice``. Consecutive indices of one chunk form one region.
-
-        Returns:
-            A new ``StreamingDataset`` with the same arguments, at epoch 1, serving those items
-            (shuffled, sharded and resumable like any dataset). Nothing is read or written.
-
-        Raises:
-            ConfigurationError: (a ``ValueError``) an index outside ``[0, len)`` or not an int.
-        """
-        base = self._selected() or Selection.full(self._get_source().chunk_sizes)
-        return self._restricted_to(subset_selection(base, indices))
 
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
         """Items each worker of this rank serves per epoch (index = worker id)."""
@@ -441,7 +378,7 @@ class StreamingDataset(IterableDataset[Any]):
         }
 
     def _config(self) -> dict[str, Any]:
-        config = {
+        config: dict[str, Any] = {
             "input_dir_path": self.input_dir.path,
             "input_dir_url": self.input_dir.url,
             "item_loader": self.item_loader.state_dict(),
@@ -450,31 +387,8 @@ class StreamingDataset(IterableDataset[Any]):
             "shuffle": self.shuffle,
             "shuffle_window": self.shuffle_window,
         }
-        if self._selection is not None or self.subsample != 1.0:  # LitData's keys, only when they matter
-            config.update(self._selection_state())
+        config.update(self._selection_config())
         return config
-
-    def _selection_state(self) -> dict[str, Any]:
-        names = [c.filename for c in self._get_source().index.chunks]
-        selection = self._selected() or Selection.full(self._get_source().chunk_sizes)
-        return selection.state(names)
-
-    def _check_selection(self, state: Mapping[str, Any]) -> None:
-        """Raise unless ``state`` was saved by a dataset serving the same chunks and regions."""
-        if self._selection is None and self.subsample == 1.0 and "region_of_interest" not in state:
-            return  # both whole datasets: nothing to load
-        mine = self._selection_state()
-        names = [c.filename for c in self._get_source().index.chunks]
-        full = Selection.full(self._get_source().chunk_sizes).state(names)
-        for key in ("subsampled_files", "region_of_interest"):
-            saved = state.get(key)
-            saved = full[key] if saved is None else [list(v) if isinstance(v, (list, tuple)) else v for v in saved]
-            if saved != mine[key]:
-                raise ConfigurationError(
-                    f"checkpoint has {key}={_short(saved)} but this dataset has {key}={_short(mine[key])}: it "
-                    "serves other items (subsample, subset() or train_test_split differ); build the dataset "
-                    "as in the run that saved it, or start without the checkpoint"
-                )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch.
@@ -527,10 +441,6 @@ class StreamingDataset(IterableDataset[Any]):
 
 async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
     return source.decoder.decode(await source.read_item_bytes(chunk, item))
-
-
-def _short(values: list[Any]) -> str:
-    return repr(values) if len(values) <= 6 else f"[{', '.join(map(repr, values[:6]))}, ... ({len(values)} entries)]"
 
 
 def _make_stream() -> Any:

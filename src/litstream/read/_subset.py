@@ -46,6 +46,7 @@ __all__ = [
     "HasDatasetView",
     "Region",
     "Selection",
+    "check_selection_state",
     "check_splits",
     "check_subsample",
     "resolve_selection",
@@ -118,6 +119,34 @@ class Selection:
     @classmethod
     def _of(cls, pairs: Sequence[tuple[int, Region]]) -> Selection:
         return cls(tuple(c for c, _ in pairs), tuple(r for _, r in pairs))
+
+
+def _short(values: Sequence[Any]) -> str:
+    return repr(values) if len(values) <= 6 else f"[{', '.join(map(repr, values[:6]))}, ... ({len(values)} entries)]"
+
+
+def check_selection_state(
+    state: Mapping[str, Any], selection: Selection, chunk_sizes: Sequence[int], filenames: Sequence[str]
+) -> None:
+    """Raise unless checkpoint ``state`` was saved by a dataset serving ``selection``.
+
+    A checkpoint without LitData's ``subsampled_files`` / ``region_of_interest`` keys was saved by a
+    whole dataset (litstream writes them only for a subsample, subset or split; LitData always).
+
+    Raises:
+        ConfigurationError: naming the key, both values (shortened) and the fix.
+    """
+    mine = selection.state(filenames)
+    full = Selection.full(chunk_sizes).state(filenames)
+    for key in ("subsampled_files", "region_of_interest"):
+        raw = state.get(key)
+        saved = full[key] if raw is None else [list(v) if isinstance(v, (list, tuple)) else v for v in raw]
+        if saved != mine[key]:
+            raise ConfigurationError(
+                f"checkpoint has {key}={_short(saved)} but this dataset has {key}={_short(mine[key])}: it "
+                "serves other items (subsample, subset() or train_test_split differ); build the dataset "
+                "as in the run that saved it, or start without the checkpoint"
+            )
 
 
 def check_subsample(subsample: object) -> float:
