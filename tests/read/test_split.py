@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from litstream import (
     ConfigurationError,
@@ -17,6 +19,7 @@ from litstream import (
     optimize,
     train_test_split,
 )
+from litstream.read._subset import Selection, check_splits, split_selection
 from resume_law import as_items, assert_resume_law
 
 if TYPE_CHECKING:
@@ -230,3 +233,33 @@ async def test_astream_of_each_part(ints: Path, anyio_backend: str, shuffle: boo
         assert got == [int(i) for i in p]  # what the dataset serves, in its order
         seen += got
     assert sorted(seen) == list(range(100))
+
+
+# -------------------------------------------------------------------------------- property
+
+
+def _items(sel: Selection) -> list[tuple[int, int]]:
+    return [(c, i) for c, (start, end) in zip(sel.chunks, sel.regions, strict=True) for i in range(start, end)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 9), min_size=1, max_size=12),
+    weights=st.lists(st.integers(0, 10), min_size=1, max_size=5),
+    extra=st.integers(0, 10),
+    seed=st.integers(0, 2**32 - 1),
+    shuffle=st.booleans(),
+)
+def test_split_selection_parts_are_disjoint_and_sized(
+    sizes: list[int], weights: list[int], extra: int, seed: int, shuffle: bool
+) -> None:
+    base = Selection.full(sizes)
+    splits = check_splits([w / (sum(weights) + extra or 1) for w in weights])
+    parts = split_selection(base, splits, seed=seed, shuffle=shuffle)
+    assert [len(p) for p in parts] == [int(len(base) * f) for f in splits]
+    served = [item for p in parts for item in _items(p)]
+    assert len(served) == len(set(served))
+    assert set(served) <= set(_items(base))
+    for p in parts:
+        assert all(0 <= start <= end for start, end in p.regions)  # empty chunks stay, as in LitData
+        assert [p.locate(k) for k in range(len(p))] == _items(p)
