@@ -242,7 +242,7 @@ def _items(sel: Selection) -> list[tuple[int, int]]:
     return [(c, i) for c, (start, end) in zip(sel.chunks, sel.regions, strict=True) for i in range(start, end)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     sizes=st.lists(st.integers(0, 9), min_size=1, max_size=12),
     weights=st.lists(st.integers(0, 10), min_size=1, max_size=5),
