@@ -28,7 +28,9 @@ def test_public_names_are_exactly_these() -> None:
         "WorkerError",
         "astream",
         "complete_dataset",
+        "merge_datasets",
         "optimize",
+        "train_test_split",
         "walk",
     ]
     for name in litstream.__all__:

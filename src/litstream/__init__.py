@@ -16,6 +16,7 @@ from ._errors import OutputNotEmptyError as OutputNotEmptyError
 from ._errors import PlanError as PlanError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
+from ._split import train_test_split as train_test_split
 from .format._loaders import PyTreeLoader as PyTreeLoader
 from .format._loaders import TokensLoader as TokensLoader
 from .read._astream import SampleStream as SampleStream
@@ -26,6 +27,7 @@ from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
 from .storage._walk import walk as walk
 from .write._complete import complete_dataset as complete_dataset
+from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
 from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics
@@ -56,7 +58,9 @@ __all__ = [
     "WorkerError",
     "astream",
     "complete_dataset",
+    "merge_datasets",
     "optimize",
+    "train_test_split",
     "walk",
 ]
 
