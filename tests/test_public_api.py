@@ -7,6 +7,7 @@ def test_public_names_are_exactly_these() -> None:
     assert litstream.__all__ == sorted(litstream.__all__)
     assert litstream.__all__ == [
         "ChunkWriter",
+        "CombinedStreamingDataset",
         "ConfigurationError",
         "DatasetNotFoundError",
         "Dir",
@@ -16,6 +17,7 @@ def test_public_names_are_exactly_these() -> None:
         "ObjectNotFoundError",
         "ObstoreStore",
         "OutputNotEmptyError",
+        "ParallelStreamingDataset",
         "PlanError",
         "SampleStream",
         "StorageError",

@@ -5,6 +5,7 @@ The public API; everything else lives in private modules.
 
 from __future__ import annotations
 
+from ._combined_dataset import CombinedStreamingDataset as CombinedStreamingDataset
 from ._dataloader import StreamingDataLoader as StreamingDataLoader
 from ._dataset import StreamingDataset as StreamingDataset
 from ._errors import ConfigurationError as ConfigurationError
@@ -16,6 +17,7 @@ from ._errors import OutputNotEmptyError as OutputNotEmptyError
 from ._errors import PlanError as PlanError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
+from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
 from .format._loaders import PyTreeLoader as PyTreeLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
@@ -30,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ChunkWriter",
+    "CombinedStreamingDataset",
     "ConfigurationError",
     "DatasetNotFoundError",
     "Dir",
@@ -39,6 +42,7 @@ __all__ = [
     "ObjectNotFoundError",
     "ObstoreStore",
     "OutputNotEmptyError",
+    "ParallelStreamingDataset",
     "PlanError",
     "SampleStream",
     "StorageError",

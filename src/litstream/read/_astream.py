@@ -29,7 +29,7 @@ from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -90,8 +90,10 @@ class SampleStream:
         max_pre_download: int,
         transform: Callable[[Any], Any] | None,
         serializers: Mapping[str, Serializer] | None,
+        pieces: Sequence[Piece] | None = None,
     ) -> None:
         self._store = store
+        self._given_pieces = pieces  # a composite's member stream; None: plan them from ``plan``
         self._plan = plan
         self._max_pre_download = max_pre_download
         self._transform = transform
@@ -108,7 +110,8 @@ class SampleStream:
     async def _open(self) -> DatasetSource:
         if self._source is None:
             self._source = await DatasetSource.open(self._store, self._serializers)
-            self._pieces = deque(plan_pieces(self._source, self._plan))
+            planned = plan_pieces(self._source, self._plan) if self._given_pieces is None else self._given_pieces
+            self._pieces = deque(planned)
         return self._source
 
     async def __aenter__(self) -> SampleStream:

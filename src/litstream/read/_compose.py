@@ -1,0 +1,411 @@
+"""Streams, levels and resume of Combined / Parallel datasets (pure: no I/O, no event loop).
+
+A *member* is one wrapped dataset; :class:`MemberSpec` is what its read plan depends on besides the
+topology and the epoch. A reader (global worker ``g = rank * K + worker``) of a composite holds one
+*member stream* per member: a list of :data:`Run` s, each a range of positions in one slice's (or
+window's) serving order in one member epoch (``read._resume``'s :class:`Segment` plus its
+:class:`EpochSpec`). A *composer* says what the reader serves from its member streams:
+
+* :class:`CombinedComposer`: the samples of its member streams, mixed by ``read._mixing.mix_order``.
+  At level 0 a member stream is the member's own read plan for that worker in the epoch.
+* :class:`ParallelComposer`: tuples, one sample of every member per step, so all member streams of a
+  reader have the same length. Without ``length`` (``None``) they are the members' plans cut to the
+  shortest; with ``length`` every reader serves its share ``length // K + (worker < length % K)``
+  of the rank's ``length`` tuples, reading each member's plan cyclically (cycle ``c`` is member
+  epoch ``c + 1``) from a *base* position: where the previous epoch stopped (``carry``) or, without
+  one, ``(epoch - 1) * share`` (``resume=True``: every earlier epoch complete) or 0 (``resume=False``).
+
+Resume works like ``read._resume``: a checkpoint records, per worker of the saving rank, how many
+composite samples it served at the current *level*; the other ranks' counts are derived assuming
+DDP lock-step and torch's in-order delivery (:func:`~litstream.read._resume.round_robin`). On the
+same topology each worker skips what it served (each member stream its own share, the mixing
+sequence its prefix). On another topology the level is closed and the remainder restriped: Combined
+restripes each member's unserved items like an elastic ``StreamingDataset`` (so with
+``iterate_over_all`` every sample of every member is still served exactly once), Parallel restripes
+the unserved *tuples* (all members cut at the same places, so pairs stay pairs).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import numpy as np
+
+from .._errors import ConfigurationError
+from ._mixing import BatchingMethod, mix_order
+from ._resume import _base_streams, _pieces, _require, check_config, round_robin, stripe_budgets
+from ._resume_types import EpochSpec, Level, Segment, Topology
+from ._window import DEFAULT_SHUFFLE_WINDOW
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ._core import Piece, ShuffleMode
+
+__all__ = [
+    "CombinedComposer",
+    "Composer",
+    "CompositePlan",
+    "MemberSpec",
+    "ParallelComposer",
+    "Run",
+    "all_consumed",
+    "level_streams",
+    "resolve_composite",
+    "split_runs",
+    "to_pieces",
+]
+
+Run: TypeAlias = tuple[EpochSpec, Segment]
+"""Positions ``[segment.start, segment.end)`` of one unit's serving order in the epoch of ``spec``."""
+
+Streams: TypeAlias = list[list[list[Run]]]
+"""``streams[g][i]``: global worker ``g``'s stream of member ``i``."""
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """What a member's read plan depends on besides topology and epoch (see ``StreamingDataset``)."""
+
+    chunk_sizes: tuple[int, ...]
+    shuffle: ShuffleMode
+    seed: int
+    drop_last: bool | None
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
+
+    def epoch_spec(self, epoch: int, world_size: int) -> EpochSpec:
+        """The member's :class:`EpochSpec`; ``drop_last=None`` resolves with ``world_size``."""
+        drop_last = (world_size > 1) if self.drop_last is None else self.drop_last
+        return EpochSpec(self.chunk_sizes, self.shuffle, self.seed, epoch, drop_last, self.shuffle_window)
+
+
+@functools.lru_cache(maxsize=256)
+def _member_base(member: MemberSpec, epoch: int, topology: Topology) -> tuple[tuple[Run, ...], ...]:
+    spec = member.epoch_spec(epoch, topology.world_size)
+    return tuple(tuple((spec, seg) for seg in stream) for stream in _base_streams(spec, topology))
+
+
+def run_length(stream: Sequence[Run]) -> int:
+    """Items in a member stream."""
+    return sum(len(seg) for _, seg in stream)
+
+
+def split_runs(stream: Sequence[Run], sizes: Sequence[int]) -> list[list[Run]]:
+    """Cut ``stream`` into consecutive parts of ``sizes`` items (their sum must not exceed its length)."""
+    out: list[list[Run]] = []
+    it = iter(stream)
+    current: Run | None = None
+    for size in sizes:
+        part: list[Run] = []
+        while size > 0:
+            if current is None or len(current[1]) == 0:
+                current = next(it)
+                continue
+            spec, seg = current
+            take = min(size, len(seg))
+            part.append((spec, Segment(seg.unit, seg.start, seg.start + take)))
+            current = (spec, Segment(seg.unit, seg.start + take, seg.end))
+            size -= take
+        out.append(part)
+    return out
+
+
+def suffix(stream: Sequence[Run], skip: int) -> list[Run]:
+    """``stream`` without its first ``skip`` items."""
+    return split_runs(stream, [skip, run_length(stream) - skip])[1] if skip else list(stream)
+
+
+def to_pieces(stream: Sequence[Run]) -> list[Piece]:
+    """The pieces (as ``read._core.plan_pieces`` returns them) that serve ``stream`` in order."""
+    out: list[Piece] = []
+    group: list[Segment] = []
+    spec: EpochSpec | None = None
+    for run_spec, seg in stream:
+        if spec is not None and run_spec != spec:
+            out += _pieces(spec, group)
+            group = []
+        spec = run_spec
+        if len(seg):
+            group.append(seg)
+    if spec is not None and group:
+        out += _pieces(spec, group)
+    return out
+
+
+def _cycle_slice(member: MemberSpec, topology: Topology, g: int, start: int, count: int) -> list[Run]:
+    """Items ``[start, start + count)`` of worker ``g``'s endless cyclic read of ``member``."""
+    period = run_length(_member_base(member, 1, topology)[g])
+    if period == 0 or count == 0:
+        return []
+    cycle, offset = divmod(start, period)
+    out: list[Run] = []
+    while count > 0:
+        stream = _member_base(member, cycle + 1, topology)[g]
+        take = min(period - offset, count)
+        out += split_runs(stream, [offset, take])[1]
+        count -= take
+        cycle, offset = cycle + 1, 0
+    return out
+
+
+def _restripe(streams: Sequence[Sequence[Run]], consumed: Sequence[int], budgets: Sequence[int]) -> list[list[Run]]:
+    rest = [run for stream, done in zip(streams, consumed, strict=True) for run in suffix(stream, done)]
+    return split_runs(rest, budgets)
+
+
+@dataclass(frozen=True)
+class CombinedComposer:
+    """Mixes its member streams (``CombinedStreamingDataset``); see the module docstring."""
+
+    members: tuple[MemberSpec, ...]
+    weights: tuple[float, ...]
+    seed: int
+    iterate_over_all: bool
+    batching_method: BatchingMethod
+    cycling: bool = field(default=False, init=False)
+
+    def base(self, epoch: int, topology: Topology, carry: tuple[int, ...] | None) -> Streams:
+        per = [_member_base(m, epoch, topology) for m in self.members]
+        return [[list(p[g]) for p in per] for g in range(topology.world_size * topology.num_workers)]
+
+    def order(self, streams: Sequence[Sequence[Run]], batch_size: int) -> Sequence[int]:
+        """The member of each sample this reader serves."""
+        return mix_order(
+            tuple(run_length(s) for s in streams),
+            self.weights,
+            seed=self.seed,
+            iterate_over_all=self.iterate_over_all,
+            batching_method=self.batching_method,
+            batch_size=batch_size,
+        )
+
+    def served(self, streams: Sequence[Sequence[Run]], batch_size: int) -> int:
+        return len(self.order(streams, batch_size))
+
+    def split(self, streams: Sequence[Sequence[Run]], count: int, batch_size: int) -> list[int]:
+        """Items of each member stream served in the first ``count`` samples."""
+        order = self.order(streams, batch_size)
+        counts = np.bincount(np.asarray(order[:count], dtype=np.int64), minlength=len(self.members))
+        return [int(c) for c in counts]
+
+    def restripe(self, streams: Streams, consumed: Sequence[int], topology: Topology, batch_size: int) -> Streams:
+        done = [self.split(streams[g], c, batch_size) for g, c in enumerate(consumed)]
+        per_member = []
+        for i in range(len(self.members)):
+            own = [streams[g][i] for g in range(len(streams))]
+            mine = [done[g][i] for g in range(len(streams))]
+            total = sum(run_length(s) for s in own) - sum(mine)
+            per_member.append(_restripe(own, mine, stripe_budgets(total, topology)))
+        return [[p[g] for p in per_member] for g in range(topology.world_size * topology.num_workers)]
+
+
+@dataclass(frozen=True)
+class ParallelComposer:
+    """Zips its member streams (``ParallelStreamingDataset``); see the module docstring."""
+
+    members: tuple[MemberSpec, ...]
+    length: int | None
+    resume: bool
+
+    @property
+    def cycling(self) -> bool:
+        return self.length is not None
+
+    def shares(self, topology: Topology) -> list[int]:
+        """Tuples each global worker serves per epoch when cycling."""
+        assert self.length is not None
+        base, rem = divmod(self.length, topology.num_workers)
+        return [base + (1 if k < rem else 0) for _ in range(topology.world_size) for k in range(topology.num_workers)]
+
+    def default_bases(self, epoch: int, topology: Topology) -> tuple[int, ...]:
+        """Where each worker's cycle starts in ``epoch`` when no earlier epoch says otherwise."""
+        factor = (epoch - 1) if self.resume else 0
+        return tuple(factor * n for n in self.shares(topology))
+
+    def base(self, epoch: int, topology: Topology, carry: tuple[int, ...] | None) -> Streams:
+        workers = topology.world_size * topology.num_workers
+        if self.length is None:
+            per = [_member_base(m, epoch, topology) for m in self.members]
+            out: Streams = []
+            for g in range(workers):
+                n = min(run_length(p[g]) for p in per)
+                out.append([split_runs(p[g], [n])[0] for p in per])
+            return out
+        bases = carry if carry is not None else self.default_bases(epoch, topology)
+        out = []
+        for g, (start, n) in enumerate(zip(bases, self.shares(topology), strict=True)):
+            parts = [_cycle_slice(m, topology, g, start, n) for m in self.members]
+            if any(run_length(p) != n for p in parts):  # a member with nothing for this worker
+                parts = [[] for _ in self.members]
+            out.append(parts)
+        return out
+
+    def served(self, streams: Sequence[Sequence[Run]], batch_size: int) -> int:
+        return run_length(streams[0]) if streams else 0
+
+    def split(self, streams: Sequence[Sequence[Run]], count: int, batch_size: int) -> list[int]:
+        return [count] * len(self.members)
+
+    def restripe(self, streams: Streams, consumed: Sequence[int], topology: Topology, batch_size: int) -> Streams:
+        total = sum(self.served(s, batch_size) for s in streams) - sum(consumed)
+        budgets = stripe_budgets(total, topology)
+        per_member = [_restripe([s[i] for s in streams], consumed, budgets) for i in range(len(self.members))]
+        return [[p[g] for p in per_member] for g in range(topology.world_size * topology.num_workers)]
+
+
+Composer: TypeAlias = CombinedComposer | ParallelComposer
+
+
+@functools.lru_cache(maxsize=32)
+def level_streams(
+    composer: Composer, epoch: int, levels: tuple[Level, ...], topology: Topology, carry: tuple[int, ...] | None
+) -> Streams:
+    """Every global worker's member streams at the level after ``levels``, which runs on ``topology``.
+
+    ``carry`` (cycling Parallel only) holds the level-0 base position of every global worker of the
+    first level's topology. Cached: do not modify the result.
+
+    Raises:
+        ConfigurationError: a closed level says a worker served more than its streams hold.
+    """
+    tops = [level.topology for level in levels] + [topology]
+    streams = composer.base(epoch, tops[0], carry)
+    for level, following in zip(levels, tops[1:], strict=True):
+        batch = level.topology.batch_size
+        for g, done in enumerate(level.consumed):
+            if done > composer.served(streams[g], batch):
+                raise ConfigurationError(
+                    f"checkpoint level {level.as_dict()} says global worker {g} served {done} samples but it serves "
+                    f"only {composer.served(streams[g], batch)} in epoch {epoch}; the checkpoint belongs to another run"
+                )
+        streams = composer.restripe(streams, level.consumed, following, following.batch_size)
+    return streams
+
+
+@dataclass(frozen=True)
+class CompositePlan:
+    """Where one rank of a composite resumes (the counterpart of ``read._resume.ResumePlan``).
+
+    Attributes:
+        epoch: The epoch being resumed.
+        levels: Closed levels, oldest first.
+        topology: The topology of the level being served.
+        rank: The rank this plan is for.
+        consumed: Samples served per logical worker of ``rank`` at this level.
+        start: The logical worker that torch worker 0 serves.
+        finished: The saved rank had finished the epoch.
+        carry: Level-0 base positions (cycling Parallel), else ``None``.
+        all_consumed: Served counts of every global worker at the saved level (exact for the saving
+            rank, derived for the others).
+    """
+
+    epoch: int
+    levels: tuple[Level, ...]
+    topology: Topology
+    rank: int
+    consumed: tuple[int, ...]
+    start: int
+    finished: bool
+    carry: tuple[int, ...] | None
+    all_consumed: tuple[int, ...]
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"checkpoint has {what}={value!r}; expected an int >= 0")
+    return value
+
+
+def _levels(raw: Sequence[Mapping[str, Any]]) -> tuple[Level, ...]:
+    out = []
+    for entry in raw:
+        top = Topology(*(max(_count(_require(entry, k), k), 1) for k in ("world_size", "num_workers", "batch_size")))
+        consumed = tuple(_count(c, "consumed") for c in _require(entry, "consumed"))
+        if len(consumed) != top.world_size * top.num_workers:
+            raise ConfigurationError(f"checkpoint level {entry!r} must list one consumed count per global worker")
+        out.append(Level(top, consumed))
+    return tuple(out)
+
+
+def all_consumed(
+    composer: Composer,
+    epoch: int,
+    levels: tuple[Level, ...],
+    topology: Topology,
+    carry: tuple[int, ...] | None,
+    rank: int,
+    own: Sequence[int],
+) -> tuple[list[int], int, list[int]]:
+    """Counts of every global worker at the current level, given ``rank``'s own counts ``own``.
+
+    Returns:
+        ``(consumed, batches, lengths)``: per global worker, the batches ``rank`` delivered, and
+        what each global worker serves at this level.
+
+    Raises:
+        ConfigurationError: ``own`` does not fit the level.
+    """
+    streams = level_streams(composer, epoch, levels, topology, carry)
+    workers, batch = topology.num_workers, topology.batch_size
+    lengths = [composer.served(s, batch) for s in streams]
+    if len(own) != workers:
+        raise ConfigurationError(f"checkpoint lists {len(own)} worker counts for num_workers={workers}")
+    for w, (done, total) in enumerate(zip(own, lengths[rank * workers : (rank + 1) * workers], strict=True)):
+        if done > total:
+            raise ConfigurationError(
+                f"checkpoint says worker {w} of rank {rank} served {done} samples but it serves only {total} in "
+                f"epoch {epoch}; the checkpoint belongs to another dataset or run"
+            )
+    batches = sum(math.ceil(c / batch) for c in own)
+    consumed: list[int] = []
+    for r in range(topology.world_size):
+        row = lengths[r * workers : (r + 1) * workers]
+        consumed += list(own) if r == rank else round_robin(row, batch, batches)[0]
+    return consumed, batches, lengths
+
+
+def resolve_composite(composer: Composer, state: Mapping[str, Any], *, rank: int, topology: Topology) -> CompositePlan:
+    """Where ``rank`` of a run on ``topology`` resumes the composite checkpoint ``state``.
+
+    ``state`` is the ``"composite"`` entry of a Combined / Parallel state dict (already checked).
+
+    Raises:
+        ConfigurationError: a missing or malformed key, or counts the epoch cannot hold.
+    """
+    levels = _levels(state.get("resume_levels") or ())
+    saved = Topology(*(max(_count(_require(state, k), k), 1) for k in ("world_size", "num_workers", "batch_size")))
+    epoch = max(_count(_require(state, "current_epoch"), "current_epoch"), 1)
+    raw_carry = state.get("carry")
+    carry = None if raw_carry is None else tuple(_count(c, "carry") for c in raw_carry)
+    saver = _count(state.get("rank", 0), "rank")
+    if saver >= saved.world_size:
+        raise ConfigurationError(f"checkpoint has rank={saver} but world_size={saved.world_size}")
+    own = [_count(c, "worker_samples_yielded") for c in _require(state, "worker_samples_yielded")]
+    consumed, batches, lengths = all_consumed(composer, epoch, levels, saved, carry, saver, own)
+    workers = saved.num_workers
+    finished = own == lengths[saver * workers : (saver + 1) * workers]
+    if topology == saved:
+        mine = consumed[rank * workers : (rank + 1) * workers]
+        start = round_robin(lengths[rank * workers : (rank + 1) * workers], saved.batch_size, batches)[1]
+        return CompositePlan(epoch, levels, topology, rank, tuple(mine), start, finished, carry, tuple(consumed))
+    closed = (*levels, Level(saved, tuple(consumed)))
+    zeros = (0,) * topology.num_workers
+    return CompositePlan(epoch, closed, topology, rank, zeros, 0, finished, carry, tuple(consumed))
+
+
+def check_members(saved: Mapping[str, Any], current: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Mismatches between the member states of a checkpoint and the members' configurations.
+
+    Returns:
+        One message per mismatching member (empty when all match).
+    """
+    problems = []
+    for i, config in enumerate(current):
+        try:
+            check_config(saved[str(i)], config)
+        except ConfigurationError as exc:
+            problems.append(f"dataset {i}: {exc}")
+    return problems
