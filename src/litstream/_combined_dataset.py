@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._composite_dataset import CompositeDataset
+from ._composite_dataset import CompositeDataset, Position
 from ._errors import ConfigurationError, PlanError
 from .read._astream_compose import CombinedSampleStream
 from .read._compose import CombinedComposer, suffix, to_pieces
@@ -112,7 +112,7 @@ class CombinedStreamingDataset(CompositeDataset):
         return CombinedComposer(self._members(), self.weights, self.seed, self.iterate_over_all, self.batching_method)
 
     def _emit(
-        self, streams: list[list[Run]], count: int, portal: BlockingPortal, where: tuple[int, int, int]
+        self, streams: list[list[Run]], count: int, portal: BlockingPortal, where: Position
     ) -> Generator[Any, None, None]:
         composer = self._composer()
         order = composer.order(streams, self.batch_size)
@@ -126,7 +126,7 @@ class CombinedStreamingDataset(CompositeDataset):
                     yield next(members[member])
                 except StopIteration:
                     raise PlanError(
-                        f"dataset {member} ran out before its planned share (global worker {where[0]})"
+                        f"dataset {member} ran out before its planned share (global worker {where.worker})"
                     ) from None
         finally:
             for it in members:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torch.utils.data import IterableDataset
 
@@ -38,7 +38,18 @@ if TYPE_CHECKING:
     from .read._compose import Composer, Run
     from .read._core import ShuffleMode
 
-__all__ = ["CompositeDataset"]
+__all__ = ["CompositeDataset", "Position"]
+
+
+class Position(NamedTuple):
+    """Where a reader serves from: global worker, epoch, level index, the level's topology and the
+    level-0 base positions of a cycling Parallel (``None``: the default)."""
+
+    worker: int
+    epoch: int
+    level: int
+    topology: Topology
+    carry: tuple[int, ...] | None
 
 
 class CompositeDataset(IterableDataset[Any]):
@@ -116,9 +127,9 @@ class CompositeDataset(IterableDataset[Any]):
         raise NotImplementedError
 
     def _emit(
-        self, streams: list[list[Run]], count: int, portal: BlockingPortal, where: tuple[int, int, int]
+        self, streams: list[list[Run]], count: int, portal: BlockingPortal, where: Position
     ) -> Generator[Any, None, None]:
-        """Serve ``streams`` (one per member) from sample ``count`` on; ``where`` = (global worker, epoch, level)."""
+        """Serve ``streams`` (one per member) from sample ``count`` on."""
         raise NotImplementedError
 
     def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
@@ -174,7 +185,7 @@ class CompositeDataset(IterableDataset[Any]):
         g = env.rank * topology.num_workers + logical
         streams = level_streams(self._composer(), epoch, levels, topology, carry)[g]
         with _portal.daemon_portal() as portal:
-            yield from self._emit(streams, count, portal, (g, epoch, len(levels)))
+            yield from self._emit(streams, count, portal, Position(g, epoch, len(levels), topology, carry))
         self._clear_resume()
         if not _inside_worker():
             self.current_epoch = epoch + 1

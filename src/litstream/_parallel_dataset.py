@@ -10,20 +10,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ._composite_dataset import CompositeDataset
+from ._composite_dataset import CompositeDataset, Position
 from ._errors import ConfigurationError, PlanError
 from .read._astream_compose import ParallelSampleStream
-from .read._compose import ParallelComposer, all_consumed, run_length, suffix, to_pieces
+from .read._compose import ENDLESS, ParallelComposer, all_consumed, cycle_streams, run_length, suffix, to_pieces
+from .read._resume_types import Topology
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
     from ._dataset import StreamingDataset
     from .read._astream import SampleStream
     from .read._compose import CompositePlan, Run
-    from .read._resume_types import Level, Topology
+    from .read._resume_types import Level
 
 __all__ = ["ParallelStreamingDataset"]
 
@@ -35,6 +36,10 @@ def _positional_arity(fn: Callable[..., Any]) -> int | None:
         return None
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return sum(p.kind in kinds for p in params)
+
+
+def _first(cycles: Iterator[list[Run]]) -> list[Run]:
+    return next(cycles, [])
 
 
 class ParallelStreamingDataset(CompositeDataset):
@@ -83,7 +88,7 @@ class ParallelStreamingDataset(CompositeDataset):
     def __init__(
         self,
         datasets: Sequence[StreamingDataset],
-        length: int | None = None,
+        length: int | float | None = None,
         force_override_state_dict: bool = False,
         transform: Callable[..., Any] | None = None,
         seed: int = 42,
@@ -91,11 +96,15 @@ class ParallelStreamingDataset(CompositeDataset):
         reset_rngs: bool = False,
     ) -> None:
         super().__init__(datasets, force_override_state_dict)
-        if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 0):
-            hint = " (an endless stream is not supported yet)" if length == float("inf") else ""
+        endless = isinstance(length, float) and length == float("inf")
+        if (
+            length is not None
+            and not endless
+            and (isinstance(length, bool) or not isinstance(length, int) or length < 0)
+        ):
             raise ConfigurationError(
-                f"length must be None (stop at the shortest dataset) or an int >= 0 (steps per rank and epoch, "
-                f"cycling the datasets), got {length!r}{hint}"
+                f"length must be None (stop at the shortest dataset), an int >= 0 (steps per rank and epoch, cycling "
+                f"the datasets) or float('inf') (cycle forever), got {length!r}"
             )
         self._transform_nargs: int | None = None
         if transform is not None:
@@ -114,6 +123,7 @@ class ParallelStreamingDataset(CompositeDataset):
             if not isinstance(value, bool):
                 raise ConfigurationError(f"{name} must be a bool, got {value!r}")
         self.length = length
+        self._endless = endless
         self.transform = transform
         self.seed = seed
         self.resume = resume
@@ -125,10 +135,21 @@ class ParallelStreamingDataset(CompositeDataset):
         return {"length": self.length, "seed": self.seed, "resume": self.resume, "reset_rngs": self.reset_rngs}
 
     def _composer(self) -> ParallelComposer:
-        return ParallelComposer(self._members(), self.length, self.resume)
+        length = None if self._endless or self.length is None else int(self.length)
+        return ParallelComposer(self._members(), length, self.resume, endless=self._endless)
 
     def _cycling_resume(self) -> bool:
         return self.length is not None and self.resume
+
+    def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
+        """Steps each worker of this rank serves per epoch (see ``CompositeDataset.worker_lengths``).
+
+        Raises:
+            TypeError: ``length=float("inf")``: the stream has no length.
+        """
+        if self._endless:
+            raise TypeError("ParallelStreamingDataset(length=float('inf')) is endless and has no length")
+        return super().worker_lengths(num_workers, batch_size)
 
     # -- the cycle position across epochs (length + resume=True) ----------------------------------
     def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
@@ -149,7 +170,6 @@ class ParallelStreamingDataset(CompositeDataset):
         """
         if not self._cycling_resume():
             return
-        carry = self._carry
         if levels:  # resumed on another topology in that epoch: start the next one afresh
             self._carry = None
             return
@@ -192,8 +212,8 @@ class ParallelStreamingDataset(CompositeDataset):
         self._advance(plan.epoch, saved, plan.carry, plan.all_consumed)
 
     # -- iteration ----------------------------------------------------------------------------------
-    def _rngs(self, where: tuple[int, int, int], count: int) -> dict[str, Any]:
-        g, epoch, level = where
+    def _rngs(self, where: Position, count: int) -> dict[str, Any]:
+        g, epoch, level = where.worker, where.epoch, where.level
         key = (self.seed, g) if self.reset_rngs else (self.seed, g, epoch, level, count)
         seed = int(hashlib.sha256(str(key).encode()).hexdigest(), 16) % (2**32 - 1)
         return {
@@ -202,7 +222,7 @@ class ParallelStreamingDataset(CompositeDataset):
             "torch": torch.Generator().manual_seed(seed),
         }
 
-    def _finisher(self, where: tuple[int, int, int], count: int) -> Callable[[tuple[Any, ...]], Any]:
+    def _finisher(self, where: Position, count: int) -> Callable[[tuple[Any, ...]], Any]:
         transform = self.transform
         if transform is None:
             return lambda samples: samples
@@ -212,10 +232,20 @@ class ParallelStreamingDataset(CompositeDataset):
         return transform
 
     def _emit(
-        self, streams: list[list[Run]], count: int, portal: BlockingPortal, where: tuple[int, int, int]
+        self, streams: list[list[Run]], count: int, portal: BlockingPortal, where: Position
     ) -> Generator[Any, None, None]:
-        steps = run_length(streams[0]) if streams else 0
-        members = [d._serve(to_pieces(suffix(s, count)), portal) for d, s in zip(self._datasets, streams, strict=True)]
+        if self._endless:
+            start = (where.carry[where.worker] if where.carry is not None else 0) + count
+            cycles = [cycle_streams(m, where.topology, where.worker, start) for m in self._composer().members]  # lazy
+            members = [self._chain(d, c, portal) for d, c in zip(self._datasets, cycles, strict=True)]
+            specs = self._composer().members
+            nothing = any(not _first(cycle_streams(m, where.topology, where.worker, 0)) for m in specs)
+            steps = count if nothing else ENDLESS  # a dataset with nothing for this worker: it serves nothing
+        else:
+            steps = run_length(streams[0]) if streams else 0
+            members = [
+                d._serve(to_pieces(suffix(s, count)), portal) for d, s in zip(self._datasets, streams, strict=True)
+            ]
         finish = self._finisher(where, count)
         try:
             for _ in range(steps - count):
@@ -224,11 +254,18 @@ class ParallelStreamingDataset(CompositeDataset):
                     try:
                         samples.append(next(it))
                     except StopIteration:
-                        raise PlanError(f"dataset {i} ran out before its planned share (worker {where[0]})") from None
+                        raise PlanError(
+                            f"dataset {i} ran out before its planned share (worker {where.worker})"
+                        ) from None
                 yield finish(tuple(samples))
         finally:
             for it in members:
                 it.close()
+
+    @staticmethod
+    def _chain(d: StreamingDataset, cycles: Iterator[list[Run]], portal: BlockingPortal) -> Generator[Any, None, None]:
+        for stream in cycles:
+            yield from d._serve(to_pieces(stream), portal)
 
     def astream(
         self,
@@ -245,12 +282,17 @@ class ParallelStreamingDataset(CompositeDataset):
         :meth:`CombinedStreamingDataset.astream` for the arguments. ``transform`` runs on the event
         loop's thread.
         """
+        if self._endless:
+            raise ConfigurationError(
+                "astream() of an endless ParallelStreamingDataset (length=float('inf')) is not supported yet; "
+                "pass an int length"
+            )
         plan = self._async_plan(epoch, rank, world_size, batch_size, max_pre_download)
         chosen = self.current_epoch if epoch is None else epoch
 
         def prepare() -> tuple[list[SampleStream], tuple[int, Callable[[tuple[Any, ...], int], Any]]]:
             _, streams, members = plan()
-            finish = self._finisher((rank, chosen, 0), 0)
+            finish = self._finisher(Position(rank, chosen, 0, Topology(world_size, 1, batch_size), None), 0)
             return members, (run_length(streams[0]) if streams else 0, lambda samples, _step: finish(samples))
 
         return ParallelSampleStream(prepare)

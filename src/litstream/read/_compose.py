@@ -41,11 +41,12 @@ from ._resume_types import EpochSpec, Level, Segment, Topology
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from ._core import Piece, ShuffleMode
 
 __all__ = [
+    "ENDLESS",
     "CombinedComposer",
     "Composer",
     "CompositePlan",
@@ -53,11 +54,15 @@ __all__ = [
     "ParallelComposer",
     "Run",
     "all_consumed",
+    "cycle_streams",
     "level_streams",
     "resolve_composite",
     "split_runs",
     "to_pieces",
 ]
+
+ENDLESS = 2**62
+"""The share of every worker of an endless Parallel (``length=float("inf")``): never reached."""
 
 Run: TypeAlias = tuple[EpochSpec, Segment]
 """Positions ``[segment.start, segment.end)`` of one unit's serving order in the epoch of ``spec``."""
@@ -151,6 +156,20 @@ def _cycle_slice(member: MemberSpec, topology: Topology, g: int, start: int, cou
     return out
 
 
+def cycle_streams(member: MemberSpec, topology: Topology, g: int, start: int) -> Iterator[list[Run]]:
+    """Worker ``g``'s endless cyclic read of ``member`` from item ``start`` on, one member epoch at a time.
+
+    Yields nothing when the worker has no item of ``member``.
+    """
+    period = run_length(_member_base(member, 1, topology)[g])
+    if period == 0:
+        return
+    cycle, offset = divmod(start, period)
+    while True:
+        yield suffix(_member_base(member, cycle + 1, topology)[g], offset)
+        cycle, offset = cycle + 1, 0
+
+
 def _restripe(streams: Sequence[Sequence[Run]], consumed: Sequence[int], budgets: Sequence[int]) -> list[list[Run]]:
     rest = [run for stream, done in zip(streams, consumed, strict=True) for run in suffix(stream, done)]
     return split_runs(rest, budgets)
@@ -209,24 +228,29 @@ class ParallelComposer:
     members: tuple[MemberSpec, ...]
     length: int | None
     resume: bool
+    endless: bool = False
 
     @property
     def cycling(self) -> bool:
-        return self.length is not None
+        return self.length is not None or self.endless
 
     def shares(self, topology: Topology) -> list[int]:
-        """Tuples each global worker serves per epoch when cycling."""
+        """Tuples each global worker serves per epoch when cycling (:data:`ENDLESS` when endless)."""
+        if self.endless:
+            return [ENDLESS] * (topology.world_size * topology.num_workers)
         assert self.length is not None
         base, rem = divmod(self.length, topology.num_workers)
         return [base + (1 if k < rem else 0) for _ in range(topology.world_size) for k in range(topology.num_workers)]
 
     def default_bases(self, epoch: int, topology: Topology) -> tuple[int, ...]:
         """Where each worker's cycle starts in ``epoch`` when no earlier epoch says otherwise."""
-        factor = (epoch - 1) if self.resume else 0
+        factor = (epoch - 1) if self.resume and not self.endless else 0
         return tuple(factor * n for n in self.shares(topology))
 
     def base(self, epoch: int, topology: Topology, carry: tuple[int, ...] | None) -> Streams:
         workers = topology.world_size * topology.num_workers
+        if self.endless:  # served lazily from the base position (see ``cycle_streams``)
+            return [[[] for _ in self.members] for _ in range(workers)]
         if self.length is None:
             per = [_member_base(m, epoch, topology) for m in self.members]
             out: Streams = []
@@ -244,12 +268,19 @@ class ParallelComposer:
         return out
 
     def served(self, streams: Sequence[Sequence[Run]], batch_size: int) -> int:
+        if self.endless:
+            return ENDLESS
         return run_length(streams[0]) if streams else 0
 
     def split(self, streams: Sequence[Sequence[Run]], count: int, batch_size: int) -> list[int]:
         return [count] * len(self.members)
 
     def restripe(self, streams: Streams, consumed: Sequence[int], topology: Topology, batch_size: int) -> Streams:
+        if self.endless:
+            raise ConfigurationError(
+                "an endless ParallelStreamingDataset (length=inf) resumes only on the checkpoint's world size, "
+                "num_workers and batch_size; resume with those, or start a new epoch without load_state_dict()"
+            )
         total = sum(self.served(s, batch_size) for s in streams) - sum(consumed)
         budgets = stripe_budgets(total, topology)
         per_member = [_restripe([s[i] for s in streams], consumed, budgets) for i in range(len(self.members))]
