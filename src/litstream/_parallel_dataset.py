@@ -38,6 +38,11 @@ def _positional_arity(fn: Callable[..., Any]) -> int | None:
     return sum(p.kind in kinds for p in params)
 
 
+def _topology_of(entry: Mapping[str, Any]) -> Topology:
+    """The topology a checkpoint entry (the composite state or one of its levels) was saved on."""
+    return Topology(*(max(int(entry[key]), 1) for key in ("world_size", "num_workers", "batch_size")))
+
+
 def _first(cycles: Iterator[list[Run]]) -> list[Run]:
     return next(cycles, [])
 
@@ -195,9 +200,11 @@ class ParallelStreamingDataset(CompositeDataset):
         raw = composite.get("carry")
         levels = composite.get("resume_levels") or []
         if raw is not None:
-            first = levels[0] if levels else composite
-            top = self._topology(int(first["num_workers"]), int(first["batch_size"]))
-            self._carry = (self.current_epoch, top, tuple(int(c) for c in raw))
+            self._carry = (
+                self.current_epoch,
+                _topology_of(levels[0] if levels else composite),
+                tuple(int(c) for c in raw),
+            )
         plan = self._resume_plan(self.num_workers)
         if plan is not None and plan.finished:
             self._finished_checkpoint(plan)
@@ -208,8 +215,7 @@ class ParallelStreamingDataset(CompositeDataset):
         if self._resume_state.get("resume_levels"):
             self._carry = None
             return
-        saved = self._topology(int(self._resume_state["num_workers"]), int(self._resume_state["batch_size"]))
-        self._advance(plan.epoch, saved, plan.carry, plan.all_consumed)
+        self._advance(plan.epoch, _topology_of(self._resume_state), plan.carry, plan.all_consumed)
 
     # -- iteration ----------------------------------------------------------------------------------
     def _rngs(self, where: Position, count: int) -> dict[str, Any]:
