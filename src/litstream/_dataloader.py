@@ -64,7 +64,8 @@ class StreamingDataLoader(DataLoader[Any]):
     """A ``torch.utils.data.DataLoader`` over a :class:`StreamingDataset` that can resume mid-epoch.
 
     Args:
-        dataset: The :class:`StreamingDataset` to load.
+        dataset: The :class:`StreamingDataset` to load, or a ``CombinedStreamingDataset`` /
+            ``ParallelStreamingDataset`` of them.
         batch_size: Samples per batch (default 1).
         num_workers: Worker processes (default 0: load in this process).
         shuffle: If not ``None``, overrides the dataset's ``shuffle``.
@@ -97,9 +98,9 @@ class StreamingDataLoader(DataLoader[Any]):
     ) -> None:
         if not isinstance(dataset, (StreamingDataset, CompositeDataset)):
             raise ConfigurationError(
-                f"StreamingDataLoader needs a StreamingDataset, CombinedStreamingDataset or ParallelStreamingDataset, "
-                f"got {type(dataset).__name__}; "
-                "use torch.utils.data.DataLoader for other datasets"
+                f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__}; "
+                "wrap several in CombinedStreamingDataset or ParallelStreamingDataset, "
+                "or use torch.utils.data.DataLoader for other datasets"
             )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be an int >= 1, got {batch_size!r}")
