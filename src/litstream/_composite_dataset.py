@@ -17,14 +17,8 @@ from ._dataset import StreamingDataset, _inside_worker
 from ._distributed import DistributedEnv, detect_worker
 from ._errors import ConfigurationError
 from .read._astream import SampleStream
-from .read._compose import (
-    CompositePlan,
-    MemberSpec,
-    check_members,
-    level_streams,
-    resolve_composite,
-    to_pieces,
-)
+from .read._compose import MemberSpec, level_streams, to_pieces
+from .read._compose_resume import CompositePlan, check_members, resolve_composite
 from .read._core import ReadPlanArgs
 from .read._resume import round_robin
 from .read._resume_types import Level, Topology

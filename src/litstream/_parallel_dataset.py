@@ -13,7 +13,8 @@ import torch
 from ._composite_dataset import CompositeDataset, Position
 from ._errors import ConfigurationError, PlanError
 from .read._astream_compose import ParallelSampleStream
-from .read._compose import ENDLESS, ParallelComposer, all_consumed, cycle_streams, run_length, suffix, to_pieces
+from .read._compose import ENDLESS, ParallelComposer, cycle_streams, run_length, suffix, to_pieces
+from .read._compose_resume import all_consumed
 from .read._resume_types import Topology
 
 if TYPE_CHECKING:
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 
     from ._dataset import StreamingDataset
     from .read._astream import SampleStream
-    from .read._compose import CompositePlan, Run
+    from .read._compose import Run
+    from .read._compose_resume import CompositePlan
     from .read._resume_types import Level
 
 __all__ = ["ParallelStreamingDataset"]

@@ -1,4 +1,4 @@
-"""Streams, levels and resume of Combined / Parallel datasets (pure: no I/O, no event loop).
+"""Member streams and levels of Combined / Parallel datasets (pure: no I/O, no event loop).
 
 A *member* is one wrapped dataset; :class:`MemberSpec` is what its read plan depends on besides the
 topology and the epoch. A reader (global worker ``g = rank * K + worker``) of a composite holds one
@@ -15,11 +15,11 @@ window's) serving order in one member epoch (``read._resume``'s :class:`Segment`
   epoch ``c + 1``) from a *base* position: where the previous epoch stopped (``carry``) or, without
   one, ``(epoch - 1) * share`` (``resume=True``: every earlier epoch complete) or 0 (``resume=False``).
 
-Resume works like ``read._resume``: a checkpoint records, per worker of the saving rank, how many
-composite samples it served at the current *level*; the other ranks' counts are derived assuming
-DDP lock-step and torch's in-order delivery (:func:`~litstream.read._resume.round_robin`). On the
-same topology each worker skips what it served (each member stream its own share, the mixing
-sequence its prefix). On another topology the level is closed and the remainder restriped: Combined
+Resume (``read._compose_resume``) works like ``read._resume``: a checkpoint records, per worker of
+the saving rank, how many composite samples it served at the current *level*; the other ranks'
+counts are derived assuming DDP lock-step and torch's in-order delivery. On the same topology each
+worker skips what it served (each member stream its own share, the mixing sequence its prefix). On
+another topology the level is closed and the remainder restriped (:func:`level_streams`): Combined
 restripes each member's unserved items like an elastic ``StreamingDataset`` (so with
 ``iterate_over_all`` every sample of every member is still served exactly once), Parallel restripes
 the unserved *tuples* (all members cut at the same places, so pairs stay pairs).
@@ -28,20 +28,19 @@ the unserved *tuples* (all members cut at the same places, so pairs stay pairs).
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
 from .._errors import ConfigurationError
 from ._mixing import BatchingMethod, mix_order
-from ._resume import _base_streams, _pieces, _require, check_config, round_robin, stripe_budgets
+from ._resume import _base_streams, _pieces, stripe_budgets
 from ._resume_types import EpochSpec, Level, Segment, Topology
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterator, Sequence
 
     from ._core import Piece, ShuffleMode
 
@@ -49,14 +48,11 @@ __all__ = [
     "ENDLESS",
     "CombinedComposer",
     "Composer",
-    "CompositePlan",
     "MemberSpec",
     "ParallelComposer",
     "Run",
-    "all_consumed",
     "cycle_streams",
     "level_streams",
-    "resolve_composite",
     "split_runs",
     "to_pieces",
 ]
@@ -202,6 +198,8 @@ class CombinedComposer:
         )
 
     def served(self, streams: Sequence[Sequence[Run]], batch_size: int) -> int:
+        if self.iterate_over_all:  # every item of every member drawn at all (weight 0: only empty members)
+            return sum(run_length(s) for s, w in zip(streams, self.weights, strict=True) if w > 0)
         return len(self.order(streams, batch_size))
 
     def split(self, streams: Sequence[Sequence[Run]], count: int, batch_size: int) -> list[int]:
@@ -314,129 +312,3 @@ def level_streams(
                 )
         streams = composer.restripe(streams, level.consumed, following, following.batch_size)
     return streams
-
-
-@dataclass(frozen=True)
-class CompositePlan:
-    """Where one rank of a composite resumes (the counterpart of ``read._resume.ResumePlan``).
-
-    Attributes:
-        epoch: The epoch being resumed.
-        levels: Closed levels, oldest first.
-        topology: The topology of the level being served.
-        rank: The rank this plan is for.
-        consumed: Samples served per logical worker of ``rank`` at this level.
-        start: The logical worker that torch worker 0 serves.
-        finished: The saved rank had finished the epoch.
-        carry: Level-0 base positions (cycling Parallel), else ``None``.
-        all_consumed: Served counts of every global worker at the saved level (exact for the saving
-            rank, derived for the others).
-    """
-
-    epoch: int
-    levels: tuple[Level, ...]
-    topology: Topology
-    rank: int
-    consumed: tuple[int, ...]
-    start: int
-    finished: bool
-    carry: tuple[int, ...] | None
-    all_consumed: tuple[int, ...]
-
-
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigurationError(f"checkpoint has {what}={value!r}; expected an int >= 0")
-    return value
-
-
-def _levels(raw: Sequence[Mapping[str, Any]]) -> tuple[Level, ...]:
-    out = []
-    for entry in raw:
-        top = Topology(*(max(_count(_require(entry, k), k), 1) for k in ("world_size", "num_workers", "batch_size")))
-        consumed = tuple(_count(c, "consumed") for c in _require(entry, "consumed"))
-        if len(consumed) != top.world_size * top.num_workers:
-            raise ConfigurationError(f"checkpoint level {entry!r} must list one consumed count per global worker")
-        out.append(Level(top, consumed))
-    return tuple(out)
-
-
-def all_consumed(
-    composer: Composer,
-    epoch: int,
-    levels: tuple[Level, ...],
-    topology: Topology,
-    carry: tuple[int, ...] | None,
-    rank: int,
-    own: Sequence[int],
-) -> tuple[list[int], int, list[int]]:
-    """Counts of every global worker at the current level, given ``rank``'s own counts ``own``.
-
-    Returns:
-        ``(consumed, batches, lengths)``: per global worker, the batches ``rank`` delivered, and
-        what each global worker serves at this level.
-
-    Raises:
-        ConfigurationError: ``own`` does not fit the level.
-    """
-    streams = level_streams(composer, epoch, levels, topology, carry)
-    workers, batch = topology.num_workers, topology.batch_size
-    lengths = [composer.served(s, batch) for s in streams]
-    if len(own) != workers:
-        raise ConfigurationError(f"checkpoint lists {len(own)} worker counts for num_workers={workers}")
-    for w, (done, total) in enumerate(zip(own, lengths[rank * workers : (rank + 1) * workers], strict=True)):
-        if done > total:
-            raise ConfigurationError(
-                f"checkpoint says worker {w} of rank {rank} served {done} samples but it serves only {total} in "
-                f"epoch {epoch}; the checkpoint belongs to another dataset or run"
-            )
-    batches = sum(math.ceil(c / batch) for c in own)
-    consumed: list[int] = []
-    for r in range(topology.world_size):
-        row = lengths[r * workers : (r + 1) * workers]
-        consumed += list(own) if r == rank else round_robin(row, batch, batches)[0]
-    return consumed, batches, lengths
-
-
-def resolve_composite(composer: Composer, state: Mapping[str, Any], *, rank: int, topology: Topology) -> CompositePlan:
-    """Where ``rank`` of a run on ``topology`` resumes the composite checkpoint ``state``.
-
-    ``state`` is the ``"composite"`` entry of a Combined / Parallel state dict (already checked).
-
-    Raises:
-        ConfigurationError: a missing or malformed key, or counts the epoch cannot hold.
-    """
-    levels = _levels(state.get("resume_levels") or ())
-    saved = Topology(*(max(_count(_require(state, k), k), 1) for k in ("world_size", "num_workers", "batch_size")))
-    epoch = max(_count(_require(state, "current_epoch"), "current_epoch"), 1)
-    raw_carry = state.get("carry")
-    carry = None if raw_carry is None else tuple(_count(c, "carry") for c in raw_carry)
-    saver = _count(state.get("rank", 0), "rank")
-    if saver >= saved.world_size:
-        raise ConfigurationError(f"checkpoint has rank={saver} but world_size={saved.world_size}")
-    own = [_count(c, "worker_samples_yielded") for c in _require(state, "worker_samples_yielded")]
-    consumed, batches, lengths = all_consumed(composer, epoch, levels, saved, carry, saver, own)
-    workers = saved.num_workers
-    finished = own == lengths[saver * workers : (saver + 1) * workers]
-    if topology == saved:
-        mine = consumed[rank * workers : (rank + 1) * workers]
-        start = round_robin(lengths[rank * workers : (rank + 1) * workers], saved.batch_size, batches)[1]
-        return CompositePlan(epoch, levels, topology, rank, tuple(mine), start, finished, carry, tuple(consumed))
-    closed = (*levels, Level(saved, tuple(consumed)))
-    zeros = (0,) * topology.num_workers
-    return CompositePlan(epoch, closed, topology, rank, zeros, 0, finished, carry, tuple(consumed))
-
-
-def check_members(saved: Mapping[str, Any], current: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Mismatches between the member states of a checkpoint and the members' configurations.
-
-    Returns:
-        One message per mismatching member (empty when all match).
-    """
-    problems = []
-    for i, config in enumerate(current):
-        try:
-            check_config(saved[str(i)], config)
-        except ConfigurationError as exc:
-            problems.append(f"dataset {i}: {exc}")
-    return problems

@@ -21,6 +21,7 @@ import itertools
 import math
 import random
 from array import array
+from collections import Counter
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from .._errors import ConfigurationError
@@ -108,8 +109,21 @@ def mix_order(
 
     while alive:
         if iterate_over_all and len(alive) == 1:
-            member = alive[0]
+            member = alive[0]  # the last member left is served without drawing
+            if left[member]:
+                out.extend([member] * left[member])
+                left[member] = 0
+                continue
         elif stratified:
+            # Draws that cannot hit an exhausted member can be made in one call: the same random
+            # numbers, in the same order, as one call per sample (random.choices with k=n).
+            block = min(left[i] for i in alive)
+            if block > 1:
+                draws = rng.choices(alive, cum_weights=cum, k=block)
+                out.extend(draws)
+                for i, n in Counter(draws).items():
+                    left[i] -= n
+                continue
             member = draw()
         elif current in alive and run < batch_size:
             member = current
