@@ -107,3 +107,44 @@ def test_iterate_over_all_is_exact_for_any_lengths(
         batch_size=batch_size,
     )
     assert Counter(order) == Counter({i: n for i, n in enumerate(lengths) if n})
+
+
+def _one_draw_per_sample(lengths: list[int], weights: list[float], seed: int, iterate_over_all: bool) -> list[int]:
+    """LitData's stratified loop, written plainly: one ``choices`` call per sample, renormalising on removal."""
+    import random
+
+    rng = random.Random(seed)
+    left = list(lengths)
+    pool: list[int | None] = list(range(len(lengths)))
+    w: list[float | None] = list(weights)
+    out = []
+    while True:
+        indexes = [i for i in pool if i is not None]
+        if iterate_over_all and len(indexes) == 1:
+            member = indexes[0]
+        else:
+            member = rng.choices(indexes, weights=[x for x in w if x is not None], k=1)[0]
+        if left[member] == 0:
+            if not iterate_over_all or len(indexes) == 1:
+                return out
+            pool[member], w[member] = None, None
+            total = sum(x for x in w if x is not None)
+            w = [None if x is None else x / total for x in w]
+            continue
+        left[member] -= 1
+        out.append(member)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 40), min_size=1, max_size=4),
+    raw=st.lists(st.floats(0.01, 10), min_size=4, max_size=4),
+    seed=st.integers(0, 2**32 - 1),
+    iterate_over_all=st.booleans(),
+)
+def test_batched_draws_equal_one_draw_per_sample(
+    lengths: list[int], raw: list[float], seed: int, iterate_over_all: bool
+) -> None:
+    weights = normalize_weights(raw[: len(lengths)], len(lengths))
+    got = mix_order(tuple(lengths), weights, seed=seed, iterate_over_all=iterate_over_all)
+    assert list(got) == _one_draw_per_sample(lengths, list(weights), seed, iterate_over_all)

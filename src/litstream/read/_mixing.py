@@ -7,7 +7,8 @@ so a checkpoint needs only the number of samples served: the members' positions 
 state follow by replaying the sequence.
 
 The draws follow LitData's ``_CombinedDatasetIterator``: one ``random.Random(seed)`` per reader (the
-same seed on every worker and rank), one weighted ``choices`` draw per sample (``"stratified"``) or
+same seed on every worker and rank), one weighted ``choices`` draw per sample (``"stratified"``; the
+same random numbers and weights as LitData, so the same sequence for the same member streams) or
 per run of ``batch_size`` samples (``"per_stream"``, a new run always switches member while more
 than one is left). A member found exhausted when it is drawn is removed; with ``iterate_over_all``
 the draw is repeated among the others and the last member left is served without drawing,
@@ -63,13 +64,15 @@ def normalize_weights(weights: Sequence[object], num_members: int) -> tuple[floa
         raise ConfigurationError(
             f"weights has {len(values)} entries but there are {num_members} datasets; pass one weight per dataset"
         )
+    numbers: list[float] = []
     for w in values:
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise ConfigurationError(f"weights must be finite numbers >= 0, got {w!r} in {values!r}")
-    total = math.fsum(float(w) for w in values)  # type: ignore[arg-type]
+        numbers.append(float(w))
+    total = sum(numbers)  # a plain sum in order, as LitData, for the same normalised values
     if total <= 0:
         raise ConfigurationError(f"weights must not all be 0, got {values!r}; give at least one dataset a weight > 0")
-    return tuple(float(w) / total for w in values)  # type: ignore[arg-type]
+    return tuple(w / total for w in numbers)
 
 
 @functools.lru_cache(maxsize=64)
@@ -99,6 +102,7 @@ def mix_order(
     rng = random.Random(seed)
     left = list(lengths)
     alive = [i for i, w in enumerate(weights) if w > 0]
+    current_weights = list(weights)
     cum = list(itertools.accumulate(weights[i] for i in alive))
     out: array[int] = array("l")
     current, run = -1, 0
@@ -136,7 +140,10 @@ def mix_order(
             if not iterate_over_all:
                 break
             alive.remove(member)
-            cum = list(itertools.accumulate(weights[i] for i in alive))
+            if alive:  # renormalise the rest, as LitData does, so the draws stay identical to its draws
+                total = sum(current_weights[i] for i in alive)
+                current_weights = [w / total if total else w for w in current_weights]
+            cum = list(itertools.accumulate(current_weights[i] for i in alive))
             continue
         left[member] -= 1
         out.append(member)

@@ -1,0 +1,48 @@
+"""CombinedStreamingDataset draws the same sequence as LitData's, on the same data (LitData as test peer)."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from litstream import CombinedStreamingDataset, StreamingDataset
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+litdata = pytest.importorskip("litdata")
+
+pytestmark = [
+    pytest.mark.litdata,
+    # LitData's item loader drops open chunk files without closing them.
+    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name=:ResourceWarning"),
+]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"seed": 3},
+        {"iterate_over_all": False},
+        {"iterate_over_all": False, "weights": [0.3, 0.6, 0.1]},
+        {"iterate_over_all": False, "weights": [2, 0, 1]},
+    ],
+    ids=["all", "all-seed3", "default-weights", "weights", "zero-weight"],
+)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_same_mix_as_litdata(
+    ints_50: Path, odd_37: Path, thousands_50: Path, tmp_path: Path, kwargs: dict[str, Any], shuffle: bool
+) -> None:
+    paths = (ints_50, odd_37, thousands_50)
+    # LitData reads its own copies (it may write next to the chunks).
+    copies = [shutil.copytree(p, tmp_path / f"litdata-{i}") for i, p in enumerate(paths)]
+    theirs = list(
+        litdata.CombinedStreamingDataset([litdata.StreamingDataset(str(p), shuffle=shuffle) for p in copies], **kwargs)
+    )
+    ours = list(CombinedStreamingDataset([StreamingDataset(p, shuffle=shuffle) for p in paths], **kwargs))
+    assert ours == [int(x) for x in theirs]
+    if kwargs.get("iterate_over_all", True):
+        assert sorted(ours) == list(range(50)) + list(range(1000, 1050)) + list(range(2000, 2037))
