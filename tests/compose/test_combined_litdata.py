@@ -29,8 +29,10 @@ pytestmark = [
         {"iterate_over_all": False},
         {"iterate_over_all": False, "weights": [0.3, 0.6, 0.1]},
         {"iterate_over_all": False, "weights": [2, 0, 1]},
+        {"batching_method": "per_stream"},
+        {"batching_method": "per_stream", "iterate_over_all": False, "weights": [0.5, 0.2, 0.3]},
     ],
-    ids=["all", "all-seed3", "default-weights", "weights", "zero-weight"],
+    ids=["all", "all-seed3", "default-weights", "weights", "zero-weight", "per-stream", "per-stream-weights"],
 )
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_same_mix_as_litdata(
@@ -39,10 +41,13 @@ def test_same_mix_as_litdata(
     paths = (ints_50, odd_37, thousands_50)
     # LitData reads its own copies (it may write next to the chunks).
     copies = [shutil.copytree(p, tmp_path / f"litdata-{i}") for i, p in enumerate(paths)]
-    theirs = list(
-        litdata.CombinedStreamingDataset([litdata.StreamingDataset(str(p), shuffle=shuffle) for p in copies], **kwargs)
+    peer = litdata.CombinedStreamingDataset(
+        [litdata.StreamingDataset(str(p), shuffle=shuffle) for p in copies], **kwargs
     )
-    ours = list(CombinedStreamingDataset([StreamingDataset(p, shuffle=shuffle) for p in paths], **kwargs))
+    mine = CombinedStreamingDataset([StreamingDataset(p, shuffle=shuffle) for p in paths], **kwargs)
+    peer.set_batch_size(4)  # the run length of "per_stream"
+    mine.set_batch_size(4)
+    theirs, ours = list(peer), list(mine)
     assert ours == [int(x) for x in theirs]
     if kwargs.get("iterate_over_all", True):
         assert sorted(ours) == list(range(50)) + list(range(1000, 1050)) + list(range(2000, 2037))

@@ -7,12 +7,13 @@ so a checkpoint needs only the number of samples served: the members' positions 
 state follow by replaying the sequence.
 
 The draws follow LitData's ``_CombinedDatasetIterator``: one ``random.Random(seed)`` per reader (the
-same seed on every worker and rank), one weighted ``choices`` draw per sample (``"stratified"``; the
-same random numbers and weights as LitData, so the same sequence for the same member streams) or
+same seed on every worker and rank), one weighted ``choices`` draw per sample (``"stratified"``) or
 per run of ``batch_size`` samples (``"per_stream"``, a new run always switches member while more
 than one is left). A member found exhausted when it is drawn is removed; with ``iterate_over_all``
 the draw is repeated among the others and the last member left is served without drawing,
-otherwise the first exhausted draw ends the stream. Members of weight 0 are never drawn.
+otherwise the first exhausted draw ends the stream. Members of weight 0 are never drawn. The
+random numbers, the weights (renormalised as LitData does when a member is removed) and so the
+sequence are LitData's, for the same member streams (tested against LitData).
 """
 
 from __future__ import annotations
