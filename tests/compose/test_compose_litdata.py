@@ -1,4 +1,4 @@
-"""CombinedStreamingDataset draws the same sequence as LitData's, on the same data (LitData as test peer)."""
+"""Combined and Parallel serve what LitData's serve, on the same data, in one process (LitData as test peer)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from litstream import CombinedStreamingDataset, StreamingDataset
+from litstream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataset
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,3 +51,19 @@ def test_same_mix_as_litdata(
     assert ours == [int(x) for x in theirs]
     if kwargs.get("iterate_over_all", True):
         assert sorted(ours) == list(range(50)) + list(range(1000, 1050)) + list(range(2000, 2037))
+
+
+@pytest.mark.parametrize("length", [None, 61, 200])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_parallel_same_tuples_as_litdata(
+    ints_50: Path, odd_37: Path, tmp_path: Path, length: int | None, shuffle: bool
+) -> None:
+    paths = (ints_50, odd_37)
+    copies = [shutil.copytree(p, tmp_path / f"litdata-{i}") for i, p in enumerate(paths)]
+    peer = litdata.ParallelStreamingDataset(
+        [litdata.StreamingDataset(str(p), shuffle=shuffle) for p in copies], length=length
+    )
+    theirs = [tuple(int(x) for x in t) for t in peer]
+    ours = list(ParallelStreamingDataset([StreamingDataset(p, shuffle=shuffle) for p in paths], length=length))
+    assert ours == theirs
+    assert len(ours) == (length or 37)
