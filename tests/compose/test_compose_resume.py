@@ -44,7 +44,7 @@ def combined_loader(
     paths: tuple[Path, ...],
     num_workers: int,
     batch_size: int,
-    shuffle: bool,
+    shuffle: Any,
     weights: list[float] | None = None,
     drop_last: bool | None = None,
 ) -> StreamingDataLoader:
@@ -54,7 +54,7 @@ def combined_loader(
 
 
 def parallel_loader(
-    paths: tuple[Path, ...], num_workers: int, batch_size: int, shuffle: bool, length: int | None, resume: bool = True
+    paths: tuple[Path, ...], num_workers: int, batch_size: int, shuffle: Any, length: int | None, resume: bool = True
 ) -> StreamingDataLoader:
     members = [StreamingDataset(p, shuffle=shuffle) for p in paths]
     pds = ParallelStreamingDataset(members, length=length, transform=pair_code, resume=resume)
@@ -245,3 +245,16 @@ def test_composites_refuse_several_nodes(ints_50: Path, monkeypatch: pytest.Monk
     cds = CombinedStreamingDataset([StreamingDataset(ints_50)])
     with pytest.raises(Exception, match=r"CombinedStreamingDataset does not support num_nodes=2 yet"):
         len(cds)
+
+
+def test_window_shuffled_members_obey_the_resume_law(ints_50: Path, thousands_50: Path, odd_37: Path) -> None:
+    paths = (ints_50, thousands_50, odd_37)
+    make = functools.partial(combined_loader, paths, 2, 3, "window")
+    for after in ((2, 3), (0, 4)):
+        assert_resume_law(
+            make, stop_after=5, make_resumed_loader=functools.partial(combined_loader, paths, *after, "window")
+        )
+    make = functools.partial(parallel_loader, paths[::2], 2, 3, "window", 33)
+    assert_resume_law(
+        make, stop_after=3, make_resumed_loader=functools.partial(parallel_loader, paths[::2], 0, 4, "window", 33)
+    )
