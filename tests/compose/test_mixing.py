@@ -117,7 +117,7 @@ def _one_draw_per_sample(lengths: list[int], weights: list[float], seed: int, it
     left = list(lengths)
     pool: list[int | None] = list(range(len(lengths)))
     w: list[float | None] = list(weights)
-    out = []
+    out: list[int] = []
     while True:
         indexes = [i for i in pool if i is not None]
         if iterate_over_all and len(indexes) == 1:
