@@ -214,13 +214,16 @@ def test_b13_resume_false_restarts_every_epoch(ints_10: Path) -> None:
 
 
 def test_parallel_cycling_continues_across_complete_epochs_with_workers(ints_50: Path, odd_37: Path) -> None:
+    def per_worker(batches: list[list[int]]) -> list[list[int]]:
+        # both workers hold the same share, so torch alternates them strictly: batch i is worker i % 2's
+        return [[x for b in batches[w::2] for x in b] for w in range(2)]
+
     loader = parallel_loader((ints_50, odd_37), 2, 4, False, 30)
-    epochs = [flat(loader) for _ in range(3)]
-    # each worker reads its own half of each member; over the epochs it goes on cycling its half
-    assert [len(e) for e in epochs] == [30, 30, 30]
-    firsts = {divmod(code, 10_000)[0] for code in epochs[0]}
-    seconds = {divmod(code, 10_000)[0] for code in epochs[1]}
-    assert firsts != seconds
+    epochs = [per_worker([as_items(b) for b in loader]) for _ in range(3)]
+    assert [len(e[0]) + len(e[1]) for e in epochs] == [30, 30, 30]
+    # three epochs of 30 steps continue each worker's cycle: together they are one epoch of 90
+    one = per_worker([as_items(b) for b in parallel_loader((ints_50, odd_37), 2, 4, False, 90)])
+    assert [epochs[0][w] + epochs[1][w] + epochs[2][w] for w in range(2)] == one
 
 
 @pytest.mark.parametrize("length", [None, 40])
