@@ -8,6 +8,7 @@ def test_public_names_are_exactly_these() -> None:
     assert litstream.__all__ == [
         "AsyncUploader",
         "ChunkWriter",
+        "CombinedStreamingDataset",
         "ConfigurationError",
         "DatasetNotFoundError",
         "Dir",
@@ -17,6 +18,7 @@ def test_public_names_are_exactly_these() -> None:
         "ObjectNotFoundError",
         "ObstoreStore",
         "OutputNotEmptyError",
+        "ParallelStreamingDataset",
         "PlanError",
         "SampleStream",
         "StorageError",

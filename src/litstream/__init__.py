@@ -5,6 +5,7 @@ The public API; everything else lives in private modules.
 
 from __future__ import annotations
 
+from ._combined_dataset import CombinedStreamingDataset as CombinedStreamingDataset
 from ._dataloader import StreamingDataLoader as StreamingDataLoader
 from ._dataset import StreamingDataset as StreamingDataset
 from ._errors import ConfigurationError as ConfigurationError
@@ -16,6 +17,7 @@ from ._errors import OutputNotEmptyError as OutputNotEmptyError
 from ._errors import PlanError as PlanError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
+from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
 from ._split import train_test_split as train_test_split
 from .format._loaders import PyTreeLoader as PyTreeLoader
 from .format._loaders import TokensLoader as TokensLoader
@@ -38,6 +40,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncUploader",
     "ChunkWriter",
+    "CombinedStreamingDataset",
     "ConfigurationError",
     "DatasetNotFoundError",
     "Dir",
@@ -47,6 +50,7 @@ __all__ = [
     "ObjectNotFoundError",
     "ObstoreStore",
     "OutputNotEmptyError",
+    "ParallelStreamingDataset",
     "PlanError",
     "SampleStream",
     "StorageError",

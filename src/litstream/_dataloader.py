@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torch.utils.data import DataLoader, default_collate, get_worker_info
 
+from ._composite_dataset import CompositeDataset
 from ._dataset import StreamingDataset
 from ._errors import ConfigurationError
 from .storage import _store
@@ -63,7 +64,8 @@ class StreamingDataLoader(DataLoader[Any]):
     """A ``torch.utils.data.DataLoader`` over a :class:`StreamingDataset` that can resume mid-epoch.
 
     Args:
-        dataset: The :class:`StreamingDataset` to load.
+        dataset: The :class:`StreamingDataset` to load, or a ``CombinedStreamingDataset`` /
+            ``ParallelStreamingDataset`` of them.
         batch_size: Samples per batch (default 1).
         num_workers: Worker processes (default 0: load in this process).
         shuffle: If not ``None``, overrides the dataset's ``shuffle``.
@@ -86,7 +88,7 @@ class StreamingDataLoader(DataLoader[Any]):
 
     def __init__(
         self,
-        dataset: StreamingDataset,
+        dataset: StreamingDataset | CompositeDataset,
         batch_size: int = 1,
         num_workers: int = 0,
         shuffle: ShuffleMode | None = None,
@@ -94,10 +96,11 @@ class StreamingDataLoader(DataLoader[Any]):
         collate_fn: Callable[[list[Any]], Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(dataset, StreamingDataset):
+        if not isinstance(dataset, (StreamingDataset, CompositeDataset)):
             raise ConfigurationError(
                 f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__}; "
-                "use torch.utils.data.DataLoader for other datasets"
+                "wrap several in CombinedStreamingDataset or ParallelStreamingDataset, "
+                "or use torch.utils.data.DataLoader for other datasets"
             )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be an int >= 1, got {batch_size!r}")
@@ -132,19 +135,22 @@ class StreamingDataLoader(DataLoader[Any]):
 
         This is the length of a normal epoch, also while a resumed epoch is being served.
         """
-        dataset: StreamingDataset = self.dataset  # type: ignore[assignment]
+        dataset: StreamingDataset | CompositeDataset = self.dataset  # type: ignore[assignment]
         assert self.batch_size is not None
         lengths = dataset.worker_lengths(self.num_workers, self.batch_size)
         return sum(math.ceil(n / self.batch_size) for n in lengths)
 
     def __iter__(self) -> Generator[Any, None, None]:  # type: ignore[override]
-        dataset: StreamingDataset = self.dataset  # type: ignore[assignment]
+        dataset: StreamingDataset | CompositeDataset = self.dataset  # type: ignore[assignment]
         workers = max(self.num_workers, 1)
         plan = dataset._resume_plan(self.num_workers) if self._restoring else None
         if plan is not None:
             # (Re)start the resumed epoch from the checkpoint, also after an abandoned first try.
             self._set_position(list(plan.consumed), plan.levels, plan.start)
         else:
+            carry = getattr(dataset, "_carry_epoch", None)  # ParallelStreamingDataset(length=..., resume=True)
+            if carry is not None and self.current_epoch >= 1:
+                carry(self.current_epoch, self._worker_samples, self._levels, self.num_workers)
             self.current_epoch += 1
             self._set_position([0] * workers, (), 0)
             dataset._clear_resume()
@@ -177,7 +183,7 @@ class StreamingDataLoader(DataLoader[Any]):
             ``current_epoch`` is 0 before the first ``iter()``. The dataset state is described in
             :meth:`StreamingDataset.state_dict`.
         """
-        dataset: StreamingDataset = self.dataset  # type: ignore[assignment]
+        dataset: StreamingDataset | CompositeDataset = self.dataset  # type: ignore[assignment]
         return {
             "dataset": dataset.state_dict(
                 self.num_samples_yielded,
@@ -207,7 +213,7 @@ class StreamingDataLoader(DataLoader[Any]):
             ConfigurationError: the checkpoint was saved with another ``shuffle``, ``seed``,
                 ``drop_last``, input or item loader, or its counts exceed what its epoch holds.
         """
-        dataset: StreamingDataset = self.dataset  # type: ignore[assignment]
+        dataset: StreamingDataset | CompositeDataset = self.dataset  # type: ignore[assignment]
         saved = state["dataset"]
         dataset.load_state_dict(saved)
         epoch = int(state.get("current_epoch", saved.get("current_epoch", 0)))

@@ -37,7 +37,10 @@ from .storage._store import HedgedStore, Store
 if TYPE_CHECKING:
     from collections.abc import Generator, Mapping, Sequence
 
+    from anyio.from_thread import BlockingPortal
+
     from .format._serializers import Serializer
+    from .read._core import Piece
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -299,33 +302,41 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
             pieces = plan.pieces((plan.start + worker.worker) % worker.num_workers)
             if selection is not None:
                 pieces = selection.file_pieces(pieces)
-        transform = self._apply if self.transforms else None
         with _portal.daemon_portal() as portal:
-            send, receive = portal.call(_make_stream)
-            future = portal.start_task_soon(
-                lambda: produce_chunks(source, pieces, send, max_pre_download=self.max_pre_download)
-            )
-            try:
-                while True:
-                    work = portal.call(_receive, receive)
-                    if work is None:
-                        break
-                    yield from iter_work(source, work, transform)
-                try:
-                    future.result()
-                except BaseExceptionGroup as group:
-                    single = collapse_exception_group(group)
-                    if single is group:
-                        raise
-                    raise single from None
-            finally:
-                if not sys.is_finalizing():  # at interpreter exit the loop thread may be gone
-                    if not future.done():
-                        future.cancel()
-                    portal.call(_close, receive)
+            yield from self._serve(pieces, portal)
         self._clear_resume()
         if not _inside_worker():
             self.current_epoch += 1
+
+    def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal) -> Generator[Any, None, None]:
+        """Yield the samples of ``pieces`` (as ``plan_pieces`` returns them), fetched on ``portal``'s loop.
+
+        Used by ``__iter__`` and by the Combined / Parallel wrappers, which share one portal per worker.
+        """
+        source = self._get_source()
+        transform = self._apply if self.transforms else None
+        send, receive = portal.call(_make_stream)
+        future = portal.start_task_soon(
+            lambda: produce_chunks(source, pieces, send, max_pre_download=self.max_pre_download)
+        )
+        try:
+            while True:
+                work = portal.call(_receive, receive)
+                if work is None:
+                    break
+                yield from iter_work(source, work, transform)
+            try:
+                future.result()
+            except BaseExceptionGroup as group:
+                single = collapse_exception_group(group)
+                if single is group:
+                    raise
+                raise single from None
+        finally:
+            if not sys.is_finalizing():  # at interpreter exit the loop thread may be gone
+                if not future.done():
+                    future.cancel()
+                portal.call(_close, receive)
 
     # -- resume -----------------------------------------------------------------------------------
     def state_dict(

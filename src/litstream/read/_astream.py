@@ -113,10 +113,12 @@ class SampleStream:
         serializers: Mapping[str, Serializer] | None,
         item_loader: PyTreeLoader | TokensLoader | None = None,
         select: Callable[[Sequence[int]], Selection | None] | None = None,
+        pieces: Sequence[Piece] | None = None,
     ) -> None:
         self._store = store
         self._item_loader = item_loader
         self._select = select
+        self._given_pieces = pieces  # a composite's member stream; None: plan them from ``plan``
         self._plan = plan
         self._max_pre_download = max_pre_download
         self._transform = transform
@@ -133,8 +135,11 @@ class SampleStream:
     async def _open(self) -> DatasetSource:
         if self._source is None:
             self._source = await DatasetSource.open(self._store, self._serializers, item_loader=self._item_loader)
-            selection = None if self._select is None else self._select(self._source.chunk_sizes)
-            self._pieces = deque(plan_pieces(self._source, self._plan, selection))
+            if self._given_pieces is not None:
+                self._pieces = deque(self._given_pieces)
+            else:
+                selection = None if self._select is None else self._select(self._source.chunk_sizes)
+                self._pieces = deque(plan_pieces(self._source, self._plan, selection))
         return self._source
 
     async def __aenter__(self) -> SampleStream:

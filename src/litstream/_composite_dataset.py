@@ -1,0 +1,368 @@
+"""What ``CombinedStreamingDataset`` and ``ParallelStreamingDataset`` share: configuration, the
+loader protocol (lengths, ``state_dict`` / ``load_state_dict``, resume plans) and the per-worker
+iteration skeleton. The logic lives in ``read._compose`` (streams, levels, resume) and
+``read._mixing``; this facade only wires it to the members and to one portal per worker.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from torch.utils.data import IterableDataset
+
+from . import _portal
+from ._dataset import StreamingDataset, _inside_worker
+from ._distributed import DistributedEnv, detect_worker
+from ._errors import ConfigurationError
+from .read._astream import SampleStream
+from .read._compose import MemberSpec, level_streams, to_pieces
+from .read._compose_resume import CompositePlan, check_members, resolve_composite
+from .read._core import ReadPlanArgs
+from .read._resume import round_robin
+from .read._resume_types import Level, Topology
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from anyio.from_thread import BlockingPortal
+
+    from .read._astream_compose import ComposedSampleStream
+    from .read._compose import Composer, Run
+    from .read._core import ShuffleMode
+
+__all__ = ["CompositeDataset", "Position"]
+
+
+class Position(NamedTuple):
+    """Where a reader serves from: global worker, epoch, level index, the level's topology and the
+    level-0 base positions of a cycling Parallel (``None``: the default)."""
+
+    worker: int
+    epoch: int
+    level: int
+    topology: Topology
+    carry: tuple[int, ...] | None
+
+
+class CompositeDataset(IterableDataset[Any]):
+    """Base of the Combined / Parallel wrappers (not public). Subclasses define ``_kind``,
+    ``_config()``, ``_composer()`` and ``_emit()``."""
+
+    _kind = ""
+
+    def __init__(self, datasets: Sequence[StreamingDataset], force_override_state_dict: bool) -> None:
+        if isinstance(datasets, StreamingDataset) or not isinstance(datasets, Sequence) or not datasets:
+            raise ConfigurationError(f"datasets must be a non-empty list of StreamingDataset, got {datasets!r}")
+        for i, d in enumerate(datasets):
+            if not isinstance(d, StreamingDataset):
+                raise ConfigurationError(
+                    f"datasets[{i}] is a {type(d).__name__}; every dataset must be a StreamingDataset"
+                )
+            if d._selection is not None or d.subsample != 1.0:
+                raise ConfigurationError(
+                    f"datasets[{i}] serves a selection (subsample, subset or train_test_split part); "
+                    f"{type(self).__name__} mixes whole datasets only in this version: write the part out "
+                    "with optimize() or pass the whole dataset"
+                )
+        if not isinstance(force_override_state_dict, bool):
+            raise ConfigurationError(f"force_override_state_dict must be a bool, got {force_override_state_dict!r}")
+        self._datasets = list(datasets)
+        self._force_override_state_dict = force_override_state_dict
+        self.current_epoch = 1
+        self.batch_size = 1
+        self.num_workers = 1
+        self._resume_state: dict[str, Any] | None = None  # the "composite" entry of a loaded checkpoint
+        self._resume: CompositePlan | None = None
+
+    @property
+    def datasets(self) -> list[StreamingDataset]:
+        """The wrapped datasets, in order."""
+        return list(self._datasets)
+
+    # -- configuration, pushed into every member (LitData's setters) ------------------------------
+    def set_epoch(self, current_epoch: int) -> None:
+        """Set the 1-based epoch (ignored while a loaded checkpoint is pending)."""
+        if self._resume_state is None:
+            self.current_epoch = current_epoch
+            for d in self._datasets:
+                d.set_epoch(current_epoch)
+
+    def set_shuffle(self, shuffle: ShuffleMode) -> None:
+        for d in self._datasets:
+            d.set_shuffle(shuffle)
+
+    def set_drop_last(self, drop_last: bool) -> None:
+        for d in self._datasets:
+            d.set_drop_last(drop_last)
+
+    def set_batch_size(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        for d in self._datasets:
+            d.set_batch_size(batch_size)
+
+    def set_num_workers(self, num_workers: int) -> None:
+        self.num_workers = num_workers or 1
+        for d in self._datasets:
+            d.set_num_workers(num_workers)
+
+    def _pin_distributed(self) -> None:
+        for d in self._datasets:
+            d._pin_distributed()
+
+    def _env(self) -> DistributedEnv:
+        env = self._datasets[0]._distributed()
+        if env.num_nodes > 1:
+            raise ConfigurationError(
+                f"{type(self).__name__} does not support num_nodes={env.num_nodes} yet; run on one node (unset NNODES)"
+            )
+        return env
+
+    # -- what subclasses provide --------------------------------------------------------------------
+    def _config(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _composer(self) -> Composer:
+        raise NotImplementedError
+
+    def _emit(
+        self, streams: list[list[Run]], count: int, portal: BlockingPortal, where: Position
+    ) -> Generator[Any, None, None]:
+        """Serve ``streams`` (one per member) from sample ``count`` on."""
+        raise NotImplementedError
+
+    def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
+        return None
+
+    def _members(self) -> tuple[MemberSpec, ...]:
+        return tuple(
+            MemberSpec(tuple(d._get_source().chunk_sizes), d.shuffle, d.seed, d.drop_last, d.shuffle_window)
+            for d in self._datasets
+        )
+
+    def _topology(self, num_workers: int, batch_size: int | None = None) -> Topology:
+        return Topology(self._env().world_size, max(num_workers, 1), batch_size or self.batch_size)
+
+    # -- lengths -------------------------------------------------------------------------------------
+    def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
+        """Samples each worker of this rank serves in the current epoch (index = worker id)."""
+        env = self._env()
+        topology = self._topology(num_workers, batch_size)
+        composer = self._composer()
+        streams = level_streams(
+            composer, self.current_epoch, (), topology, self._carry_for(self.current_epoch, topology)
+        )
+        k = topology.num_workers
+        return [composer.served(s, batch_size) for s in streams[env.rank * k : (env.rank + 1) * k]]
+
+    def get_len(self, num_workers: int, batch_size: int) -> int:
+        """Samples this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
+        return sum(self.worker_lengths(num_workers, batch_size))
+
+    def __len__(self) -> int:
+        return self.get_len(self.num_workers, self.batch_size)
+
+    # -- iteration -------------------------------------------------------------------------------------
+    def __iter__(self) -> Generator[Any, None, None]:
+        env = self._env()
+        worker = detect_worker()
+        topology = self._topology(worker.num_workers)
+        plan = self._resume_plan(worker.num_workers)
+        if plan is not None and plan.finished:  # saved at the end of its epoch: go on with the next
+            self._finished_checkpoint(plan)
+            self._clear_resume()
+            self.current_epoch = plan.epoch + 1
+            plan = None
+        levels: tuple[Level, ...] = ()
+        if plan is None:
+            epoch, logical, count = self.current_epoch, worker.worker, 0
+            carry = self._carry_for(epoch, topology)
+        else:
+            epoch, levels, carry = plan.epoch, plan.levels, plan.carry
+            logical = (plan.start + worker.worker) % worker.num_workers
+            count = plan.consumed[logical]
+        g = env.rank * topology.num_workers + logical
+        streams = level_streams(self._composer(), epoch, levels, topology, carry)[g]
+        with _portal.daemon_portal() as portal:
+            yield from self._emit(streams, count, portal, Position(g, epoch, len(levels), topology, carry))
+        self._clear_resume()
+        if not _inside_worker():
+            self.current_epoch = epoch + 1
+
+    def _finished_checkpoint(self, plan: CompositePlan) -> None:
+        """Called when a loaded checkpoint turns out to be at the end of its epoch."""
+
+    # -- resume ------------------------------------------------------------------------------------
+    def state_dict(
+        self,
+        num_samples_yielded: int,
+        num_workers: int,
+        batch_size: int,
+        *,
+        current_epoch: int | None = None,
+        worker_samples_yielded: Sequence[int] | None = None,
+        resume_levels: Sequence[Level] = (),
+    ) -> dict[str, Any]:
+        """Checkpoint of this rank's position in the current epoch (``StreamingDataLoader`` fills the arguments).
+
+        Args: as ``StreamingDataset.state_dict``; the counts are of composite samples.
+
+        Returns:
+            ``{"0": <state of dataset 0>, "1": ..., "composite": {...}}`` (plain values, picklable):
+            LitData's layout (one ``StreamingDataset`` state per member, holding that member's
+            share of the counts) plus the wrapper's own entry, which is what resume uses.
+        """
+        env = self._env()
+        workers = max(num_workers, 1)
+        epoch = self.current_epoch if current_epoch is None else max(current_epoch, 1)
+        levels = tuple(resume_levels)
+        topology = Topology(env.world_size, workers, batch_size)
+        carry = self._state_carry(epoch, levels[0].topology if levels else topology)
+        composer = self._composer()
+        streams = level_streams(composer, epoch, levels, topology, carry)
+        mine = streams[env.rank * workers : (env.rank + 1) * workers]
+        if worker_samples_yielded is None:
+            lengths = [composer.served(s, batch_size) for s in mine]
+            own = round_robin(lengths, batch_size, -(-num_samples_yielded // batch_size))[0]
+        else:
+            own = [int(c) for c in worker_samples_yielded]
+        split = [composer.split(s, c, batch_size) for s, c in zip(mine, own, strict=True)]
+        out: dict[str, Any] = {}
+        for i, d in enumerate(self._datasets):
+            per_worker = [row[i] for row in split]
+            out[str(i)] = d.state_dict(
+                sum(per_worker), num_workers, batch_size, current_epoch=epoch, worker_samples_yielded=per_worker
+            )
+        out["composite"] = {
+            "kind": self._kind,
+            **self._config(),
+            "num_datasets": len(self._datasets),
+            "num_samples_yielded": sum(own),
+            "worker_samples_yielded": own,
+            "num_workers": workers,
+            "batch_size": batch_size,
+            "world_size": env.world_size,
+            "rank": env.rank,
+            "current_epoch": epoch,
+            "resume_levels": [level.as_dict() for level in levels],
+            "carry": None if carry is None else list(carry),
+        }
+        return out
+
+    def _state_carry(self, epoch: int, first: Topology) -> tuple[int, ...] | None:
+        if self._resume_state is not None and self._resume_state.get("current_epoch") == epoch:
+            raw = self._resume_state.get("carry")
+            return None if raw is None else tuple(raw)
+        return self._carry_for(epoch, first)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (see ``StreamingDataLoader.load_state_dict``).
+
+        Raises:
+            ConfigurationError: ``state`` is not a state of this kind of wrapper, holds another
+                number of datasets, or was saved with other settings (the wrapper's or a member's:
+                ``seed``, ``shuffle``, input, ...). With ``force_override_state_dict=True`` a
+                settings mismatch only warns and the current settings win.
+        """
+        composite = state.get("composite") if isinstance(state, Mapping) else None
+        if not isinstance(composite, Mapping) or composite.get("kind") != self._kind:
+            raise ConfigurationError(
+                f"this is not a {type(self).__name__} checkpoint (no 'composite' entry of kind {self._kind!r}); pass "
+                "the 'dataset' entry of StreamingDataLoader.state_dict() saved with the same wrapper"
+            )
+        members = [key for key in state if key != "composite"]
+        if composite.get("num_datasets") != len(self._datasets) or len(members) != len(self._datasets):
+            raise ConfigurationError(
+                f"checkpoint has {len(members)} datasets but this {type(self).__name__} has {len(self._datasets)}; "
+                "build it with the same datasets, in the same order, as the run that saved the checkpoint"
+            )
+        problems = [
+            f"checkpoint has {key}={composite.get(key)!r} but this {type(self).__name__} has {key}={value!r}"
+            for key, value in self._config().items()
+            if composite.get(key) != value
+        ]
+        problems += check_members(state, [d._config() for d in self._datasets])
+        if problems:
+            if not self._force_override_state_dict:
+                raise ConfigurationError(
+                    f"{problems[0]}; build it with the checkpoint's settings, or pass force_override_state_dict=True "
+                    "to resume with the current ones"
+                )
+            for problem in problems:
+                warnings.warn(f"force_override_state_dict: {problem}; using the current value", stacklevel=2)
+        self._resume_state = dict(composite)
+        self._resume = None
+        self.current_epoch = max(int(composite.get("current_epoch", 1)), 1)
+        for d in self._datasets:
+            d._clear_resume()
+            d.current_epoch = self.current_epoch
+
+    def _resume_plan(self, num_workers: int) -> CompositePlan | None:
+        """The loaded checkpoint resolved for this rank, ``num_workers`` and ``self.batch_size``."""
+        if self._resume_state is None:
+            return None
+        env = self._env()
+        topology = self._topology(num_workers)
+        plan = self._resume
+        if plan is None or plan.topology != topology or plan.rank != env.rank:
+            plan = resolve_composite(self._composer(), self._resume_state, rank=env.rank, topology=topology)
+            self._resume = plan
+        return plan
+
+    def _clear_resume(self) -> None:
+        self._resume_state = None
+        self._resume = None
+
+    # -- async ------------------------------------------------------------------------------------------
+    def _async_plan(
+        self, epoch: int | None, rank: int, world_size: int, batch_size: int, max_pre_download: int
+    ) -> Callable[[], tuple[Composer, list[list[Run]], list[SampleStream]]]:
+        """Check the ``astream`` arguments now; return the function that plans the streams (on first use)."""
+        for name, value, low in (
+            ("world_size", world_size, 1),
+            ("batch_size", batch_size, 1),
+            ("max_pre_download", max_pre_download, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigurationError(f"{name} must be an int >= {low}, got {value!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+            raise ConfigurationError(f"rank must be an int in [0, world_size={world_size}), got {rank!r}")
+        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1):
+            raise ConfigurationError(f"epoch must be an int >= 1 (1-based) or None, got {epoch!r}")
+        chosen = self.current_epoch if epoch is None else epoch
+
+        def prepare() -> tuple[Composer, list[list[Run]], list[SampleStream]]:
+            topology = Topology(world_size, 1, batch_size)
+            composer = self._composer()
+            streams = level_streams(composer, chosen, (), topology, self._carry_for(chosen, topology))[rank]
+            members = [
+                SampleStream(
+                    d._store,
+                    ReadPlanArgs(),
+                    max_pre_download=max_pre_download,
+                    transform=d._apply if d.transforms else None,
+                    serializers=d.serializers,
+                    pieces=to_pieces(s),
+                )
+                for d, s in zip(self._datasets, streams, strict=True)
+            ]
+            return composer, streams, members
+
+        return prepare
+
+    def __aiter__(self) -> ComposedSampleStream:
+        """``async for sample in ds``: this rank's samples of the current epoch, read as one reader."""
+        env = self._env()
+        return self.astream(rank=env.rank, world_size=env.world_size, batch_size=self.batch_size)
+
+    def astream(
+        self,
+        *,
+        epoch: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        batch_size: int = 1,
+        max_pre_download: int = 2,
+    ) -> ComposedSampleStream:
+        raise NotImplementedError
