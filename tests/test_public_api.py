@@ -16,6 +16,7 @@ def test_public_names_are_exactly_these() -> None:
         "ObjectNotFoundError",
         "ObstoreStore",
         "OutputNotEmptyError",
+        "ParquetLoader",
         "PlanError",
         "SampleStream",
         "StorageError",
@@ -24,6 +25,7 @@ def test_public_names_are_exactly_these() -> None:
         "StreamingDataset",
         "WorkerError",
         "astream",
+        "index_parquet_dataset",
         "optimize",
     ]
     for name in litstream.__all__:

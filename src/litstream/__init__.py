@@ -17,6 +17,7 @@ from ._errors import PlanError as PlanError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
 from .format._loaders import PyTreeLoader as PyTreeLoader
+from .format._parquet import ParquetLoader as ParquetLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
 from .storage._resolver import Dir as Dir
@@ -24,6 +25,7 @@ from .storage._store import LocalFileStore as LocalFileStore
 from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
 from .write._optimize import optimize as optimize
+from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
 from .write._writer import ChunkWriter as ChunkWriter
 
 __version__ = "0.1.0"
@@ -39,6 +41,7 @@ __all__ = [
     "ObjectNotFoundError",
     "ObstoreStore",
     "OutputNotEmptyError",
+    "ParquetLoader",
     "PlanError",
     "SampleStream",
     "StorageError",
@@ -47,6 +50,7 @@ __all__ = [
     "StreamingDataset",
     "WorkerError",
     "astream",
+    "index_parquet_dataset",
     "optimize",
 ]
 
