@@ -54,7 +54,7 @@ def test_footer_gives_rows_and_arrow_types() -> None:
 def test_footer_length_rejects_non_parquet_bytes() -> None:
     with pytest.raises(FormatError, match=r"a file is not a Parquet file: its last 8 bytes are b'12345678'"):
         footer_length(b"12345678")
-    with pytest.raises(FormatError, match="a.bin is not a readable Parquet file"):
+    with pytest.raises(FormatError, match=r"a\.bin is not a readable Parquet file"):
         parquet_file_info("a.bin", 20, b"\x00" * 12 + b"\x04\x00\x00\x00PAR1")
 
 

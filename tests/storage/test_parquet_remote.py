@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 import anyio
 import pyarrow as pa
 import pyarrow.parquet as pq
+from storage_backends import unique
 
 from litstream import index_parquet_dataset
 from litstream.storage._resolver import store_for
-from storage_backends import unique
 
 if TYPE_CHECKING:
     from servers import S3Server
