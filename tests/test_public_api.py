@@ -23,6 +23,7 @@ def test_public_names_are_exactly_these() -> None:
         "Store",
         "StreamingDataLoader",
         "StreamingDataset",
+        "TokensLoader",
         "WorkerError",
         "astream",
         "index_parquet_dataset",

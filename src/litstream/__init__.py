@@ -17,6 +17,7 @@ from ._errors import PlanError as PlanError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
 from .format._loaders import PyTreeLoader as PyTreeLoader
+from .format._loaders import TokensLoader as TokensLoader
 from .format._parquet import ParquetLoader as ParquetLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
@@ -48,6 +49,7 @@ __all__ = [
     "Store",
     "StreamingDataLoader",
     "StreamingDataset",
+    "TokensLoader",
     "WorkerError",
     "astream",
     "index_parquet_dataset",

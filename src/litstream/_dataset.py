@@ -21,8 +21,8 @@ from torch.utils.data import IterableDataset
 from . import _portal
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import ConfigurationError, collapse_exception_group
-from .format._loaders import PyTreeLoader
-from .read._astream import check_read_args
+from .format._loaders import PyTreeLoader, TokensLoader
+from .read._astream import check_read_args, check_read_loader
 from .read._cache import parse_cache_size
 from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pieces, produce_chunks
 from .read._plan import items_per_rank, worker_plan
@@ -61,7 +61,9 @@ class StreamingDataset(IterableDataset[Any]):
         transform: A callable, or a list of callables applied in order, to each sample (in the
             worker, after decoding; also applied by ``ds[i]``).
         serializers: Extra serializers by registry key.
-        item_loader: ``PyTreeLoader()`` (default).
+        item_loader: ``PyTreeLoader()`` (default), or ``TokensLoader(block_size=B)`` for data written
+            with ``TokensLoader()``: items are then windows of ``B`` tokens (see its docstring) and
+            ``len``, ``ds[i]``, sharding, shuffling and resume count windows.
         shuffle_window: Chunks mixed together with ``shuffle="window"`` (>= 1). Default 8.
         storage_options: Credentials and client options for object stores (LitData's boto-style keys
             such as ``endpoint_url``, ``aws_access_key_id``, or obstore's own keys); ignored locally.
@@ -87,7 +89,7 @@ class StreamingDataset(IterableDataset[Any]):
         max_pre_download: int = 2,
         transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
         serializers: Mapping[str, Serializer] | None = None,
-        item_loader: PyTreeLoader | None = None,
+        item_loader: PyTreeLoader | TokensLoader | None = None,
         shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
         storage_options: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
@@ -99,8 +101,7 @@ class StreamingDataset(IterableDataset[Any]):
         for t in transforms:
             if not callable(t):
                 raise ConfigurationError(f"transform must be a callable or a list of callables, got {t!r}")
-        if item_loader is not None and not isinstance(item_loader, PyTreeLoader):
-            raise ConfigurationError(f"item_loader={item_loader!r} is not supported yet; use PyTreeLoader()")
+        check_read_loader(item_loader)
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
             self.input_dir = Dir(path=None, url=input_dir.url)
@@ -124,7 +125,7 @@ class StreamingDataset(IterableDataset[Any]):
         self.max_pre_download = max_pre_download
         self.transforms = transforms
         self.serializers = dict(serializers) if serializers else None
-        self.item_loader = item_loader or PyTreeLoader()
+        self.item_loader: PyTreeLoader | TokensLoader = item_loader or PyTreeLoader()
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -174,7 +175,7 @@ class StreamingDataset(IterableDataset[Any]):
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
         if self._source is None:
-            self._source = _portal.call(DatasetSource.open, self._store, self.serializers, self.cache)
+            self._source = _portal.call(DatasetSource.open, self._store, self.serializers, self.cache, self.item_loader)
         return self._source
 
     def _drop_last(self, world_size: int) -> bool:

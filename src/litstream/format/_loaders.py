@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import FormatError
+from .._errors import ConfigurationError, FormatError
 from ._pytree import TreeSpec, spec_from_json, spec_to_json, tree_flatten, tree_unflatten
 from ._serializers import Serializer, default_serializers, select_serializer, serializer_for_format
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from ._index import DatasetConfig
 
-__all__ = ["PyTreeLoader", "SampleDecoder", "SampleEncoder"]
+__all__ = ["PyTreeLoader", "SampleDecoder", "SampleEncoder", "TokensLoader"]
 
 
 class PyTreeLoader:
@@ -42,6 +42,48 @@ class PyTreeLoader:
 
     def __repr__(self) -> str:
         return "PyTreeLoader()"
+
+
+class TokensLoader:
+    """The token loader for language-model pre-training (LitData's ``TokensLoader``).
+
+    Writing (``optimize(..., item_loader=TokensLoader())``): every sample is one 1-D NumPy array or
+    torch tensor of token ids (any integer or float dtype of the format's tables; the first sample
+    fixes it). Arrays are stored back to back without per-array headers, ``index.json`` records
+    each chunk's token count as ``dim``, and ``chunk_size`` counts **tokens** rather than arrays.
+
+    Reading (``StreamingDataset(d, item_loader=TokensLoader(block_size=B))``, ``astream``): each
+    chunk is cut into ``dim // B`` consecutive windows of ``B`` tokens, ignoring array boundaries;
+    the last ``dim % B`` tokens of every chunk are never served and windows never span two chunks.
+    Each window is a new 1-D ``torch.Tensor`` (data written from tensors) or ``np.ndarray`` (data
+    written from NumPy arrays) of length ``B``, exactly as LitData returns it. Windows are the
+    dataset's items: ``len``, sharding, shuffling, ``ds[i]`` and resume all count windows.
+    Byte layout: :mod:`litstream.format._tokens`.
+
+    Args:
+        block_size: Tokens per window when reading (``>= 1``); ``None`` (default) is enough for
+            writing. Not stored in ``index.json``.
+
+    Raises:
+        ConfigurationError: ``block_size`` is not ``None`` or a positive int.
+    """
+
+    def __init__(self, block_size: int | None = None) -> None:
+        if block_size is not None and (
+            isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1
+        ):
+            raise ConfigurationError(
+                f"block_size must be a positive int (tokens per item) or None, got {block_size!r}; "
+                "e.g. TokensLoader(block_size=2049)"
+            )
+        self.block_size = block_size
+
+    def state_dict(self) -> dict[str, Any]:
+        """Loader state stored in checkpoints: ``{"block_size": block_size}``, as in LitData."""
+        return {"block_size": self.block_size}
+
+    def __repr__(self) -> str:
+        return f"TokensLoader(block_size={self.block_size!r})"
 
 
 def _registry(serializers: Mapping[str, Serializer] | None) -> dict[str, Serializer]:
@@ -109,6 +151,10 @@ class SampleEncoder:
             payloads.append(data)
         sizes = np.fromiter((len(p) for p in payloads), dtype="<u4", count=len(payloads))
         return b"".join((sizes.tobytes(), *payloads))
+
+    def encode_item(self, sample: Any) -> tuple[bytes, int | None]:
+        """``(encode(sample), None)``: the item and its token count, which this loader has not."""
+        return self.encode(sample), None
 
     def _fix_format(self, leaves: list[Any], spec: TreeSpec) -> None:
         formats = []

@@ -12,6 +12,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from .._errors import ConfigurationError, collapse_exception_group
+from ..format._loaders import PyTreeLoader, TokensLoader
 from ..storage._resolver import Dir, store_for
 from ._core import (
     ChunkWork,
@@ -38,7 +39,25 @@ if TYPE_CHECKING:
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
-__all__ = ["SampleStream", "astream"]
+__all__ = ["SampleStream", "astream", "check_read_loader"]
+
+
+def check_read_loader(item_loader: object) -> None:
+    """Validate the ``item_loader`` of a reader: ``None``, ``PyTreeLoader()`` or ``TokensLoader(B)``.
+
+    Raises:
+        ConfigurationError: another object, or a ``TokensLoader`` without ``block_size``.
+    """
+    if item_loader is None or isinstance(item_loader, PyTreeLoader):
+        return
+    if not isinstance(item_loader, TokensLoader):
+        raise ConfigurationError(
+            f"item_loader={item_loader!r} is not supported; use PyTreeLoader() or TokensLoader(block_size=N)"
+        )
+    if item_loader.block_size is None:
+        raise ConfigurationError(
+            "item_loader=TokensLoader() needs block_size to read: pass TokensLoader(block_size=N), N tokens per item"
+        )
 
 
 def check_read_args(
@@ -90,8 +109,10 @@ class SampleStream:
         max_pre_download: int,
         transform: Callable[[Any], Any] | None,
         serializers: Mapping[str, Serializer] | None,
+        item_loader: PyTreeLoader | TokensLoader | None = None,
     ) -> None:
         self._store = store
+        self._item_loader = item_loader
         self._plan = plan
         self._max_pre_download = max_pre_download
         self._transform = transform
@@ -107,7 +128,7 @@ class SampleStream:
 
     async def _open(self) -> DatasetSource:
         if self._source is None:
-            self._source = await DatasetSource.open(self._store, self._serializers)
+            self._source = await DatasetSource.open(self._store, self._serializers, item_loader=self._item_loader)
             self._pieces = deque(plan_pieces(self._source, self._plan))
         return self._source
 
@@ -206,6 +227,7 @@ def astream(
     transform: Callable[[Any], Any] | None = None,
     serializers: Mapping[str, Serializer] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    item_loader: PyTreeLoader | TokensLoader | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -234,6 +256,8 @@ def astream(
         transform: Called on each decoded sample, in a worker thread.
         serializers: Extra serializers by registry key.
         storage_options: Credentials and client options for object stores (see ``StreamingDataset``).
+        item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader(block_size=B)`` to stream a token
+            dataset as ``B``-token windows (see ``StreamingDataset``).
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
@@ -245,6 +269,7 @@ def astream(
     check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
     if transform is not None and not callable(transform):
         raise ConfigurationError(f"transform must be callable, got {transform!r}")
+    check_read_loader(item_loader)
     plan = ReadPlanArgs(
         rank=rank,
         world_size=world_size,
@@ -261,4 +286,5 @@ def astream(
         max_pre_download=max_pre_download,
         transform=transform,
         serializers=serializers,
+        item_loader=item_loader,
     )

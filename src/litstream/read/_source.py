@@ -16,6 +16,7 @@ from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
+from ..format._tokens import TokenLayout, check_item_loader
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
@@ -23,6 +24,7 @@ from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
@@ -91,17 +93,20 @@ class DatasetSource:
         store: Where the chunk files are.
         index: The parsed ``index.json``.
         decoder: Turns item bytes into samples.
+        tokens: For a dataset read with ``TokensLoader(block_size)``, its layout: items are then
+            ``block_size``-token windows (``chunk_sizes`` counts windows), else ``None``.
     """
 
     store: Store
     index: Index
-    decoder: SampleDecoder
+    decoder: SampleDecoder | TokenLayout
     _cumulative: list[int] = field(default_factory=list)
     max_decoded_bytes: int = 256 * 2**20
     _chunks: OrderedDict[int, ChunkView] = field(default_factory=OrderedDict)
     _chunks_bytes: int = 0
     cache: ChunkCache | None = None
     downloader: Downloader | None = None
+    tokens: TokenLayout | None = None
 
     @classmethod
     async def open(
@@ -109,6 +114,7 @@ class DatasetSource:
         store: Store,
         serializers: Mapping[str, Serializer] | None = None,
         cache: CacheSettings | None = None,
+        item_loader: PyTreeLoader | TokensLoader | None = None,
     ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
 
@@ -117,27 +123,29 @@ class DatasetSource:
             serializers: Extra serializers by registry key.
             cache: For remote datasets: download chunks into this local cache (``None``: read
                 chunks straight into memory).
+            item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader(block_size)``; must match
+                the loader the dataset was written with.
 
         Raises:
             DatasetNotFoundError: no index. FormatError: an index litstream cannot decode.
+            ConfigurationError: ``item_loader`` does not match the dataset.
         """
         index = await load_index(store)
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
-        loader = index.config.item_loader
-        if loader not in (None, "PyTreeLoader"):
-            raise FormatError(
-                f"{store.url} was written with item_loader={loader!r}; this version of litstream reads "
-                "PyTreeLoader datasets only"
-            )
-        source = cls(store, index, SampleDecoder(index.config, serializers))
-        source._cumulative = list(itertools.accumulate(c.chunk_size for c in index.chunks))
+        tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
+        decoder = tokens if tokens is not None else SampleDecoder(index.config, serializers)
+        source = cls(store, index, decoder, tokens=tokens)
+        source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         if cache is not None:
             source.cache, source.downloader = await anyio.to_thread.run_sync(_open_cache, store, index, cache)
         return source
 
     @property
     def chunk_sizes(self) -> list[int]:
+        """Items per chunk: ``chunk_size`` of each index entry, or its window count for tokens."""
+        if self.tokens is not None:
+            return list(self.tokens.blocks)
         return [c.chunk_size for c in self.index.chunks]
 
     def __len__(self) -> int:
@@ -182,6 +190,8 @@ class DatasetSource:
         view = ChunkView(data)
         if view.num_items != info.chunk_size:
             raise FormatError(f"{info.filename} holds {view.num_items} items but index.json records {info.chunk_size}")
+        if self.tokens is not None:
+            view = self.tokens.view(chunk_index, view)
         if keep:
             self._remember(chunk_index, view)
         return view
@@ -202,6 +212,12 @@ class DatasetSource:
         if (config is not None and config.compression) or chunk_index in self._chunks:
             return (await self.read_chunk(chunk_index, keep=True)).item(item)
         info = self.index.chunks[chunk_index]
+        if self.tokens is not None:
+            begin, length = self.tokens.block_span(chunk_index, item)
+            block = await self.store.get_range(info.filename, begin, length)
+            if len(block) != length:
+                raise FormatError(f"{info.filename} ends inside block {item}; the file is incomplete — re-run optimize")
+            return block
         if not 0 <= item < info.chunk_size:
             raise FormatError(f"item {item} is outside {info.filename} ({info.chunk_size} items)")
         if isinstance(self.store, LocalFileStore):  # both reads in one thread call

@@ -26,7 +26,7 @@ from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
 from .._sync import run_sync
 from ..format._compression import validate_compression
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
-from ..format._loaders import PyTreeLoader
+from ..format._loaders import PyTreeLoader, TokensLoader
 from ..storage._resolver import Dir, store_for
 from ._merge import merge_index
 from ._writer import ChunkWriter, check_chunking
@@ -116,7 +116,7 @@ def optimize(
     compression: str | None = None,
     num_workers: int | None = None,
     mode: str | None = None,
-    item_loader: PyTreeLoader | None = None,
+    item_loader: PyTreeLoader | TokensLoader | None = None,
     serializers: Mapping[str, Serializer] | None = None,
     start_method: str | None = None,
     verbose: bool = True,
@@ -137,7 +137,8 @@ def optimize(
         mode: ``None`` (the output must hold no files), ``"overwrite"`` (remove a previous
             dataset's files first) or ``"append"`` (add chunks after an existing dataset's; the new
             samples must have the same format).
-        item_loader: ``PyTreeLoader()`` (default).
+        item_loader: ``PyTreeLoader()`` (default), or ``TokensLoader()`` when every sample is one
+            1-D token array (then ``chunk_size`` counts tokens; see :class:`~litstream.TokensLoader`).
         serializers: Extra serializers by registry key, tried before the built-ins.
         start_method: Multiprocessing start method. Default: ``"fork"`` where available and safe
             (this process has not used obstore, which hangs in forked children), else ``"spawn"``.
@@ -168,8 +169,8 @@ def optimize(
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
         raise ConfigurationError(f"num_workers must be a non-negative int, got {num_workers!r}")
     num_workers = max(num_workers, 1)
-    if item_loader is not None and not isinstance(item_loader, PyTreeLoader):
-        raise ConfigurationError(f"item_loader={item_loader!r} is not supported yet; use PyTreeLoader()")
+    if item_loader is not None and not isinstance(item_loader, (PyTreeLoader, TokensLoader)):
+        raise ConfigurationError(f"item_loader={item_loader!r} is not supported; use PyTreeLoader() or TokensLoader()")
     if start_method is not None and start_method not in multiprocessing.get_all_start_methods():
         raise ConfigurationError(
             f"start_method={start_method!r} is not available here; use one of {multiprocessing.get_all_start_methods()}"

@@ -29,7 +29,8 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from ..format._chunk import ChunkBuilder, chunk_filename, pack_chunk
 from ..format._compression import compress, validate_compression
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
-from ..format._loaders import PyTreeLoader, SampleEncoder
+from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
+from ..format._tokens import TokenEncoder
 from ..format._units import parse_bytes
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ class ChunkWriter:
         chunk_bytes: int | str | None = None,
         compression: str | None = None,
         serializers: Mapping[str, Serializer] | None = None,
-        item_loader: PyTreeLoader | None = None,
+        item_loader: PyTreeLoader | TokensLoader | None = None,
         start_chunk: int = 0,
         max_pending_chunks: int = 2,
     ) -> None:
@@ -102,20 +103,22 @@ class ChunkWriter:
         self._store = store
         self._rank = rank
         self._compression = compression
-        self._encoder = SampleEncoder(serializers)
+        self._encoder: SampleEncoder | TokenEncoder = (
+            TokenEncoder(serializers) if isinstance(item_loader, TokensLoader) else SampleEncoder(serializers)
+        )
         self._item_loader = item_loader or PyTreeLoader()
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
         self._next_chunk = start_chunk
         self._chunks: list[ChunkInfo] = []
         self._max_pending = max_pending_chunks
         self._task_group: TaskGroup | None = None
-        self._send: MemoryObjectSendStream[tuple[str, list[bytes]]] | None = None
+        self._send: MemoryObjectSendStream[tuple[str, list[bytes], int | None]] | None = None
         self.num_samples = 0
         self.partial_index: Index | None = None
         self.written_files: list[str] = []
 
     async def __aenter__(self) -> ChunkWriter:
-        send, receive = anyio.create_memory_object_stream[tuple[str, list[bytes]]](self._max_pending)
+        send, receive = anyio.create_memory_object_stream[tuple[str, list[bytes], int | None]](self._max_pending)
         self._send = send
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -152,30 +155,33 @@ class ChunkWriter:
         Raises:
             FormatError: the sample cannot be encoded or differs in structure from the first one.
         """
-        item = self._encoder.encode(sample)
+        item, dim = self._encoder.encode_item(sample)
         self.num_samples += 1
-        await self._emit(self._builder.add(item))
+        # An empty token array counts as one toward chunk_size, as in LitData.
+        await self._emit(self._builder.add(item, dim or None))
 
     async def _emit(self, closed: tuple[list[bytes], list[int | None]] | None) -> None:
         if closed is None:
             return
         if self._send is None:
             raise RuntimeError("use ChunkWriter as `async with ChunkWriter(...) as writer:`")
-        items, _dims = closed
+        items, dims = closed
         name = chunk_filename(self._rank, self._next_chunk, self._compression)
         self._next_chunk += 1
-        await self._send.send((name, items))
+        # TokensLoader chunks record their token count (index.json's ``dim``); others ``None``.
+        tokens = sum(d or 0 for d in dims) if isinstance(self._encoder, TokenEncoder) else None
+        await self._send.send((name, items, tokens))
 
-    async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[bytes]]]) -> None:
+    async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[bytes], int | None]]) -> None:
         async with receive:
-            async for name, items in receive:
+            async for name, items, dim in receive:
                 data = pack_chunk(items)
                 payload = data
                 if self._compression is not None:
                     payload = await anyio.to_thread.run_sync(compress, data, self._compression)
                 await self._store.put(name, payload)
                 self.written_files.append(name)
-                self._chunks.append(ChunkInfo(filename=name, chunk_size=len(items), chunk_bytes=len(data)))
+                self._chunks.append(ChunkInfo(filename=name, chunk_size=len(items), chunk_bytes=len(data), dim=dim))
 
     async def _write_partial_index(self) -> None:
         if not self._chunks:
