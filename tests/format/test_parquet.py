@@ -62,7 +62,7 @@ def test_rows_across_row_groups_and_column_subsets() -> None:
     chunk = ParquetChunk(parquet_bytes(7, start=10))
     assert chunk.num_items == 7
     assert [chunk.item(i) for i in range(7)] == [expected_row(10 + i) for i in range(7)]
-    subset = ParquetChunk(parquet_bytes(7), columns=["score", "id"])
+    subset = ParquetChunk(parquet_bytes(7), columns=("score", "id"))
     assert subset.item(5) == {"score": 5 / 4, "id": 5}
     row = chunk.item(0)
     row["id"] = -1  # a caller's change does not leak into later reads
@@ -74,7 +74,7 @@ def test_row_out_of_range_and_missing_column_are_errors() -> None:
     with pytest.raises(FormatError, match="row 4 is outside this Parquet file of 4 rows"):
         chunk.item(4)
     with pytest.raises(FormatError, match=r"names \['nope'\], which the file lacks"):
-        ParquetChunk(parquet_bytes(4), columns=["id", "nope"])
+        ParquetChunk(parquet_bytes(4), columns=("id", "nope"))
     with pytest.raises(FormatError, match="a chunk is not a readable Parquet file"):
         ParquetChunk(b"definitely not parquet")
 

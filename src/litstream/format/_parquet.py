@@ -18,9 +18,11 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError
+from ._chunk import ChunkView
 from ._index import ChunkInfo, DatasetConfig
 
 if TYPE_CHECKING:
@@ -32,6 +34,8 @@ __all__ = [
     "ParquetChunk",
     "ParquetFileInfo",
     "ParquetLoader",
+    "RowDecoder",
+    "check_parquet_loader",
     "footer_length",
     "parquet_config",
     "parquet_file_info",
@@ -176,11 +180,12 @@ def parquet_config(files: Sequence[ParquetFileInfo]) -> DatasetConfig:
     )
 
 
-class ParquetChunk:
+@dataclass(frozen=True)
+class ParquetChunk(ChunkView):
     """Rows of one Parquet file held in memory, decoded one row group at a time on first use.
 
-    Offers what the read engine needs from a chunk: ``num_items`` and ``item(i)``; here ``item``
-    returns the decoded row (a ``dict``), so the dataset's decoder for Parquet is the identity.
+    Offers what the read engine needs from a chunk (``num_items``, ``item(i)``, ``data``); here
+    ``item`` returns the decoded row (a ``dict``), so a Parquet dataset's decoder is the identity.
 
     Args:
         data: The whole file.
@@ -190,28 +195,37 @@ class ParquetChunk:
         FormatError: the bytes are not a Parquet file, or a requested column does not exist.
     """
 
-    def __init__(self, data: bytes | bytearray | memoryview, columns: Sequence[str] | None = None) -> None:
-        pa, pq = _pyarrow()
-        self.data = data
-        try:
-            self._file = pq.ParquetFile(pa.BufferReader(data))
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise FormatError(f"a chunk is not a readable Parquet file: {exc}") from exc
+    columns: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
         names = self._file.schema_arrow.names
-        if columns is not None:
-            missing = [c for c in columns if c not in names]
+        if self.columns is not None:
+            missing = [c for c in self.columns if c not in names]
             if missing:
                 raise FormatError(f"ParquetLoader(columns=...) names {missing}, which the file lacks; it has {names}")
-        self._columns = None if columns is None else list(columns)
+
+    @cached_property
+    def _file(self) -> Any:
+        pa, pq = _pyarrow()
+        try:
+            return pq.ParquetFile(pa.BufferReader(self.data))
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise FormatError(f"a chunk is not a readable Parquet file: {exc}") from exc
+
+    @cached_property
+    def _ends(self) -> list[int]:
         meta = self._file.metadata
-        self._ends = list(itertools.accumulate(meta.row_group(g).num_rows for g in range(meta.num_row_groups)))
-        self._groups: dict[int, list[dict[str, Any]]] = {}
+        return list(itertools.accumulate(meta.row_group(g).num_rows for g in range(meta.num_row_groups)))
+
+    @cached_property
+    def _groups(self) -> dict[int, list[dict[str, Any]]]:
+        return {}
 
     @property
     def num_items(self) -> int:
         return self._ends[-1] if self._ends else 0
 
-    def item(self, i: int) -> dict[str, Any]:
+    def item(self, i: int) -> Any:
         """Row ``i`` (0-based, file-local) as a new ``dict``.
 
         Raises:
@@ -222,7 +236,37 @@ class ParquetChunk:
         group = bisect.bisect_right(self._ends, i)
         rows = self._groups.get(group)
         if rows is None:
-            rows = self._file.read_row_group(group, columns=self._columns).to_pylist()
+            columns = None if self.columns is None else list(self.columns)
+            rows = self._file.read_row_group(group, columns=columns).to_pylist()
             self._groups[group] = rows
         start = self._ends[group - 1] if group else 0
         return dict(rows[i - start])
+
+
+class RowDecoder:
+    """The decoder of a Parquet dataset: chunks already give rows, so ``decode`` returns its input."""
+
+    def decode(self, item: Any) -> Any:
+        return item
+
+
+def check_parquet_loader(where: str, config: DatasetConfig, item_loader: object) -> ParquetLoader | None:
+    """The ``ParquetLoader`` reading a dataset, or ``None`` when the dataset is not a Parquet one.
+
+    Raises:
+        ConfigurationError: a Parquet index read without ``ParquetLoader()``, or ``ParquetLoader()``
+            given for an optimized (non-Parquet) dataset.
+    """
+    written = config.item_loader == PARQUET_LOADER_NAME
+    if isinstance(item_loader, ParquetLoader):
+        if not written:
+            raise ConfigurationError(
+                f"{where} was written with item_loader={config.item_loader!r}, not by index_parquet_dataset; "
+                "drop item_loader=ParquetLoader()"
+            )
+        return item_loader
+    if written:
+        raise ConfigurationError(
+            f"{where} is a Parquet dataset (indexed by index_parquet_dataset); pass item_loader=ParquetLoader()"
+        )
+    return None
