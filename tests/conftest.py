@@ -5,8 +5,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from servers import ServerMissing, seaweedfs
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from servers import S3Server
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -23,3 +27,14 @@ def _clean_distributed_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: py
     monkeypatch.setenv("LITSTREAM_CACHE_DIR", str(tmp_path_factory.mktemp("chunk-cache")))
     yield
     os.environ.pop("DATA_OPTIMIZER_GLOBAL_RANK", None)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """SeaweedFS on 127.0.0.1 with one bucket, for the whole session (tests using it run last: see
+    ``tests/storage/conftest.py``)."""
+    try:
+        with seaweedfs(tmp_path_factory.mktemp("s3")) as server:
+            yield server
+    except ServerMissing as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -6,6 +6,7 @@ import litstream
 def test_public_names_are_exactly_these() -> None:
     assert litstream.__all__ == sorted(litstream.__all__)
     assert litstream.__all__ == [
+        "AsyncUploader",
         "ChunkWriter",
         "ConfigurationError",
         "DatasetNotFoundError",
@@ -24,10 +25,15 @@ def test_public_names_are_exactly_these() -> None:
         "StreamingDataLoader",
         "StreamingDataset",
         "TokensLoader",
+        "UploaderStatistics",
         "WorkerError",
         "astream",
+        "complete_dataset",
         "index_parquet_dataset",
+        "merge_datasets",
         "optimize",
+        "train_test_split",
+        "walk",
     ]
     for name in litstream.__all__:
         assert getattr(litstream, name).__module__ == "litstream", name

@@ -16,6 +16,7 @@ from ._errors import OutputNotEmptyError as OutputNotEmptyError
 from ._errors import PlanError as PlanError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
+from ._split import train_test_split as train_test_split
 from .format._loaders import PyTreeLoader as PyTreeLoader
 from .format._loaders import TokensLoader as TokensLoader
 from .format._parquet import ParquetLoader as ParquetLoader
@@ -25,13 +26,19 @@ from .storage._resolver import Dir as Dir
 from .storage._store import LocalFileStore as LocalFileStore
 from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
+from .storage._walk import walk as walk
+from .write._complete import complete_dataset as complete_dataset
+from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
 from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
+from .write._uploader import AsyncUploader as AsyncUploader
+from .write._uploader import UploaderStatistics as UploaderStatistics
 from .write._writer import ChunkWriter as ChunkWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncUploader",
     "ChunkWriter",
     "ConfigurationError",
     "DatasetNotFoundError",
@@ -50,10 +57,15 @@ __all__ = [
     "StreamingDataLoader",
     "StreamingDataset",
     "TokensLoader",
+    "UploaderStatistics",
     "WorkerError",
     "astream",
+    "complete_dataset",
     "index_parquet_dataset",
+    "merge_datasets",
     "optimize",
+    "train_test_split",
+    "walk",
 ]
 
 

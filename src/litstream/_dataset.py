@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ from torch.utils.data import IterableDataset
 from . import _portal
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import ConfigurationError, collapse_exception_group
+from ._selection import SelectionMixin
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
 from .read._cache import parse_cache_size
@@ -28,11 +28,15 @@ from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pi
 from .read._plan import items_per_rank, worker_plan
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import CacheSettings, DatasetSource
+from .read._subset import check_subsample
+from .read._transform import Transform, check_transforms
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import HedgedStore, Store
 
 if TYPE_CHECKING:
+    from collections.abc import Generator, Mapping, Sequence
+
     from .format._serializers import Serializer
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -41,7 +45,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ["StreamingDataset"]
 
 
-class StreamingDataset(IterableDataset[Any]):
+class StreamingDataset(IterableDataset[Any], SelectionMixin):
     """Stream an optimized dataset (LitData format) into PyTorch.
 
     Iteration splits items between ranks and DataLoader workers in whole batches and orders them
@@ -59,7 +63,8 @@ class StreamingDataset(IterableDataset[Any]):
             means ``True`` when the world size is above 1, else ``False`` (as in LitData).
         max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2.
         transform: A callable, or a list of callables applied in order, to each sample (in the
-            worker, after decoding; also applied by ``ds[i]``).
+            worker, after decoding; also applied by ``ds[i]`` and ``ds[a:b]``). Anything else raises
+            ``ConfigurationError`` (a ``ValueError``, as in LitData).
         serializers: Extra serializers by registry key.
         item_loader: ``PyTreeLoader()`` (default), or ``TokensLoader(block_size=B)`` for data written
             with ``TokensLoader()``: items are then windows of ``B`` tokens (see its docstring) and
@@ -73,6 +78,11 @@ class StreamingDataset(IterableDataset[Any]):
             ``None`` means 75 % of the free disk, as in LitData. Chunks in use are never evicted.
         hedge_delay: For remote datasets, seconds after which a slow range read (``ds[i]``) is sent
             again and the first answer wins; ``None`` (default) derives it from observed latency.
+        subsample: Fraction of the items to serve, a float ``> 0`` (default 1.0: all), as in
+            LitData: ``s < 1`` serves the first ``int(N * s)`` items of the chunk list, which is
+            permuted by ``RandomState([seed])`` first when ``shuffle`` is not ``False`` (a prefix of
+            the dataset otherwise); ``s > 1`` serves whole copies for each unit plus that fraction.
+            Fixed once per dataset (``set_shuffle`` later does not change it).
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -87,7 +97,7 @@ class StreamingDataset(IterableDataset[Any]):
         seed: int = 42,
         drop_last: bool | None = None,
         max_pre_download: int = 2,
-        transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
+        transform: Transform = None,
         serializers: Mapping[str, Serializer] | None = None,
         item_loader: PyTreeLoader | TokensLoader | None = None,
         shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
@@ -95,12 +105,11 @@ class StreamingDataset(IterableDataset[Any]):
         cache_dir: str | os.PathLike[str] | None = None,
         max_cache_size: int | float | str | None = None,
         hedge_delay: float | None = None,
+        subsample: float = 1.0,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
-        transforms = [] if transform is None else list(transform) if isinstance(transform, Sequence) else [transform]
-        for t in transforms:
-            if not callable(t):
-                raise ConfigurationError(f"transform must be a callable or a list of callables, got {t!r}")
+        transforms = check_transforms(transform)
+        self.subsample = check_subsample(subsample)
         check_read_loader(item_loader)
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
@@ -133,6 +142,8 @@ class StreamingDataset(IterableDataset[Any]):
         self._resume_state: dict[str, Any] | None = None  # a loaded checkpoint, until its epoch ends
         self._resume: ResumePlan | None = None  # _resume_state resolved for one rank and topology
         self._parent_env: DistributedEnv | None = None  # rank/world of the process that started the workers
+        self._subsample_shuffle = shuffle is not False  # LitData subsamples with the shuffle flag of __init__
+        self._selection = None  # from subset()/train_test_split, or the resolved subsample (_selection.py)
 
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:
@@ -184,7 +195,7 @@ class StreamingDataset(IterableDataset[Any]):
     def get_len(self, num_workers: int, batch_size: int) -> int:
         """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
         env = self._distributed()
-        regions = [(0, size) for size in self._get_source().chunk_sizes]
+        regions, chunk_bytes = self._plan_inputs()
         return items_per_rank(
             regions,
             rank=env.rank,
@@ -196,16 +207,13 @@ class StreamingDataset(IterableDataset[Any]):
             shuffle=self.shuffle is not False,
             seed=self.seed,
             epoch=self.current_epoch,
-            chunk_bytes=self._chunk_bytes(),
+            chunk_bytes=chunk_bytes,
         )
-
-    def _chunk_bytes(self) -> list[int]:
-        return [c.chunk_bytes for c in self._get_source().index.chunks]
 
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
         """Items each worker of this rank serves per epoch (index = worker id)."""
         env = self._distributed()
-        regions = [(0, size) for size in self._get_source().chunk_sizes]
+        regions, chunk_bytes = self._plan_inputs()
         out = []
         for worker in range(max(num_workers, 1)):
             plan = worker_plan(
@@ -220,7 +228,7 @@ class StreamingDataset(IterableDataset[Any]):
                 seed=self.seed,
                 epoch=self.current_epoch,
                 num_nodes=env.num_nodes,
-                chunk_bytes=self._chunk_bytes(),
+                chunk_bytes=chunk_bytes,
             )
             out.append(sum(p.end - p.start for p in plan))
         return out
@@ -236,7 +244,8 @@ class StreamingDataset(IterableDataset[Any]):
             IndexError: ``index`` is outside ``[-len, len)`` of the whole dataset.
         """
         source = self._get_source()
-        total = len(source)
+        selection = self._selected()
+        total = len(source) if selection is None else len(selection)
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(total))]
         if isinstance(index, bool) or not isinstance(index, int):
@@ -244,7 +253,9 @@ class StreamingDataset(IterableDataset[Any]):
         position = index + total if index < 0 else index
         if not 0 <= position < total:
             raise IndexError(f"index {index} is out of range for a dataset of {total} items")
-        return self._apply(_portal.call(source.get_item, position))
+        if selection is None:
+            return self._apply(_portal.call(source.get_item, position))
+        return self._apply(_portal.call(_get_item_at, source, *selection.locate(position)))
 
     def _apply(self, sample: Any) -> Any:
         for t in self.transforms:
@@ -277,14 +288,17 @@ class StreamingDataset(IterableDataset[Any]):
             self._clear_resume()
             self.current_epoch = plan.spec.epoch + 1
             plan = None
+        selection = self._selected()
         if plan is None:
-            pieces = plan_pieces(source, self._plan_args())
+            pieces = plan_pieces(source, self._plan_args(), selection)
         elif not plan.levels:  # same topology as the checkpoint: the engine skips what was served
             logical = (plan.start + worker.worker) % worker.num_workers
             args = replace(self._plan_args(), worker=logical, epoch=plan.spec.epoch, skip=plan.consumed[logical])
-            pieces = plan_pieces(source, args)
+            pieces = plan_pieces(source, args, selection)
         else:  # elastic: this worker's run of the restriped remainder
             pieces = plan.pieces((plan.start + worker.worker) % worker.num_workers)
+            if selection is not None:
+                pieces = selection.file_pieces(pieces)
         transform = self._apply if self.transforms else None
         with _portal.daemon_portal() as portal:
             send, receive = portal.call(_make_stream)
@@ -365,7 +379,7 @@ class StreamingDataset(IterableDataset[Any]):
         }
 
     def _config(self) -> dict[str, Any]:
-        return {
+        config: dict[str, Any] = {
             "input_dir_path": self.input_dir.path,
             "input_dir_url": self.input_dir.url,
             "item_loader": self.item_loader.state_dict(),
@@ -374,6 +388,8 @@ class StreamingDataset(IterableDataset[Any]):
             "shuffle": self.shuffle,
             "shuffle_window": self.shuffle_window,
         }
+        config.update(self._selection_config())
+        return config
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch.
@@ -388,6 +404,7 @@ class StreamingDataset(IterableDataset[Any]):
                 fix), or its counts exceed what its epoch holds (raised on first use).
         """
         check_config(state, self._config())
+        self._check_selection(state)
         self._resume_state = dict(state)
         self._resume = None
         self.current_epoch = max(int(state.get("current_epoch", 1)), 1)
@@ -406,12 +423,14 @@ class StreamingDataset(IterableDataset[Any]):
         plan = self._resume
         if plan is None or plan.topology != topology or plan.rank != env.rank:
             sizes = self._get_source().chunk_sizes
+            selection = self._selected()
             plan = resolve_resume(
                 self._resume_state,
-                chunk_sizes=sizes,
+                chunk_sizes=sizes if selection is None else selection.sizes(sizes),
                 rank=env.rank,
                 topology=topology,
                 shuffle_window=self.shuffle_window,
+                regions=None if selection is None else selection.regions,
             )
             self._resume = plan
         return plan
@@ -419,6 +438,10 @@ class StreamingDataset(IterableDataset[Any]):
     def _clear_resume(self) -> None:
         self._resume_state = None
         self._resume = None
+
+
+async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
+    return source.decoder.decode(await source.read_item_bytes(chunk, item))
 
 
 def _make_stream() -> Any:

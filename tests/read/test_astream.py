@@ -156,7 +156,7 @@ async def test_truncated_chunk_fails_the_iteration_clearly(tmp_path: Path) -> No
         ({"shuffle": "yes"}, "shuffle must be True or False, got 'yes'"),
         ({"seed": -1}, r"seed must be an int in \[0, 2\*\*32\), got -1"),
         ({"max_pre_download": 0}, "max_pre_download must be an int >= 1"),
-        ({"transform": 5}, "transform must be callable, got 5"),
+        ({"transform": 5}, "transform must be a callable or a list of callables, got int 5"),
     ],
 )
 def test_bad_arguments_are_rejected_at_call(ints_dir: Path, kwargs: dict[str, Any], message: str) -> None:

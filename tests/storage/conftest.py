@@ -11,36 +11,34 @@ from typing import TYPE_CHECKING
 import pytest
 from storage_backends import READ_ONLY, WRITABLE, Backend, make_backend
 
-from servers import ServerMissing, azurite, fake_gcs, hub_http_server, seaweedfs
+from servers import ServerMissing, azurite, fake_gcs, hub_http_server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from servers import AzuriteServer, GCSServer, HubServer, S3Server
+    from servers import AzuriteServer, GCSServer, HubServer
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the storage tests after all others.
 
-    They use obstore in the pytest process, after which forking is unsafe: litstream then picks
-    ``spawn`` for optimize/DataLoader workers, which is much slower. Running them last keeps the rest
-    of the suite on ``fork``.
+    They (and tests elsewhere that use the ``s3_server`` fixture, or a parameter ``"s3"``) use obstore
+    in the pytest process, after which forking is unsafe: litstream then picks ``spawn`` for
+    optimize/DataLoader workers, which is much slower. Running them last keeps the rest of the suite
+    on ``fork``.
     """
-    storage = [item for item in items if "/tests/storage/" in str(item.path).replace("\\", "/")]
+    storage = [item for item in items if "/tests/storage/" in str(item.path).replace("\\", "/") or _uses_s3(item)]
     if storage and len(storage) < len(items):
         others = [item for item in items if item not in storage]
         items[:] = others + storage
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """SeaweedFS on 127.0.0.1 with one bucket, for the whole session."""
-    try:
-        with seaweedfs(tmp_path_factory.mktemp("s3")) as server:
-            yield server
-    except ServerMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
+def _uses_s3(item: pytest.Item) -> bool:
+    if "s3_server" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(isinstance(v, str) and v == "s3" for v in callspec.params.values())
 
 
 @pytest.fixture(scope="session")

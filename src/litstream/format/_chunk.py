@@ -153,15 +153,23 @@ class ChunkBuilder:
     def __len__(self) -> int:
         return len(self._items)
 
-    def add(self, item: bytes, dim: int | None = None) -> tuple[list[bytes], list[int | None]] | None:
-        """Buffer ``item``; return the items (and dims) of a chunk this closed, else ``None``."""
-        closed = None
-        size, count = len(item), dim if dim is not None else 1
-        if self._items and (
+    @property
+    def nbytes(self) -> int:
+        """Payload bytes buffered for the open chunk (header not counted)."""
+        return self._bytes
+
+    def closes_before(self, size: int, dim: int | None = None) -> bool:
+        """True if adding an item of ``size`` bytes (and ``dim`` tokens) would first close the open chunk."""
+        count = dim if dim is not None else 1
+        return bool(self._items) and (
             (self._chunk_bytes is not None and self._bytes + size > self._chunk_bytes)
             or (self._chunk_size is not None and self._count + count > self._chunk_size)
-        ):
-            closed = self.flush()
+        )
+
+    def add(self, item: bytes, dim: int | None = None) -> tuple[list[bytes], list[int | None]] | None:
+        """Buffer ``item``; return the items (and dims) of a chunk this closed, else ``None``."""
+        size, count = len(item), dim if dim is not None else 1
+        closed = self.flush() if self.closes_before(size, dim) else None
         self._items.append(item)
         self._dims.append(dim)
         self._bytes += size

@@ -26,11 +26,13 @@ from ._core import (
     works_for,
 )
 from ._source import DatasetSource
+from ._subset import HasDatasetView, Selection, check_subsample, subsample_selection
+from ._transform import Transform, check_transforms, compose
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -110,9 +112,11 @@ class SampleStream:
         transform: Callable[[Any], Any] | None,
         serializers: Mapping[str, Serializer] | None,
         item_loader: PyTreeLoader | TokensLoader | None = None,
+        select: Callable[[Sequence[int]], Selection | None] | None = None,
     ) -> None:
         self._store = store
         self._item_loader = item_loader
+        self._select = select
         self._plan = plan
         self._max_pre_download = max_pre_download
         self._transform = transform
@@ -129,7 +133,8 @@ class SampleStream:
     async def _open(self) -> DatasetSource:
         if self._source is None:
             self._source = await DatasetSource.open(self._store, self._serializers, item_loader=self._item_loader)
-            self._pieces = deque(plan_pieces(self._source, self._plan))
+            selection = None if self._select is None else self._select(self._source.chunk_sizes)
+            self._pieces = deque(plan_pieces(self._source, self._plan, selection))
         return self._source
 
     async def __aenter__(self) -> SampleStream:
@@ -213,7 +218,7 @@ class SampleStream:
 
 
 def astream(
-    input_dir: str | os.PathLike[str] | Dir | Store,
+    input_dir: str | os.PathLike[str] | Dir | Store | HasDatasetView,
     *,
     shuffle: ShuffleMode = False,
     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
@@ -224,10 +229,11 @@ def astream(
     world_size: int = 1,
     batch_size: int = 1,
     max_pre_download: int = 2,
-    transform: Callable[[Any], Any] | None = None,
+    transform: Transform = None,
     serializers: Mapping[str, Serializer] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     item_loader: PyTreeLoader | TokensLoader | None = None,
+    subsample: float = 1.0,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -237,7 +243,11 @@ def astream(
     (LitData's NoShuffle / FullShuffle order).
 
     Args:
-        input_dir: Local dataset directory (``index.json`` + chunks), ``Dir`` or ``Store``.
+        input_dir: Local dataset directory (``index.json`` + chunks), ``Dir`` or ``Store``; or a
+            ``StreamingDataset`` (e.g. a part from ``train_test_split`` or ``ds.subset(...)``), whose
+            input, ``serializers``, selected items (subsample, subset, split) and transforms are
+            used. Iteration arguments (``shuffle``, ``seed``, ``epoch``, ranks, ...) are always
+            this function's own.
         shuffle: ``False`` (default): index order. ``True`` or ``"full"``: shuffle the chunk order and
             the items inside each chunk (LitData's FullShuffle). ``"window"``: FullShuffle's split of
             chunks between ranks, but each reader serves ``shuffle_window`` consecutive chunks of
@@ -253,11 +263,17 @@ def astream(
         world_size: Number of readers sharing the dataset. Default 1.
         batch_size: Batch size used to split items between ranks in whole batches. Default 1.
         max_pre_download: Chunks fetched ahead of the consumer (>= 1). Default 2.
-        transform: Called on each decoded sample, in a worker thread.
+        transform: A callable, or a list of callables applied in order, to each decoded sample, in a
+            worker thread (never on the event loop). With a ``StreamingDataset`` input, its own
+            transforms run first.
         serializers: Extra serializers by registry key.
         storage_options: Credentials and client options for object stores (see ``StreamingDataset``).
         item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader(block_size=B)`` to stream a token
             dataset as ``B``-token windows (see ``StreamingDataset``).
+        subsample: Fraction of the items to serve (> 0, default 1.0), as ``StreamingDataset``'s
+            ``subsample``: a random choice of chunks by ``RandomState([seed])`` when ``shuffle`` is
+            not ``False``, else a prefix. With a ``StreamingDataset`` input it applies to the items
+            that dataset selects.
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
@@ -267,8 +283,20 @@ def astream(
         DatasetNotFoundError: on first iteration, when ``input_dir`` holds no dataset.
     """
     check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
-    if transform is not None and not callable(transform):
-        raise ConfigurationError(f"transform must be callable, got {transform!r}")
+    transforms = check_transforms(transform)
+    fraction = check_subsample(subsample)
+    view = input_dir._dataset_view() if isinstance(input_dir, HasDatasetView) else None
+    if view is not None:
+        item_loader = item_loader if item_loader is not None else view.item_loader
+        transforms = [*view.transforms, *transforms]
+        serializers = serializers if serializers is not None else view.serializers
+
+    def select(chunk_sizes: Sequence[int]) -> Selection | None:
+        base = None if view is None else view.select(chunk_sizes)
+        if fraction == 1.0:
+            return base
+        full = base or Selection.full(chunk_sizes)
+        return subsample_selection(full, fraction, shuffle=shuffle is not False, seed=seed)
     check_read_loader(item_loader)
     plan = ReadPlanArgs(
         rank=rank,
@@ -281,10 +309,11 @@ def astream(
         epoch=epoch,
     )
     return SampleStream(
-        store_for(input_dir, storage_options),
+        view.store if view is not None else store_for(input_dir, storage_options),  # type: ignore[arg-type]
         plan,
         max_pre_download=max_pre_download,
-        transform=transform,
+        transform=compose(transforms),
         serializers=serializers,
         item_loader=item_loader,
+        select=select,
     )

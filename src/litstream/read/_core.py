@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from ..format._chunk import ChunkView
     from ._source import DatasetSource
+    from ._subset import Selection
 
 __all__ = [
     "ChunkWindow",
@@ -141,11 +142,26 @@ def _shuffle_mode(shuffle: object) -> str:
     raise PlanError(f"shuffle must be False, True, 'full' or 'window', got {shuffle!r}")
 
 
-def plan_pieces(source: DatasetSource, args: ReadPlanArgs) -> list[Piece]:
-    """The pieces this worker reads and the item order inside each, after skipping ``args.skip``."""
+def plan_pieces(source: DatasetSource, args: ReadPlanArgs, selection: Selection | None = None) -> list[Piece]:
+    """The pieces this worker reads and the item order inside each, after skipping ``args.skip``.
+
+    With a ``selection`` (subsample, subset, split) the plan runs on its selected chunks and regions
+    and the pieces are mapped back to chunk files (``read._subset``).
+    """
+    if selection is not None:
+        return selection.file_pieces(_plan_pieces(source, args, selection))
+    return _plan_pieces(source, args, None)
+
+
+def _plan_pieces(source: DatasetSource, args: ReadPlanArgs, selection: Selection | None) -> list[Piece]:
     mode = _shuffle_mode(args.shuffle)
     sizes = source.chunk_sizes
-    regions = [(0, size) for size in sizes]
+    chunk_bytes = [c.chunk_bytes for c in source.index.chunks]
+    if selection is None:
+        regions = [(0, size) for size in sizes]
+    else:
+        regions, sizes = list(selection.regions), selection.sizes(sizes)
+        chunk_bytes = [chunk_bytes[c] for c in selection.chunks]
     plan = worker_plan(
         regions,
         rank=args.rank,
@@ -158,7 +174,7 @@ def plan_pieces(source: DatasetSource, args: ReadPlanArgs) -> list[Piece]:
         seed=args.seed,
         epoch=args.epoch,
         num_nodes=args.num_nodes,
-        chunk_bytes=[c.chunk_bytes for c in source.index.chunks],
+        chunk_bytes=chunk_bytes,
         max_cache_size=args.max_cache_size,
     )
     if mode == "window":

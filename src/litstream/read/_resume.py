@@ -155,7 +155,7 @@ def round_robin(lengths: Sequence[int], batch_size: int, batches: int) -> tuple[
 
 def _base_streams(spec: EpochSpec, topology: Topology) -> list[Stream]:
     plans = epoch_assignment(
-        [(0, size) for size in spec.chunk_sizes],
+        spec.regions if spec.regions is not None else [(0, size) for size in spec.chunk_sizes],
         world_size=topology.world_size,
         num_workers=topology.num_workers,
         batch_size=topology.batch_size,
@@ -312,6 +312,7 @@ def resolve_resume(
     rank: int,
     topology: Topology,
     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+    regions: Sequence[tuple[int, int]] | None = None,
 ) -> ResumePlan:
     """Work out where ``rank`` of a run on ``topology`` resumes a checkpoint (see the module docstring).
 
@@ -328,6 +329,8 @@ def resolve_resume(
         rank: The resuming rank, in ``[0, topology.world_size)``.
         topology: The resuming run's topology.
         shuffle_window: Slices per window with ``shuffle="window"``.
+        regions: Per chunk of ``chunk_sizes``, the chunk-local items that may be served (``None``:
+            all); see ``EpochSpec.regions``.
 
     Raises:
         ConfigurationError: a missing or malformed key, or counts larger than the epoch holds
@@ -348,6 +351,7 @@ def resolve_resume(
         epoch=max(_count(_require(state, "current_epoch"), "current_epoch"), 1),
         drop_last=(first.world_size > 1) if drop_last is None else bool(drop_last),
         shuffle_window=shuffle_window,
+        regions=None if regions is None else tuple((int(a), int(b)) for a, b in regions),
     )
     streams = level_streams(spec, levels, saved)
     workers, batch = saved.num_workers, saved.batch_size

@@ -66,6 +66,9 @@ class EpochSpec:
         drop_last: The *effective* ``drop_last`` of level 0 (``None`` already resolved with its
             world size).
         shuffle_window: Slices per window with ``shuffle="window"``.
+        regions: The chunk-local ``(start, end)`` items of each chunk that may be served; ``None``:
+            every item (a subsample, subset or split passes its selected chunks' regions, with
+            ``chunk_sizes`` the sizes of those chunks' files).
     """
 
     chunk_sizes: tuple[int, ...]
@@ -74,6 +77,7 @@ class EpochSpec:
     epoch: int
     drop_last: bool
     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
+    regions: tuple[tuple[int, int], ...] | None = None
 
     @property
     def mode(self) -> str:

@@ -4,7 +4,9 @@
   it, then ``os.replace``-d); concurrent fetches of one name in a process share one download; a
   ``CapacityLimiter`` bounds the requests in flight, a byte budget the bytes between store and disk. Two
   *processes* fetching one name both download it, each atomically (cross-process use: ``read/_cache.py``).
-* :class:`Uploader`: local files go up from a task group fed by a bounded stream (backpressure).
+* :class:`Uploader`: local files (or bytes held in memory) go up from a task group fed by a bounded stream
+  (backpressure).
+* :class:`ByteBudget`: a first-come-first-served semaphore counting bytes (bounds memory held for transfers).
 
 Local files are written with ``os`` calls in worker threads (aiofiles fails under trio).
 """
@@ -32,7 +34,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 
     from ._base import Store
 
-__all__ = ["Downloader", "UploadStatistics", "Uploader"]
+__all__ = ["ByteBudget", "Downloader", "UploadStatistics", "Uploader"]
 
 
 def _positive(name: str, value: int) -> int:
@@ -103,6 +105,24 @@ class _ByteBudget:
                 self._wake()
             raise
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for bytes to be released."""
+        return len(self._waiters)
+
+    async def acquire(self, nbytes: int) -> int:
+        """Wait until ``nbytes`` (at most ``total``) fit, take them and return how many were taken.
+
+        Pair it with :meth:`release` of the returned count (possibly in parts, from any task).
+        """
+        nbytes = min(nbytes, self.total)
+        await self._acquire(nbytes)
+        return nbytes
+
+    def release(self, nbytes: int) -> None:
+        """Give back ``nbytes`` taken by :meth:`acquire`; waiters that now fit are woken, in order."""
+        self._release(nbytes)
+
     def _release(self, nbytes: int) -> None:
         self.used -= nbytes
         self._wake()
@@ -113,6 +133,9 @@ class _ByteBudget:
             self.used += waiter.nbytes
             waiter.granted = True
             waiter.event.set()
+
+
+ByteBudget = _ByteBudget
 
 
 @dataclass
@@ -301,9 +324,10 @@ class UploadStatistics:
 
 @dataclass(frozen=True)
 class _Job:
-    local_path: Path
+    source: Path | bytes | bytearray | memoryview
     name: str
     delete_after: bool
+    on_done: Callable[[int], object] | None = None
 
 
 class Uploader:
@@ -374,7 +398,26 @@ class Uploader:
         """
         if self._send is None:
             raise RuntimeError("use Uploader as `async with Uploader(store) as uploader:` before upload()")
-        job = _Job(Path(local_path), _check_name(name), delete_after)
+        await self._queue(_Job(Path(local_path), _check_name(name), delete_after))
+
+    async def upload_data(
+        self, data: bytes | bytearray | memoryview, name: str, *, on_done: Callable[[int], object] | None = None
+    ) -> None:
+        """Queue bytes held in memory for upload as object ``name``; like :meth:`upload`, but nothing to delete.
+
+        The uploader drops its reference to ``data`` as soon as the object is stored, then calls
+        ``on_done(number of bytes)`` (not when the upload fails).
+
+        Raises:
+            RuntimeError: called outside ``async with``, or after it ended.
+            ConfigurationError: ``name`` is not a relative key.
+        """
+        await self._queue(_Job(data, _check_name(name), False, on_done))
+
+    async def _queue(self, job: _Job) -> None:
+        if self._send is None:
+            raise RuntimeError("use Uploader as `async with Uploader(store) as uploader:` before upload()")
+        name = job.name
         try:
             await self._send.send(job)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
@@ -388,11 +431,18 @@ class Uploader:
             async for job in receive:
                 self._active += 1
                 try:
-                    size = await anyio.to_thread.run_sync(put_size, job.local_path)
-                    await self._store.put(job.name, job.local_path)
+                    if isinstance(job.source, Path):
+                        size = await anyio.to_thread.run_sync(put_size, job.source)
+                    else:
+                        size = put_size(job.source)
+                    await self._store.put(job.name, job.source)
                 finally:
                     self._active -= 1
-                if job.delete_after:
-                    await anyio.to_thread.run_sync(partial(job.local_path.unlink, missing_ok=True))
+                if job.delete_after and isinstance(job.source, Path):
+                    await anyio.to_thread.run_sync(partial(job.source.unlink, missing_ok=True))
                 self._completed += 1
                 self._bytes += size
+                on_done = job.on_done
+                del job  # do not hold the uploaded bytes while waiting for the next job
+                if on_done is not None:
+                    on_done(size)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
-__all__ = ["ChunkWriter", "check_chunking"]
+__all__ = ["ChunkWriter", "check_chunking", "dataset_config", "pack_and_compress"]
 
 
 def check_chunking(chunk_size: int | None, chunk_bytes: int | str | None) -> tuple[int | None, int | None]:
@@ -66,6 +66,42 @@ def check_chunking(chunk_size: int | None, chunk_bytes: int | str | None) -> tup
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ConfigurationError(f"chunk_size must be a positive int (items per chunk), got {chunk_size!r}")
     return chunk_size, None if chunk_bytes is None else parse_bytes(chunk_bytes)
+
+
+def pack_and_compress(items: list[bytes], compression: str | None) -> tuple[bytes, int]:
+    """Chunk bytes ready to store, and their length before compression (``index.json``'s ``chunk_bytes``).
+
+    Pure CPU work, meant for a worker thread. ``items`` is emptied once packed, so the item bytes can be
+    freed while the chunk is compressed and uploaded.
+
+    Raises:
+        FormatError: the chunk would exceed the 4 GiB format limit.
+    """
+    data = pack_chunk(items)
+    items.clear()
+    size = len(data)
+    if compression is None:
+        return data, size
+    return compress(data, compression), size
+
+
+def dataset_config(
+    encoder: SampleEncoder | TokenEncoder,
+    *,
+    chunk_size: int | None,
+    chunk_bytes: int | None,
+    compression: str | None,
+    item_loader: PyTreeLoader | TokensLoader,
+) -> DatasetConfig:
+    """The ``config`` of ``index.json`` for samples encoded by ``encoder`` (its format fixed by a first sample)."""
+    return DatasetConfig(
+        data_format=encoder.data_format,
+        data_spec=encoder.data_spec,
+        chunk_size=chunk_size,
+        chunk_bytes=chunk_bytes,
+        compression=compression,
+        item_loader=type(item_loader).__name__,
+    )
 
 
 class ChunkWriter:
@@ -175,24 +211,21 @@ class ChunkWriter:
     async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[bytes], int | None]]) -> None:
         async with receive:
             async for name, items, dim in receive:
-                data = pack_chunk(items)
-                payload = data
-                if self._compression is not None:
-                    payload = await anyio.to_thread.run_sync(compress, data, self._compression)
+                count = len(items)
+                payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
                 await self._store.put(name, payload)
                 self.written_files.append(name)
-                self._chunks.append(ChunkInfo(filename=name, chunk_size=len(items), chunk_bytes=len(data), dim=dim))
+                self._chunks.append(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim))
 
     async def _write_partial_index(self) -> None:
         if not self._chunks:
             return
-        config = DatasetConfig(
-            data_format=self._encoder.data_format,
-            data_spec=self._encoder.data_spec,
+        config = dataset_config(
+            self._encoder,
             chunk_size=self._chunk_size,
             chunk_bytes=self._chunk_bytes,
             compression=self._compression,
-            item_loader=type(self._item_loader).__name__,
+            item_loader=self._item_loader,
         )
         self.partial_index = Index(chunks=tuple(self._chunks), config=config)
         name = partial_index_name(self._rank)

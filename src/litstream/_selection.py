@@ -1,0 +1,122 @@
+"""The part of ``StreamingDataset`` that decides which items it serves: subsample, subset, split.
+
+A mixin so the facade stays configuration plus a portal: the selection itself is computed by the
+pure functions of ``read._subset``; this only keeps it on the dataset, copies datasets with another
+selection (``subset()``, ``train_test_split``) and checks it against checkpoints.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .read._subset import DatasetView, Selection, check_selection_state, resolve_selection, subset_selection
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from .format._serializers import Serializer
+    from .read._resume import ResumePlan
+    from .read._source import DatasetSource
+    from .storage._store import Store
+
+__all__ = ["SelectionMixin"]
+
+D = TypeVar("D", bound="SelectionMixin")
+
+
+class SelectionMixin:
+    """Selection state and methods of ``StreamingDataset`` (see ``read._subset``)."""
+
+    _selection: Selection | None  # from subset()/train_test_split, or the resolved subsample
+    subsample: float
+    _subsample_shuffle: bool  # LitData subsamples with the shuffle flag given at construction
+    seed: int
+    transforms: list[Callable[[Any], Any]]
+    serializers: dict[str, Serializer] | None
+    item_loader: Any
+    _store: Store
+    current_epoch: int
+    _resume_state: dict[str, Any] | None
+    _resume: ResumePlan | None
+
+    if TYPE_CHECKING:
+
+        def _get_source(self) -> DatasetSource: ...
+
+    def _selected(self) -> Selection | None:
+        """The selection this dataset serves, or ``None`` for every item once in index order."""
+        if self._selection is None and self.subsample != 1.0:
+            self._selection = resolve_selection(
+                self._get_source().chunk_sizes,
+                explicit=None,
+                subsample=self.subsample,
+                shuffle=self._subsample_shuffle,
+                seed=self.seed,
+            )
+        return self._selection
+
+    def _plan_inputs(self) -> tuple[list[tuple[int, int]], list[int]]:
+        """Regions and chunk bytes of the chunks the plan runs on (the selected ones, if any)."""
+        source = self._get_source()
+        chunk_bytes = [c.chunk_bytes for c in source.index.chunks]
+        selection = self._selected()
+        if selection is None:
+            return [(0, size) for size in source.chunk_sizes], chunk_bytes
+        return list(selection.regions), [chunk_bytes[c] for c in selection.chunks]
+
+    def _restricted_to(self: D, selection: Selection) -> D:
+        """A copy serving ``selection`` only, at epoch 1 with no pending checkpoint."""
+        new = copy.copy(self)
+        new.transforms = list(self.transforms)
+        new._selection = selection
+        new.current_epoch = 1
+        new._resume_state = None
+        new._resume = None
+        return new
+
+    def subset(self: D, indices: Sequence[int] | slice) -> D:
+        """A copy of this dataset restricted to ``indices`` of it (LitData's ``StreamingDataset.subset``).
+
+        Args:
+            indices: 0-based indices into this dataset (``ds[i]`` order), in the order they should
+                be served; or a ``slice``. Consecutive indices of one chunk form one region.
+
+        Returns:
+            A new ``StreamingDataset`` with the same arguments, at epoch 1, serving those items
+            (shuffled, sharded and resumable like any dataset). Nothing is read or written.
+
+        Raises:
+            ConfigurationError: (a ``ValueError``) an index outside ``[0, len)`` or not an int.
+        """
+        base = self._selected() or Selection.full(self._get_source().chunk_sizes)
+        return self._restricted_to(subset_selection(base, indices))
+
+    def _dataset_view(self) -> DatasetView:
+        """What ``astream(this_dataset)`` reads: the store, decoding, selection and transforms."""
+        return DatasetView(
+            store=self._store,
+            serializers=self.serializers,
+            transforms=tuple(self.transforms),
+            selection=self._selection,
+            subsample=self.subsample,
+            subsample_shuffle=self._subsample_shuffle,
+            seed=self.seed,
+            item_loader=self.item_loader,
+        )
+
+    def _selection_config(self) -> dict[str, Any]:
+        """LitData's checkpoint keys ``subsampled_files`` / ``region_of_interest``, only when not whole."""
+        if self._selection is None and self.subsample == 1.0:
+            return {}
+        source = self._get_source()
+        selection = self._selected() or Selection.full(source.chunk_sizes)
+        return selection.state([c.filename for c in source.index.chunks])
+
+    def _check_selection(self, state: Mapping[str, Any]) -> None:
+        """Raise ``ConfigurationError`` unless ``state`` was saved by a dataset serving the same items."""
+        if self._selection is None and self.subsample == 1.0 and "region_of_interest" not in state:
+            return  # both whole datasets: no need to load the index
+        source = self._get_source()
+        selection = self._selected() or Selection.full(source.chunk_sizes)
+        check_selection_state(state, selection, source.chunk_sizes, [c.filename for c in source.index.chunks])

@@ -1,0 +1,188 @@
+"""``complete_dataset``: rebuild a missing ``index.json`` after an interrupted run.
+
+LitData's ``complete_dataset(input_dir)`` merges the per-writer ``{rank}.index.json`` (and per-node
+``{node}-index.json``) files of a run that stopped before its final merge, and does nothing when
+``index.json`` exists (spec/format-and-write.md §2.6, §8). litstream does the same, on local disk and
+object storage, and also recovers the chunk files no partial index lists (a worker killed before it
+wrote its partial): their item counts come from the chunk headers (§3.1), the dataset's config
+from any partial index or optimize checkpoint that survived. The rebuilt index lists chunks in
+LitData's merge order — by writer rank, then chunk number — and is written last, in one atomic put;
+the partial indexes it consumed are then deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from .._errors import DatasetNotFoundError, FormatError
+from .._sync import run_sync
+from ..format._chunk import header_length, item_span_offset
+from ..format._compression import decompress
+from ..format._dtypes import numpy_dtype_from_index, parse_dtype_suffix, torch_dtype_from_index
+from ..format._index import (
+    INDEX_FILENAME,
+    ChunkInfo,
+    DatasetConfig,
+    Index,
+    is_partial_index_name,
+    merge_partial_indexes,
+)
+from ..storage._resolver import store_for
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Mapping
+
+    from ..storage._resolver import Dir
+    from ..storage._store import ObjectMeta, Store
+
+__all__ = ["complete_dataset"]
+
+_CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:-u[0-9a-zA-Z]+)?(\.[^/]+)?\.bin$")
+_CHECKPOINT = re.compile(r"^\.checkpoints/checkpoint-\d+\.json$")
+
+
+def complete_dataset(
+    output_dir: str | os.PathLike[str] | Dir | Store, *, storage_options: Mapping[str, Any] | None = None
+) -> str:
+    """Write ``index.json`` for a dataset whose run stopped before its final merge; matches LitData's.
+
+    Does nothing if a valid ``index.json`` exists (as LitData). Otherwise the chunks listed by the
+    partial indexes (``{rank}.index.json``, ``{node}-index.json``) and every other chunk file
+    (``chunk-{rank}-{n}[.{compression}].bin``) are indexed, ordered by rank then chunk number; the
+    config comes from the partial indexes (which must agree) or, failing those, from an optimize
+    checkpoint (``.checkpoints/checkpoint-{rank}.json``). A truncated ``index.json`` (not valid
+    JSON) is rebuilt the same way.
+
+    Args:
+        output_dir: A local directory, an object-store URL (``s3://``, ``gs://``, ``azure://``), a
+            :class:`~litstream.Dir` or a :class:`~litstream.Store`.
+        storage_options: Credentials and client options for object-store URLs.
+
+    Returns:
+        The dataset's location (``Store.url``: an absolute path, or the URL).
+
+    Raises:
+        DatasetNotFoundError: the location holds no files, or neither an index nor any chunk file.
+        FormatError: the index cannot be rebuilt: no partial index or checkpoint records the sample
+            format, the partial configs differ, a listed chunk file is missing, or a chunk file is
+            truncated or compressed differently from the config. Nothing is written then.
+        StorageError: a read or the write failed.
+    """
+    store = store_for(output_dir, storage_options, argument="output_dir")
+    run_sync(_complete, store)
+    return store.url
+
+
+async def _complete(store: Store) -> Index | None:
+    listing = await store.list()
+    if not listing:
+        raise DatasetNotFoundError(f"{store.url} does not exist or holds no files: there is no dataset to complete")
+    sizes = {meta.path: meta.size for meta in listing}
+    if INDEX_FILENAME in sizes:
+        try:
+            Index.from_json(await store.get(INDEX_FILENAME))
+            return None  # complete already
+        except FormatError:
+            pass  # a truncated index.json: rebuild it
+    partial_names = [name for name in sizes if "/" not in name and is_partial_index_name(name)]
+    partials = [(name, Index.from_json(await store.get(name), source=name)) for name in partial_names]
+    merged = merge_partial_indexes(partials)
+    chunk_files = {name for name in sizes if "/" not in name and _CHUNK_NAME.match(name)}
+    if not chunk_files and not merged.chunks:
+        raise DatasetNotFoundError(
+            f"{store.url} has no {INDEX_FILENAME}, no partial index and no chunk file: it is not a dataset "
+            "(or the run wrote nothing); run optimize again"
+        )
+    listed = {chunk.filename for chunk in merged.chunks}
+    missing = sorted(listed - sizes.keys())
+    if missing:
+        raise FormatError(
+            f"cannot rebuild {store.url}/{INDEX_FILENAME}: the partial indexes list chunk files that are missing "
+            f"({', '.join(missing[:5])}); the run's output is damaged, run optimize again"
+        )
+    config = merged.config or await _checkpoint_config(store, listing)
+    orphans = sorted(chunk_files - listed)
+    if config is None:
+        raise FormatError(
+            f"cannot rebuild {store.url}/{INDEX_FILENAME}: {len(orphans)} chunk file(s) but no partial index "
+            "({rank}.index.json) or optimize checkpoint records the sample format (data_format, data_spec); "
+            "run optimize again"
+        )
+    recovered = [await _chunk_info(store, name, sizes[name], config) for name in orphans]
+    chunks = list(merged.chunks)
+    if recovered:
+        chunks = sorted(chunks + recovered, key=_order)
+    index = Index(chunks=tuple(chunks), config=config).stamped()
+    await store.put(INDEX_FILENAME, index.to_json().encode())
+    for name in partial_names:
+        await store.delete(name)
+    return index
+
+
+def _order(chunk: ChunkInfo) -> tuple[int, int, int, str]:
+    match = _CHUNK_NAME.match(chunk.filename)
+    if match is None:  # a name only a partial index knows: after the numbered ones
+        return (1, 0, 0, chunk.filename)
+    return (0, int(match.group(1)), int(match.group(2)), chunk.filename)
+
+
+async def _checkpoint_config(store: Store, listing: list[ObjectMeta]) -> DatasetConfig | None:
+    for meta in listing:
+        if _CHECKPOINT.match(meta.path):
+            try:
+                obj = json.loads(await store.get(meta.path))
+                if isinstance(obj, dict) and isinstance(obj.get("config"), dict):
+                    return DatasetConfig.from_json_obj(obj["config"])
+            except (json.JSONDecodeError, UnicodeDecodeError, FormatError):
+                continue
+    return None
+
+
+async def _chunk_info(store: Store, name: str, size: int, config: DatasetConfig) -> ChunkInfo:
+    """A ``chunks[]`` entry for a chunk file from its header (the whole file when compressed)."""
+    match = _CHUNK_NAME.match(name)
+    assert match is not None
+    infix = (match.group(3) or "")[1:] or None
+    if infix != config.compression:
+        raise FormatError(
+            f"chunk file {name} in {store.url} is {'compressed with ' + infix if infix else 'not compressed'}, but the "
+            f"dataset's config says compression={config.compression!r}; remove it or the files of the other run"
+        )
+    data: bytes | None = None
+    if config.compression is not None:
+        data = await anyio.to_thread.run_sync(decompress, await store.get(name), config.compression)
+        size = len(data)
+    head = data[:4] if data is not None else await store.get_range(name, 0, 4)
+    count = int.from_bytes(head, "little") if len(head) == 4 else -1
+    if count < 0 or size < header_length(count):
+        raise _truncated(store, name, size)
+    end_at = item_span_offset(count)  # where offsets[N], the end of the last item, is stored
+    last = data[end_at : end_at + 4] if data is not None else await store.get_range(name, end_at, 4)
+    if int.from_bytes(last, "little") != size:
+        raise _truncated(store, name, size)
+    return ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=_tokens(config, count, size))
+
+
+def _truncated(store: Store, name: str, size: int) -> FormatError:
+    return FormatError(
+        f"chunk file {name} in {store.url} ({size} bytes) is truncated or not a chunk: its header does not match "
+        "its length; delete it to complete the dataset without its samples"
+    )
+
+
+def _tokens(config: DatasetConfig, count: int, size: int) -> int | None:
+    """``dim`` for TokensLoader chunks: the tokens stored (item bytes over the token dtype's size)."""
+    if config.item_loader != "TokensLoader" or len(config.data_format) != 1:
+        return None
+    kind = config.data_format[0]
+    index = parse_dtype_suffix(kind)
+    if kind.startswith("no_header_tensor"):
+        itemsize = torch_dtype_from_index(index).itemsize
+    else:
+        itemsize = numpy_dtype_from_index(index).itemsize
+    return (size - header_length(count)) // itemsize

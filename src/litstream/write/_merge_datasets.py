@@ -1,0 +1,190 @@
+"""``merge_datasets``: several optimized datasets copied into one (LitData's function of that name).
+
+Flow: resolve every location → read every input's ``index.json`` → check that the inputs can be
+served as one dataset and that the output holds nothing → copy the chunk files under their new names
+(``chunk-0-{k}[.{compression}].bin``, consecutive in input order), at most ``max_workers`` at once →
+write ``index.json`` last, in one atomic ``put``. Nothing is written before every check passed; if a
+copy fails, the chunks copied so far are removed again and no ``index.json`` appears.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._errors import (
+    ConfigurationError,
+    DatasetNotFoundError,
+    ObjectNotFoundError,
+    OutputNotEmptyError,
+    collapse_exception_group,
+)
+from .._sync import run_sync
+from ..format._chunk import chunk_filename
+from ..format._index import INDEX_FILENAME, ChunkInfo, DatasetConfig, Index
+from ..storage._resolver import store_for
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ..storage._resolver import Dir
+    from ..storage._store import Store
+
+__all__ = ["merge_datasets"]
+
+def merge_datasets(
+    input_dirs: Sequence[str | os.PathLike[str] | Dir | Store],
+    output_dir: str | os.PathLike[str] | Dir | Store,
+    max_workers: int | None = os.cpu_count(),
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Copy several optimized datasets into ``output_dir`` as one dataset (matches LitData's ``merge_datasets``).
+
+    The merged dataset serves the inputs' samples one input after the other, each in its own order.
+    Chunk files are copied byte for byte (compressed ones stay compressed) and renamed
+    ``chunk-0-{k}.bin``, or ``chunk-0-{k}.{compression}.bin`` when compressed (the name readers
+    derive from the config, LitData issue #276); the config of the first input becomes the config.
+    Inputs and output may be any mix of local directories and object-store URLs.
+
+    Args:
+        input_dirs: Two or more datasets (local paths, URLs, ``Dir`` or ``Store``), each with an
+            ``index.json``. They must agree on ``data_format``, ``data_spec`` (the sample structure),
+            ``item_loader``, ``encryption`` and whether and how they are compressed (zstd levels may
+            differ).
+        output_dir: Where the merged dataset goes; must hold no files (and not be an input).
+        max_workers: Chunk copies in flight at once (``>= 1``; ``None`` means 1). Default
+            ``os.cpu_count()``.
+        storage_options: Credentials and client options for every remote location (see
+            ``StreamingDataset``); ignored for local paths.
+
+    Raises:
+        ConfigurationError: (a ``ValueError``) fewer than two inputs, ``output_dir`` among them, a bad
+            ``max_workers``, or inputs that cannot be merged (the message names both inputs, the
+            config key and both values). Raised before anything is written.
+        DatasetNotFoundError: an input holds no ``index.json`` (before anything is written).
+        OutputNotEmptyError: ``output_dir`` already holds files (before anything is written).
+        StorageError: a copy or the ``index.json`` upload failed; the chunks copied so far are removed.
+    """
+    if isinstance(input_dirs, (str, bytes, os.PathLike)) or not hasattr(input_dirs, "__len__"):
+        raise ConfigurationError(
+            f"input_dirs must be a list of dataset locations, got {input_dirs!r:.80}; "
+            "pass e.g. input_dirs=['data/a', 'data/b']"
+        )
+    if len(input_dirs) < 2:
+        raise ConfigurationError(
+            f"input_dirs must name at least 2 datasets to merge, got {len(input_dirs)} ({list(input_dirs)!r:.80})"
+        )
+    workers = 1 if max_workers is None else max_workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigurationError(f"max_workers must be an int >= 1 (parallel chunk copies), got {max_workers!r}")
+    inputs = [store_for(d, storage_options, argument=f"input_dirs[{i}]") for i, d in enumerate(input_dirs)]
+    output = store_for(output_dir, storage_options, argument="output_dir")
+    for i, store in enumerate(inputs):
+        if _same_place(store, output):
+            raise ConfigurationError(
+                f"output_dir {output.url} is also input_dirs[{i}]; merge into a new, empty output_dir"
+            )
+    run_sync(_merge, inputs, output, workers)
+
+
+def _same_place(a: Store, b: Store) -> bool:
+    return a is b or a.url.rstrip("/") == b.url.rstrip("/")
+
+
+async def _read_index(store: Store, argument: str) -> Index:
+    try:
+        text = await store.get(INDEX_FILENAME)
+    except ObjectNotFoundError:
+        raise DatasetNotFoundError(
+            f"{argument}={store.url} holds no index.json; merge_datasets takes complete optimized datasets "
+            "(run optimize() first, or finish an interrupted one)"
+        ) from None
+    index = Index.from_json(text, source=f"{store.url}/{INDEX_FILENAME}")
+    if index.config is None or not index.chunks:
+        raise ConfigurationError(f"{argument}={store.url} holds no samples (its index.json lists no chunks)")
+    return index
+
+
+def _codec(compression: str | None) -> str | None:
+    return None if compression is None else compression.split(":")[0]
+
+
+def _check_compatible(indexes: Sequence[Index], stores: Sequence[Store]) -> DatasetConfig:
+    first = indexes[0].config
+    assert first is not None
+    checks: list[tuple[str, Any]] = [
+        ("data_format", lambda c: list(c.data_format)),
+        ("data_spec", lambda c: c.data_spec),
+        ("item_loader", lambda c: c.item_loader),
+        ("compression", lambda c: _codec(c.compression)),
+        ("encryption", lambda c: None if c.encryption is None else dict(c.encryption)),
+    ]
+    for i, index in enumerate(indexes[1:], start=1):
+        config = index.config
+        assert config is not None
+        for key, value in checks:
+            if value(config) != value(first):
+                hint = (
+                    "; compressed and uncompressed datasets cannot be merged: re-optimize one of them with the "
+                    "other's compression"
+                    if key == "compression"
+                    else "; only datasets whose samples have the same structure and types can be merged"
+                )
+                raise ConfigurationError(
+                    f"input_dirs[{i}]={stores[i].url} has {key}={getattr(config, key)!r} but input_dirs[0]="
+                    f"{stores[0].url} has {key}={getattr(first, key)!r}{hint}"
+                )
+    return first
+
+
+async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> None:
+    indexes = [await _read_index(store, f"input_dirs[{i}]") for i, store in enumerate(inputs)]
+    config = _check_compatible(indexes, inputs)
+    present = await output.list()
+    if present:
+        names = ", ".join(m.path for m in present[:3])
+        raise OutputNotEmptyError(
+            f"output_dir {output.url} is not empty (holds {names}{', ...' if len(present) > 3 else ''}); "
+            "merge_datasets writes into an empty directory or prefix"
+        )
+    copies: list[tuple[Store, str, str]] = []
+    chunks: list[ChunkInfo] = []
+    for store, index in zip(inputs, indexes, strict=True):
+        for chunk in index.chunks:
+            name = chunk_filename(0, len(chunks), config.compression)
+            copies.append((store, chunk.filename, name))
+            chunks.append(replace(chunk, filename=name))
+
+    limiter = anyio.CapacityLimiter(max_workers)
+    written: list[str] = []
+
+    async def copy(source: Store, old: str, new: str) -> None:
+        async with limiter:
+            data = await source.get(old)
+            await output.put(new, data)
+            written.append(new)
+
+    try:
+        try:
+            async with anyio.create_task_group() as tg:
+                for source, old, new in copies:
+                    tg.start_soon(copy, source, old, new)
+        except BaseExceptionGroup as group:
+            single = collapse_exception_group(group)
+            if single is group:
+                raise
+            raise single from None
+        merged = Index(chunks=tuple(chunks), config=config).stamped()
+        await output.put(INDEX_FILENAME, merged.to_json().encode())
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            for name in written:
+                await output.delete(name)
+        raise

@@ -1,0 +1,401 @@
+"""``AsyncUploader``: append samples to a dataset from a running async service (asyncio or trio).
+
+One object, shared by any number of tasks::
+
+    add(sample) ─lock─▶ encode (worker thread) ─▶ ChunkBuilder ─▶ a closed chunk
+                         │ before a chunk is closed: ByteBudget.acquire   (waits here: backpressure)
+                         ▼
+                pack [+ zstd] (worker thread) ─▶ Uploader (max_concurrency puts at once)
+                                                  └─ on success: bytes released, chunk marked uploaded
+    flush() ─▶ close the open chunk ─▶ wait for every chunk closed so far ─▶ put index.json (one atomic put)
+
+``index.json`` only ever lists chunks whose upload has finished, and it is replaced in one atomic put
+(temporary file + rename on disk, one PUT on object stores), so readers see the previous commit or
+the new one, and a crash (an exception, a cancellation, a killed process) loses at most the samples
+added since the last commit. Chunk files that were uploaded but never committed stay invisible; a later
+session in append mode numbers its chunks after them.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from .._errors import ConfigurationError, FormatError
+from ..format._chunk import ChunkBuilder, chunk_filename, header_length
+from ..format._compression import validate_compression
+from ..format._index import INDEX_FILENAME, ChunkInfo, DatasetConfig, Index, merge_partial_indexes, partial_index_name
+from ..format._loaders import PyTreeLoader, SampleEncoder
+from ..format._units import parse_bytes
+from ..storage._base import MiB
+from ..storage._resolver import store_for
+from ..storage._transfer import ByteBudget, Uploader
+from ._append import config_diff, next_chunk_number, settings_mismatch
+from ._optimize import _prepare_output
+from ._writer import check_chunking, dataset_config, pack_and_compress
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Mapping
+    from types import TracebackType
+
+    from ..format._serializers import Serializer
+    from ..storage._resolver import Dir
+    from ..storage._store import Store
+
+__all__ = ["AsyncUploader", "UploaderStatistics"]
+
+_MODES = (None, "append", "overwrite")
+_DEFAULT_CHUNK_BYTES = "64MB"
+
+
+@dataclass(frozen=True)
+class UploaderStatistics:
+    """A snapshot of an :class:`AsyncUploader` (all counts are for this session only, unless noted).
+
+    Attributes:
+        samples_added: Samples accepted by ``add()``.
+        samples_committed: Of those, the samples ``index.json`` now describes.
+        dataset_samples: Samples ``index.json`` describes in total (earlier sessions included).
+        chunks_closed: Chunks closed (uploaded, uploading, or waiting to be).
+        chunks_uploaded: Chunks stored completely.
+        chunks_committed: Chunks listed in ``index.json``.
+        commits: ``index.json`` writes.
+        bytes_reserved: Bytes of the ``max_bytes_in_flight`` budget taken now (chunks being packed,
+            queued or uploading).
+        buffered_bytes: Item bytes of the open chunk (at most about one chunk).
+        peak_held_bytes: The highest ``bytes_reserved + buffered_bytes`` so far; at most
+            ``max_bytes_in_flight`` plus one chunk.
+        waiting: Calls waiting for the budget right now (backpressure).
+    """
+
+    samples_added: int
+    samples_committed: int
+    dataset_samples: int
+    chunks_closed: int
+    chunks_uploaded: int
+    chunks_committed: int
+    commits: int
+    bytes_reserved: int
+    buffered_bytes: int
+    peak_held_bytes: int
+    waiting: int
+
+
+@dataclass
+class _Chunk:
+    info: ChunkInfo
+    uploaded: anyio.Event
+
+
+class AsyncUploader:
+    """Appends samples to a dataset on local disk or object storage, from async code (asyncio or trio).
+
+    ``async with AsyncUploader("s3://bucket/ds", chunk_bytes="64MB") as up: await up.add(sample)``.
+    The dataset is LitData's format (readable by :class:`~litstream.StreamingDataset`,
+    :func:`~litstream.astream` and LitData). ``add`` may be called from many tasks at once.
+
+    Samples are encoded and chunks packed (and compressed) in worker threads, chunks are uploaded
+    ``max_concurrency`` at a time, and at most ``max_bytes_in_flight`` bytes of closed chunks are
+    held: ``add`` waits while the budget is spent, so a slow store slows the producers down instead
+    of filling memory. The uploader holds at most ``max_bytes_in_flight`` plus the open chunk (one
+    chunk) of sample bytes; a single chunk larger than the budget takes all of it.
+
+    ``index.json`` is committed by :meth:`flush` and when the block ends without an error, listing
+    only chunks that were completely uploaded. An exception or a cancellation inside the block
+    cancels the uploads in flight and commits nothing: the dataset stays as the last commit left it.
+
+    Call ``add`` and ``flush`` from the task that entered the block or from tasks started inside it:
+    a failed upload cancels those, and the failure is raised from ``async with``. Only one uploader
+    (per ``rank``) may write to a dataset at a time, and no ``optimize`` run.
+
+    Args:
+        output_dir: A local directory (created if missing), an object-store URL (``s3://``, ``gs://``,
+            ``azure://``), a :class:`~litstream.Dir` or a :class:`~litstream.Store`.
+        chunk_size: Items per chunk. Give at most one of ``chunk_size`` / ``chunk_bytes``.
+        chunk_bytes: Payload bytes per chunk: an int, or a string with decimal units (``"64MB"``).
+            When neither is given: the existing dataset's setting when appending, else ``"64MB"``.
+        compression: ``None``, ``"zstd"`` or ``"zstd:N"``.
+        item_loader: ``PyTreeLoader()`` (default).
+        serializers: Extra serializers by registry key, tried before the built-ins.
+        storage_options: Credentials and client options for object-store URLs (as for ``optimize``).
+        mode: ``"append"`` (default): add to the dataset there, or create it; its config
+            (chunking, compression, sample format) must equal this one, as in ``optimize``'s append
+            mode. ``"overwrite"``: delete the dataset there first (on entering the block).
+            ``None``: the location must be empty.
+        rank: Chunk files are named ``chunk-{rank}-{n}.bin``; ``n`` continues after the existing
+            chunks of this rank (committed or not).
+        max_bytes_in_flight: Budget for closed chunks being packed, queued or uploading: an int of
+            bytes or a string like ``"256MB"``. Default 256 MiB.
+        max_concurrency: Uploads running at once. Default 4.
+
+    Raises:
+        ConfigurationError: a bad argument (raised here, before anything is written); on entering,
+            a dataset there whose chunking, compression or item loader differs.
+        OutputNotEmptyError: on entering, ``mode=None`` and the location holds files.
+    """
+
+    def __init__(
+        self,
+        output_dir: str | os.PathLike[str] | Dir | Store,
+        *,
+        chunk_size: int | None = None,
+        chunk_bytes: int | str | None = None,
+        compression: str | None = None,
+        item_loader: PyTreeLoader | None = None,
+        serializers: Mapping[str, Serializer] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        mode: str | None = "append",
+        rank: int = 0,
+        max_bytes_in_flight: int | str = 256 * MiB,
+        max_concurrency: int = 4,
+    ) -> None:
+        self._chunking_given = chunk_size is not None or chunk_bytes is not None
+        self._chunk_size, self._chunk_bytes = check_chunking(
+            chunk_size, chunk_bytes if self._chunking_given else _DEFAULT_CHUNK_BYTES
+        )
+        validate_compression(compression)
+        if item_loader is not None and not isinstance(item_loader, PyTreeLoader):
+            raise ConfigurationError(f"item_loader={item_loader!r} is not supported yet; use PyTreeLoader()")
+        if mode not in _MODES:
+            raise ConfigurationError(f"mode must be 'append', 'overwrite' or None, got {mode!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ConfigurationError(f"rank must be an int >= 0 (chunk files are chunk-<rank>-<n>.bin), got {rank!r}")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ConfigurationError(f"max_concurrency must be an int >= 1 (uploads at once), got {max_concurrency!r}")
+        self._max_bytes = parse_bytes(max_bytes_in_flight, argument="max_bytes_in_flight")
+        self._store = store_for(output_dir, storage_options, argument="output_dir")
+        self._compression = compression
+        self._item_loader = item_loader or PyTreeLoader()
+        self._serializers = serializers
+        self._mode = mode
+        self._rank = rank
+        self._max_concurrency = max_concurrency
+        self._encoder = SampleEncoder(serializers)
+        self._config: DatasetConfig | None = None
+        self._existing: Index | None = None
+        self._state = "new"
+        self._uploader: Uploader | None = None
+        self._chunks: list[_Chunk] = []
+        self._next_number = 0
+        self._samples_added = 0
+        self._samples_committed = 0
+        self._chunks_uploaded = 0
+        self._chunks_committed = 0
+        self._commits = 0
+        self._last_stamp = 0.0
+        self._peak_held = 0
+
+    @property
+    def store(self) -> Store:
+        """Where the dataset is written."""
+        return self._store
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncUploader:
+        if self._state != "new":
+            raise RuntimeError("an AsyncUploader can be used in one `async with` block only; create a new one")
+        existing, starts = await _prepare_output(self._store, self._mode, 1)
+        if existing is not None and existing.config is not None:
+            self._check_existing(existing.config)
+        self._existing = existing
+        self._next_number = await next_chunk_number(self._store, self._rank, starts.get(self._rank, 0))
+        self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
+        self._budget = ByteBudget(self._max_bytes)
+        self._lock = anyio.Lock()
+        self._commit_lock = anyio.Lock()
+        # The byte budget bounds what is queued, so the queue itself never makes add() wait.
+        uploader = Uploader(self._store, max_concurrency=self._max_concurrency, max_pending=sys.maxsize)
+        await uploader.__aenter__()
+        self._uploader = uploader
+        self._state = "open"
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        uploader = self._uploader
+        if uploader is None:
+            raise RuntimeError("AsyncUploader.__aexit__ without __aenter__")
+        if exc_type is None:
+            try:
+                await self.flush()
+            except BaseException as error:
+                self._state = "closed"
+                if await uploader.__aexit__(type(error), error, error.__traceback__):
+                    return None
+                raise
+        self._state = "closed"
+        return await uploader.__aexit__(exc_type, exc, tb)
+
+    def _check_open(self, what: str) -> None:
+        if self._state != "open":
+            raise RuntimeError(
+                f"AsyncUploader.{what}() needs an open block: use `async with AsyncUploader(...) as up:` "
+                f"and call it inside (this uploader is {self._state})"
+            )
+
+    def _check_existing(self, config: DatasetConfig) -> None:
+        """Compare the settings known before the first sample with the dataset's config."""
+        if not self._chunking_given and (config.chunk_size is not None or config.chunk_bytes is not None):
+            self._chunk_size, self._chunk_bytes = config.chunk_size, config.chunk_bytes
+        wrong = settings_mismatch(
+            config,
+            chunk_size=self._chunk_size,
+            chunk_bytes=self._chunk_bytes,
+            compression=self._compression,
+            item_loader=self._item_loader,
+        )
+        if wrong:
+            raise ConfigurationError(
+                f"output_dir {self._store.url} holds a dataset written with {', '.join(wrong)}; appending needs "
+                "the same values (LitData merges identical configs only): pass them, or use mode='overwrite'"
+            )
+
+    # -- writing --------------------------------------------------------------------------------------
+
+    async def add(self, sample: Any) -> None:
+        """Encode ``sample`` and buffer it; waits while the byte budget is spent (backpressure).
+
+        Safe to call from many tasks at once. When ``add`` returns, the sample will be in the next
+        commit. If it is cancelled, the sample was either accepted whole or not at all, and the other
+        samples are unaffected.
+
+        Raises:
+            FormatError: the sample cannot be encoded, differs in structure from the first one, or
+                (appending) its format differs from the dataset's.
+            RuntimeError: called outside the ``async with`` block.
+        """
+        self._check_open("add")
+        async with self._lock:
+            self._check_open("add")
+            item = await anyio.to_thread.run_sync(self._encode, sample)
+            charge = 0
+            if self._builder.closes_before(len(item)):
+                charge = await self._reserve()  # may wait; nothing has changed yet
+            with anyio.CancelScope(shield=True):  # from here on, the sample is accepted whole
+                closed = self._builder.add(item)
+                del item
+                self._samples_added += 1
+                self._note_held()
+                if closed is not None:
+                    await self._ship(closed[0], charge)
+
+    async def flush(self) -> int:
+        """Close the open chunk, wait until every chunk closed so far is uploaded, then commit ``index.json``.
+
+        Returns:
+            The number of samples ``index.json`` describes (earlier sessions included).
+
+        Raises:
+            StorageError: an upload or the ``index.json`` write failed (the previous commit stays).
+            RuntimeError: called outside the ``async with`` block.
+        """
+        self._check_open("flush")
+        async with self._lock:
+            if len(self._builder):
+                charge = await self._reserve()
+                with anyio.CancelScope(shield=True):
+                    closed = self._builder.flush()
+                    if closed is not None:
+                        await self._ship(closed[0], charge)
+            target = list(self._chunks)
+        for chunk in target:
+            await chunk.uploaded.wait()
+        async with self._commit_lock:
+            await self._commit()
+        return self.statistics().dataset_samples
+
+    def _encode(self, sample: Any) -> bytes:
+        """Encode in a worker thread; the first sample fixes the format (checked against the dataset's)."""
+        first = self._config is None
+        item = self._encoder.encode(sample)
+        if first:
+            config = dataset_config(
+                self._encoder,
+                chunk_size=self._chunk_size,
+                chunk_bytes=self._chunk_bytes,
+                compression=self._compression,
+                item_loader=self._item_loader,
+            )
+            existing = self._existing.config if self._existing is not None else None
+            if existing is not None and config != existing:
+                self._encoder = SampleEncoder(self._serializers)  # the next sample may fix it again
+                raise FormatError(
+                    f"this sample's format does not match the dataset at {self._store.url} "
+                    f"({'; '.join(config_diff(config, existing))}); append samples with the same keys, "
+                    "order and leaf types, or use mode='overwrite'"
+                )
+            self._config = config
+        return item
+
+    def _chunk_charge(self) -> int:
+        # While a chunk is packed, its items and the packed bytes (or packed and compressed) coexist.
+        n = len(self._builder)
+        return 2 * (header_length(n) + self._builder.nbytes)
+
+    async def _reserve(self) -> int:
+        charge: int = await self._budget.acquire(self._chunk_charge())
+        self._note_held()
+        return charge
+
+    async def _ship(self, items: list[bytes], charge: int) -> None:
+        """Pack the closed chunk off the event loop and queue it (call under the lock, shielded)."""
+        assert self._uploader is not None
+        count = len(items)
+        name = chunk_filename(self._rank, self._next_number, self._compression)
+        self._next_number += 1
+        payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
+        keep = min(len(payload), charge)
+        self._budget.release(charge - keep)
+        chunk = _Chunk(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size), anyio.Event())
+        self._chunks.append(chunk)
+        await self._uploader.upload_data(payload, name, on_done=partial(self._uploaded, chunk, keep))
+
+    def _uploaded(self, chunk: _Chunk, charge: int, _nbytes: int) -> None:
+        self._budget.release(charge)
+        self._chunks_uploaded += 1
+        chunk.uploaded.set()
+
+    def _note_held(self) -> None:
+        self._peak_held = max(self._peak_held, self._budget.used + self._builder.nbytes)
+
+    async def _commit(self) -> None:
+        done = 0
+        while done < len(self._chunks) and self._chunks[done].uploaded.is_set():
+            done += 1
+        if done == self._chunks_committed or self._config is None:
+            return
+        new = Index(chunks=tuple(c.info for c in self._chunks[:done]), config=self._config)
+        merged = merge_partial_indexes([(partial_index_name(self._rank), new)], existing=self._existing)
+        stamp = max(time.time(), self._last_stamp + 1e-6)  # updated_at changes with every commit
+        await self._store.put(INDEX_FILENAME, merged.stamped(stamp).to_json().encode())
+        self._last_stamp = stamp
+        self._chunks_committed = done
+        self._samples_committed = sum(c.info.chunk_size for c in self._chunks[:done])
+        self._commits += 1
+
+    def statistics(self) -> UploaderStatistics:
+        """Counters of this uploader (see :class:`UploaderStatistics`)."""
+        opened = self._state != "new"
+        existing = self._existing.num_items if self._existing is not None else 0
+        return UploaderStatistics(
+            samples_added=self._samples_added,
+            samples_committed=self._samples_committed,
+            dataset_samples=existing + self._samples_committed,
+            chunks_closed=len(self._chunks),
+            chunks_uploaded=self._chunks_uploaded,
+            chunks_committed=self._chunks_committed,
+            commits=self._commits,
+            bytes_reserved=self._budget.used if opened else 0,
+            buffered_bytes=self._builder.nbytes if opened else 0,
+            peak_held_bytes=self._peak_held,
+            waiting=self._budget.waiting if opened else 0,
+        )
