@@ -37,6 +37,7 @@ from .storage._store import HedgedStore, Store
 if TYPE_CHECKING:
     from collections.abc import Generator, Mapping, Sequence
 
+    from .format._parquet import ParquetLoader
     from .format._serializers import Serializer
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -99,13 +100,14 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
         max_pre_download: int = 2,
         transform: Transform = None,
         serializers: Mapping[str, Serializer] | None = None,
-        item_loader: PyTreeLoader | TokensLoader | None = None,
+        item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
         shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
         storage_options: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         max_cache_size: int | float | str | None = None,
         hedge_delay: float | None = None,
         subsample: float = 1.0,
+        index_path: str | os.PathLike[str] | None = None,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
@@ -134,7 +136,8 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
         self.max_pre_download = max_pre_download
         self.transforms = transforms
         self.serializers = dict(serializers) if serializers else None
-        self.item_loader: PyTreeLoader | TokensLoader = item_loader or PyTreeLoader()
+        self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
+        self.index_path = index_path
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -186,7 +189,9 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
         if self._source is None:
-            self._source = _portal.call(DatasetSource.open, self._store, self.serializers, self.cache, self.item_loader)
+            self._source = _portal.call(
+                DatasetSource.open, self._store, self.serializers, self.cache, self.item_loader, self.index_path
+            )
         return self._source
 
     def _drop_last(self, world_size: int) -> bool:

@@ -1,4 +1,4 @@
-"""index_parquet_dataset on a real S3 server (SeaweedFS on 127.0.0.1): footers by range reads, index uploaded."""
+"""Parquet on a real S3 server (SeaweedFS on 127.0.0.1): indexed by footer range reads, index uploaded, streamed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from storage_backends import unique
 
-from litstream import index_parquet_dataset
+from litstream import ParquetLoader, StreamingDataset, index_parquet_dataset
 from litstream.storage._resolver import store_for
 
 if TYPE_CHECKING:
@@ -48,3 +48,7 @@ def test_index_parquet_dataset_on_s3(s3_server: S3Server) -> None:
         (name, n, len(files[name])) for name, n in zip(files, ROWS, strict=True)
     ]
     assert uploaded["config"]["data_format"] == ["int64", "string"]
+    ds = StreamingDataset(url, item_loader=ParquetLoader(), storage_options=options, shuffle=True)
+    assert len(ds) == sum(ROWS)
+    assert sorted((r["id"], r["text"]) for r in ds) == [(i, f"t{i}") for i in range(sum(ROWS))]
+    assert ds[8] == {"id": 8, "text": "t8"}
