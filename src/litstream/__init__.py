@@ -21,6 +21,7 @@ from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingData
 from ._split import train_test_split as train_test_split
 from .format._loaders import PyTreeLoader as PyTreeLoader
 from .format._loaders import TokensLoader as TokensLoader
+from .format._parquet import ParquetLoader as ParquetLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
 from .storage._resolver import Dir as Dir
@@ -31,6 +32,7 @@ from .storage._walk import walk as walk
 from .write._complete import complete_dataset as complete_dataset
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
+from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
 from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics
 from .write._writer import ChunkWriter as ChunkWriter
@@ -51,6 +53,7 @@ __all__ = [
     "ObstoreStore",
     "OutputNotEmptyError",
     "ParallelStreamingDataset",
+    "ParquetLoader",
     "PlanError",
     "SampleStream",
     "StorageError",
@@ -62,6 +65,7 @@ __all__ = [
     "WorkerError",
     "astream",
     "complete_dataset",
+    "index_parquet_dataset",
     "merge_datasets",
     "optimize",
     "train_test_split",

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
+    from .format._parquet import ParquetLoader
     from .format._serializers import Serializer
     from .read._core import Piece
 
@@ -102,13 +103,14 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
         max_pre_download: int = 2,
         transform: Transform = None,
         serializers: Mapping[str, Serializer] | None = None,
-        item_loader: PyTreeLoader | TokensLoader | None = None,
+        item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
         shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
         storage_options: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         max_cache_size: int | float | str | None = None,
         hedge_delay: float | None = None,
         subsample: float = 1.0,
+        index_path: str | os.PathLike[str] | None = None,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
@@ -137,7 +139,8 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
         self.max_pre_download = max_pre_download
         self.transforms = transforms
         self.serializers = dict(serializers) if serializers else None
-        self.item_loader: PyTreeLoader | TokensLoader = item_loader or PyTreeLoader()
+        self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
+        self.index_path = index_path
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -189,7 +192,9 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
         if self._source is None:
-            self._source = _portal.call(DatasetSource.open, self._store, self.serializers, self.cache, self.item_loader)
+            self._source = _portal.call(
+                DatasetSource.open, self._store, self.serializers, self.cache, self.item_loader, self.index_path
+            )
         return self._source
 
     def _drop_last(self, world_size: int) -> bool:

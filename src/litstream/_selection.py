@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .read._subset import DatasetView, Selection, check_selection_state, resolve_selection, subset_selection
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Mapping, Sequence
 
     from .format._serializers import Serializer
@@ -35,6 +36,7 @@ class SelectionMixin:
     transforms: list[Callable[[Any], Any]]
     serializers: dict[str, Serializer] | None
     item_loader: Any
+    index_path: str | os.PathLike[str] | None
     _store: Store
     current_epoch: int
     _resume_state: dict[str, Any] | None
@@ -103,6 +105,7 @@ class SelectionMixin:
             subsample_shuffle=self._subsample_shuffle,
             seed=self.seed,
             item_loader=self.item_loader,
+            index_path=self.index_path,
         )
 
     def _selection_config(self) -> dict[str, Any]:

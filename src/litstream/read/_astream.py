@@ -13,6 +13,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 
 from .._errors import ConfigurationError, collapse_exception_group
 from ..format._loaders import PyTreeLoader, TokensLoader
+from ..format._parquet import ParquetLoader
 from ..storage._resolver import Dir, store_for
 from ._core import (
     ChunkWork,
@@ -45,16 +46,18 @@ __all__ = ["SampleStream", "astream", "check_read_loader"]
 
 
 def check_read_loader(item_loader: object) -> None:
-    """Validate the ``item_loader`` of a reader: ``None``, ``PyTreeLoader()`` or ``TokensLoader(B)``.
+    """Validate the ``item_loader`` of a reader: ``None``, ``PyTreeLoader()``, ``TokensLoader(B)`` or
+    ``ParquetLoader()``.
 
     Raises:
         ConfigurationError: another object, or a ``TokensLoader`` without ``block_size``.
     """
-    if item_loader is None or isinstance(item_loader, PyTreeLoader):
+    if item_loader is None or isinstance(item_loader, (PyTreeLoader, ParquetLoader)):
         return
     if not isinstance(item_loader, TokensLoader):
         raise ConfigurationError(
-            f"item_loader={item_loader!r} is not supported; use PyTreeLoader() or TokensLoader(block_size=N)"
+            f"item_loader={item_loader!r} is not supported; use PyTreeLoader(), TokensLoader(block_size=N) "
+            "or ParquetLoader()"
         )
     if item_loader.block_size is None:
         raise ConfigurationError(
@@ -111,12 +114,14 @@ class SampleStream:
         max_pre_download: int,
         transform: Callable[[Any], Any] | None,
         serializers: Mapping[str, Serializer] | None,
-        item_loader: PyTreeLoader | TokensLoader | None = None,
+        item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
         select: Callable[[Sequence[int]], Selection | None] | None = None,
         pieces: Sequence[Piece] | None = None,
+        index_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self._store = store
         self._item_loader = item_loader
+        self._index_path = index_path
         self._select = select
         self._given_pieces = pieces  # a composite's member stream; None: plan them from ``plan``
         self._plan = plan
@@ -134,7 +139,9 @@ class SampleStream:
 
     async def _open(self) -> DatasetSource:
         if self._source is None:
-            self._source = await DatasetSource.open(self._store, self._serializers, item_loader=self._item_loader)
+            self._source = await DatasetSource.open(
+                self._store, self._serializers, item_loader=self._item_loader, index_path=self._index_path
+            )
             if self._given_pieces is not None:
                 self._pieces = deque(self._given_pieces)
             else:
@@ -237,8 +244,9 @@ def astream(
     transform: Transform = None,
     serializers: Mapping[str, Serializer] | None = None,
     storage_options: Mapping[str, Any] | None = None,
-    item_loader: PyTreeLoader | TokensLoader | None = None,
+    item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
     subsample: float = 1.0,
+    index_path: str | os.PathLike[str] | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -273,12 +281,15 @@ def astream(
             transforms run first.
         serializers: Extra serializers by registry key.
         storage_options: Credentials and client options for object stores (see ``StreamingDataset``).
-        item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader(block_size=B)`` to stream a token
-            dataset as ``B``-token windows (see ``StreamingDataset``).
+        item_loader: ``PyTreeLoader()`` (default), ``TokensLoader(block_size=B)`` to stream a token
+            dataset as ``B``-token windows, or ``ParquetLoader()`` for a Parquet directory indexed by
+            ``index_parquet_dataset`` (see ``StreamingDataset``).
         subsample: Fraction of the items to serve (> 0, default 1.0), as ``StreamingDataset``'s
             ``subsample``: a random choice of chunks by ``RandomState([seed])`` when ``shuffle`` is
             not ``False``, else a prefix. With a ``StreamingDataset`` input it applies to the items
             that dataset selects.
+        index_path: A local ``index.json`` (or a directory holding one) to use instead of the one in
+            ``input_dir`` (see ``StreamingDataset``).
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
@@ -293,6 +304,7 @@ def astream(
     view = input_dir._dataset_view() if isinstance(input_dir, HasDatasetView) else None
     if view is not None:
         item_loader = item_loader if item_loader is not None else view.item_loader
+        index_path = index_path if index_path is not None else view.index_path
         transforms = [*view.transforms, *transforms]
         serializers = serializers if serializers is not None else view.serializers
 
@@ -302,6 +314,7 @@ def astream(
             return base
         full = base or Selection.full(chunk_sizes)
         return subsample_selection(full, fraction, shuffle=shuffle is not False, seed=seed)
+
     check_read_loader(item_loader)
     plan = ReadPlanArgs(
         rank=rank,
@@ -321,4 +334,5 @@ def astream(
         serializers=serializers,
         item_loader=item_loader,
         select=select,
+        index_path=index_path,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
+from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._tokens import TokenLayout, check_item_loader
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
-__all__ = ["CacheSettings", "DatasetSource", "load_index"]
+__all__ = ["CacheSettings", "DatasetSource", "load_index", "load_local_index"]
 
 
 async def _read_through_cache(cache: ChunkCache, downloader: Downloader, name: str, size: int | None) -> bytes:
@@ -69,6 +71,25 @@ async def load_index(store: Store) -> Index:
     return merge_partial_indexes(partials)
 
 
+async def load_local_index(index_path: str | os.PathLike[str]) -> Index:
+    """Read an index kept apart from its data: ``index_path`` is an ``index.json`` or a directory holding one.
+
+    Raises:
+        FileNotFoundError: nothing there; the message names the path. FormatError: a malformed index.
+    """
+    path = await anyio.Path(index_path).expanduser()
+    if await path.is_dir():
+        path = path / INDEX_FILENAME
+    try:
+        text = await path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(
+            f"index_path={os.fspath(index_path)!r}: no index file at {path}; pass the index.json that "
+            "index_parquet_dataset or optimize wrote (or the directory holding it)"
+        ) from None
+    return Index.from_json(text, source=str(path))
+
+
 @dataclass(frozen=True)
 class CacheSettings:
     """Where and how much of a remote dataset is kept on local disk.
@@ -99,7 +120,7 @@ class DatasetSource:
 
     store: Store
     index: Index
-    decoder: SampleDecoder | TokenLayout
+    decoder: SampleDecoder | TokenLayout | RowDecoder
     _cumulative: list[int] = field(default_factory=list)
     max_decoded_bytes: int = 256 * 2**20
     _chunks: OrderedDict[int, ChunkView] = field(default_factory=OrderedDict)
@@ -107,6 +128,7 @@ class DatasetSource:
     cache: ChunkCache | None = None
     downloader: Downloader | None = None
     tokens: TokenLayout | None = None
+    parquet: ParquetLoader | None = None
 
     @classmethod
     async def open(
@@ -114,7 +136,8 @@ class DatasetSource:
         store: Store,
         serializers: Mapping[str, Serializer] | None = None,
         cache: CacheSettings | None = None,
-        item_loader: PyTreeLoader | TokensLoader | None = None,
+        item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
+        index_path: str | os.PathLike[str] | None = None,
     ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
 
@@ -123,19 +146,26 @@ class DatasetSource:
             serializers: Extra serializers by registry key.
             cache: For remote datasets: download chunks into this local cache (``None``: read
                 chunks straight into memory).
-            item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader(block_size)``; must match
-                the loader the dataset was written with.
+            item_loader: ``PyTreeLoader()`` (default), ``TokensLoader(block_size)`` or
+                ``ParquetLoader()``; must match the loader the dataset was written with.
+            index_path: Read the index from this local file (or directory holding ``index.json``)
+                instead of from ``store`` — for a Parquet directory indexed elsewhere.
 
         Raises:
             DatasetNotFoundError: no index. FormatError: an index litstream cannot decode.
             ConfigurationError: ``item_loader`` does not match the dataset.
+            FileNotFoundError: nothing at ``index_path``.
         """
-        index = await load_index(store)
+        index = await (load_index(store) if index_path is None else load_local_index(index_path))
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
-        tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
-        decoder = tokens if tokens is not None else SampleDecoder(index.config, serializers)
-        source = cls(store, index, decoder, tokens=tokens)
+        parquet = check_parquet_loader(store.url, index.config, item_loader)
+        if parquet is not None:
+            source = cls(store, index, RowDecoder(), parquet=parquet)
+        else:
+            tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
+            decoder = tokens if tokens is not None else SampleDecoder(index.config, serializers)
+            source = cls(store, index, decoder, tokens=tokens)
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         if cache is not None:
             source.cache, source.downloader = await anyio.to_thread.run_sync(_open_cache, store, index, cache)
@@ -187,7 +217,12 @@ class DatasetSource:
                 f"{info.filename} holds {len(data)} bytes but index.json records chunk_bytes="
                 f"{info.chunk_bytes}; the file is incomplete — re-run optimize"
             )
-        view = ChunkView(data)
+        view: ChunkView
+        if self.parquet is not None:
+            columns = self.parquet.columns
+            view = await anyio.to_thread.run_sync(lambda: ParquetChunk(data, columns=columns))
+        else:
+            view = ChunkView(data)
         if view.num_items != info.chunk_size:
             raise FormatError(f"{info.filename} holds {view.num_items} items but index.json records {info.chunk_size}")
         if self.tokens is not None:
@@ -209,7 +244,7 @@ class DatasetSource:
         """The bytes of one item. Uncompressed chunks are read with two range reads (the item's
         offsets, then its bytes) instead of the whole chunk."""
         config = self.index.config
-        if (config is not None and config.compression) or chunk_index in self._chunks:
+        if (config is not None and config.compression) or chunk_index in self._chunks or self.parquet is not None:
             return (await self.read_chunk(chunk_index, keep=True)).item(item)
         info = self.index.chunks[chunk_index]
         if self.tokens is not None:

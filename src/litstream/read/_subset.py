@@ -342,6 +342,7 @@ class DatasetView:
     subsample_shuffle: bool
     seed: int
     item_loader: Any = None
+    index_path: Any = None
 
     def select(self, chunk_sizes: Sequence[int]) -> Selection | None:
         """The dataset's selection (see :func:`resolve_selection`)."""
