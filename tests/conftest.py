@@ -5,8 +5,41 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from servers import ServerMissing, seaweedfs
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from servers import S3Server
+
+_SERVER_FIXTURES = {"s3_server", "azure_server", "gcs_server", "hub_server", "writable", "backend"}
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the storage tests, and every test that uses a storage server, after all others.
+
+    They use obstore in the pytest process, after which forking is unsafe: litstream then picks
+    ``spawn`` for optimize/DataLoader workers, which is much slower. Running them last keeps the rest
+    of the suite on ``fork``.
+    """
+
+    def late(item: pytest.Item) -> bool:
+        path = str(item.path).replace("\\", "/")
+        return "/tests/storage/" in path or bool(_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+    last = [item for item in items if late(item)]
+    if last and len(last) < len(items):
+        items[:] = [item for item in items if not late(item)] + last
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """SeaweedFS on 127.0.0.1 with one bucket, for the whole session."""
+    try:
+        with seaweedfs(tmp_path_factory.mktemp("s3")) as server:
+            yield server
+    except ServerMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -24,6 +24,7 @@ def test_public_names_are_exactly_these() -> None:
         "StreamingDataset",
         "WorkerError",
         "astream",
+        "map",
         "optimize",
     ]
     for name in litstream.__all__:

@@ -23,6 +23,7 @@ from .storage._resolver import Dir as Dir
 from .storage._store import LocalFileStore as LocalFileStore
 from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
+from .write._map import map as map
 from .write._optimize import optimize as optimize
 from .write._writer import ChunkWriter as ChunkWriter
 
@@ -47,6 +48,7 @@ __all__ = [
     "StreamingDataset",
     "WorkerError",
     "astream",
+    "map",
     "optimize",
 ]
 

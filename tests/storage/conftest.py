@@ -1,5 +1,8 @@
 """Storage test fixtures: real servers (one per session, started on first use) and one store per backend.
 
+The S3 server fixture and the rule that runs server tests last live in ``tests/conftest.py`` (the write
+tests use S3 too).
+
 Every test gets its own key prefix inside the session's bucket/container (see ``storage_backends``). A
 server that is not installed fails the tests that need it, naming the install script.
 """
@@ -11,36 +14,13 @@ from typing import TYPE_CHECKING
 import pytest
 from storage_backends import READ_ONLY, WRITABLE, Backend, make_backend
 
-from servers import ServerMissing, azurite, fake_gcs, hub_http_server, seaweedfs
+from servers import ServerMissing, azurite, fake_gcs, hub_http_server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from servers import AzuriteServer, GCSServer, HubServer, S3Server
-
-
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the storage tests after all others.
-
-    They use obstore in the pytest process, after which forking is unsafe: litstream then picks
-    ``spawn`` for optimize/DataLoader workers, which is much slower. Running them last keeps the rest
-    of the suite on ``fork``.
-    """
-    storage = [item for item in items if "/tests/storage/" in str(item.path).replace("\\", "/")]
-    if storage and len(storage) < len(items):
-        others = [item for item in items if item not in storage]
-        items[:] = others + storage
-
-
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """SeaweedFS on 127.0.0.1 with one bucket, for the whole session."""
-    try:
-        with seaweedfs(tmp_path_factory.mktemp("s3")) as server:
-            yield server
-    except ServerMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
+    from servers import AzuriteServer, GCSServer, HubServer
 
 
 @pytest.fixture(scope="session")

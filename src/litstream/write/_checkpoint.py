@@ -22,6 +22,7 @@ LitData's (LitData's ``config.json`` stores the raw inputs and cannot resume a m
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, ObjectNotFoundError
 from ..format._index import ChunkInfo, DatasetConfig
+from ..storage._local import LocalFileStore
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -170,10 +172,13 @@ async def clear_checkpoints(store: Store, node_rank: int | None = None, ranks: S
     if node_rank is None:
         for meta in await store.list(CHECKPOINT_DIR + "/"):
             await store.delete(meta.path)
-        return
-    for rank in ranks:
-        await store.delete(checkpoint_name(rank))
-    await store.delete(_config_name(node_rank))
+    else:
+        for rank in ranks:
+            await store.delete(checkpoint_name(rank))
+        await store.delete(_config_name(node_rank))
+    if isinstance(store, LocalFileStore):  # a local directory outlives its files; drop it once empty
+        with contextlib.suppress(OSError):
+            (store.root / CHECKPOINT_DIR).rmdir()
 
 
 class CommitTracker:

@@ -75,7 +75,10 @@ def _worker_main(job_bytes: bytes, num_workers: int, events: Any, source: Any, p
     try:
         run_sync(job.run, events.put, source)
     except BaseException as exc:
-        events.put(("error", job.rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(), _pickle_exception(exc)))
+        # The parent chains its WorkerError to the user's own exception (the cause of ours), when it pickles.
+        original = exc.__cause__ if isinstance(exc, WorkerError) and exc.__cause__ is not None else exc
+        message = f"{type(exc).__name__}: {exc}"
+        events.put(("error", job.rank, message, traceback.format_exc(), _pickle_exception(original)))
     else:
         events.put(("done", job.rank))
 
@@ -99,6 +102,7 @@ def run_jobs(
     queue_timeout: float = 300.0,
     verbose: bool = True,
     desc: str = "Optimizing",
+    label: str = "optimize",
 ) -> None:
     """Run every job; return when all finished.
 
@@ -112,6 +116,7 @@ def run_jobs(
         queue_timeout: Seconds of silence that end a queue input.
         verbose: Show a tqdm bar.
         desc: The bar's label.
+        label: The function's name in error messages (``optimize`` / ``map``).
 
     Raises:
         WorkerError: a job failed; names the worker and, through the job's message, the input.
@@ -121,11 +126,11 @@ def run_jobs(
     bar = tqdm(total=total, desc=desc, unit="input", disable=not verbose)
     try:
         if executor is not None:
-            _run_on_executor(jobs, num_workers, executor, bar)
+            _run_on_executor(jobs, num_workers, executor, bar, label)
         elif len(jobs) == 1:
             _run_here(jobs[0], num_workers, bar, source, queue_timeout)
         else:
-            _run_processes(jobs, num_workers, start_method, bar, source, queue_timeout)
+            _run_processes(jobs, num_workers, start_method, bar, source, queue_timeout, label)
     finally:
         bar.close()
 
@@ -161,7 +166,7 @@ def _pump(source: Any, target: Any, timeout: float, num_workers: int, stop: thre
 
 
 def _run_processes(
-    jobs: list[Job], num_workers: int, start_method: str, bar: Any, source: Any, queue_timeout: float
+    jobs: list[Job], num_workers: int, start_method: str, bar: Any, source: Any, queue_timeout: float, label: str
 ) -> None:
     ctx: Any = multiprocessing.get_context(start_method)
     events = ctx.Queue()
@@ -214,10 +219,12 @@ def _run_processes(
     if failure is not None:
         _, rank, message, tb, original = failure
         cause = cloudpickle.loads(original) if original is not None else None
-        raise WorkerError(f"optimize worker {rank} failed: {message}\n{tb}") from cause
+        raise WorkerError(f"{label} worker {rank} failed: {message}\n{tb}") from cause
 
 
-def _run_on_executor(jobs: list[Job], num_workers: int, executor: concurrent.futures.Executor, bar: Any) -> None:
+def _run_on_executor(
+    jobs: list[Job], num_workers: int, executor: concurrent.futures.Executor, bar: Any, label: str
+) -> None:
     futures = {executor.submit(run_in_executor, cloudpickle.dumps(job), num_workers): job for job in jobs}
     counts = {job.rank: getattr(job, "num_inputs", None) or 0 for job in jobs}
     failure: tuple[int, BaseException] | None = None
@@ -236,4 +243,4 @@ def _run_on_executor(jobs: list[Job], num_workers: int, executor: concurrent.fut
                 bar.update(counts[rank])
     if failure is not None:
         rank, exc = failure
-        raise WorkerError(f"optimize worker {rank} failed: {type(exc).__name__}: {exc}") from exc
+        raise WorkerError(f"{label} worker {rank} failed: {type(exc).__name__}: {exc}") from exc

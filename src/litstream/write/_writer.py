@@ -148,7 +148,7 @@ class ChunkWriter:
                 single = collapse_exception_group(group)
                 if single is group:
                     raise
-                raise single from None
+                raise single from single.__cause__
         if exc_type is None:
             await self._write_partial_index()
         return result
@@ -186,6 +186,11 @@ class ChunkWriter:
                 self._chunks.append(info)
                 if self._on_commit is not None:
                     await self._on_commit(info)
+
+    @property
+    def next_chunk_index(self) -> int:
+        """The number the next chunk of this rank will get (chunks closed so far: this minus ``start_chunk``)."""
+        return self._next_chunk
 
     def config(self) -> DatasetConfig | None:
         """The dataset config fixed by the first sample (or by ``resume``); ``None`` before any sample."""
