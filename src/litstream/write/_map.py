@@ -23,7 +23,7 @@ from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
 from .._sync import run_sync
 from ..storage._resolver import store_for
 from ._inputs import drain_queue
-from ._optimize import check_start_method, pickle_fn, plan_inputs
+from ._optimize import check_start_method, pick_start_method, pickle_fn, plan_inputs
 from ._runner import run_jobs
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def map(
     fn_pickle = pickle_fn(fn)
     if not isinstance(error_when_not_empty, bool):
         raise ConfigurationError(f"error_when_not_empty must be True or False, got {error_when_not_empty!r}")
-    method = check_start_method(start_method)
+    check_start_method(start_method)
     plan, num_workers = plan_inputs(
         inputs,
         None,
@@ -182,7 +182,7 @@ def map(
         jobs,
         total=None if plan.items is None else plan.assignment.num_inputs,
         num_workers=num_workers,
-        start_method=method,
+        start_method=pick_start_method(start_method),
         executor=executor,
         source=plan.source,
         queue_timeout=plan.env.timeout,

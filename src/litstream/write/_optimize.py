@@ -144,18 +144,20 @@ def pickle_fn(fn: Any) -> bytes:
         raise ConfigurationError(f"fn={fn!r} cannot be sent to worker processes: {exc}") from exc
 
 
-def check_start_method(start_method: str | None) -> str:
-    """The start method to use: ``start_method``, else ``fork`` where safe, else ``spawn``.
+def check_start_method(start_method: str | None) -> None:
+    """Raises ConfigurationError when ``start_method`` is not available here."""
+    if start_method is not None and start_method not in multiprocessing.get_all_start_methods():
+        raise ConfigurationError(
+            f"start_method={start_method!r} is not available here; use one of {multiprocessing.get_all_start_methods()}"
+        )
 
-    Raises:
-        ConfigurationError: ``start_method`` is not available here.
+
+def pick_start_method(start_method: str | None) -> str:
+    """``start_method``, else ``fork`` where safe (POSIX, and this process has not used obstore), else ``spawn``.
+
+    Call it right before starting workers: preparing a remote output uses obstore in this process.
     """
     if start_method is not None:
-        if start_method not in multiprocessing.get_all_start_methods():
-            raise ConfigurationError(
-                f"start_method={start_method!r} is not available here; use one of "
-                f"{multiprocessing.get_all_start_methods()}"
-            )
         return start_method
     from ..storage._store import obstore_used
 
@@ -252,7 +254,7 @@ def optimize(
         raise ConfigurationError(f"item_loader={item_loader!r} is not supported yet; use PyTreeLoader()")
     if not isinstance(use_checkpoint, bool):
         raise ConfigurationError(f"use_checkpoint must be True or False, got {use_checkpoint!r}")
-    method = check_start_method(start_method)
+    check_start_method(start_method)
     plan, num_workers = plan_inputs(
         inputs,
         queue,
@@ -285,7 +287,7 @@ def optimize(
             jobs,
             total=total,
             num_workers=num_workers,
-            start_method=method,
+            start_method=pick_start_method(start_method),
             executor=executor,
             source=plan.source,
             queue_timeout=plan.env.timeout,
