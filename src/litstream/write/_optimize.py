@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._compression import validate_compression
+from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
@@ -293,11 +294,11 @@ def optimize(
             queue_timeout=plan.env.timeout,
             verbose=verbose,
         )
+        run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint)
     except BaseException:
         if not use_checkpoint:
             run_sync(_discard, store, assignment.global_ranks, prepared)
         raise
-    run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint)
 
 
 def _jobs(
@@ -337,7 +338,14 @@ def _jobs(
 
 
 async def _discard(store: Store, ranks: list[int], prepared: Prepared) -> None:
+    """Remove this run's chunks and partials after a failure; never a chunk an ``index.json`` names."""
     keep = {c.filename for c in prepared.existing.chunks} if prepared.existing is not None else set()
+    try:
+        current = Index.from_json(await store.get(INDEX_FILENAME))
+    except (ObjectNotFoundError, FormatError):
+        current = None
+    if current is not None:
+        keep |= {c.filename for c in current.chunks}
     await sweep_orphans(store, ranks, keep)
 
 
