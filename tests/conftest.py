@@ -12,7 +12,15 @@ if TYPE_CHECKING:
 
     from servers import S3Server
 
-_SERVER_FIXTURES = {"s3_server", "azure_server", "gcs_server", "hub_server", "writable", "backend"}
+_SERVER_FIXTURES = {
+    "s3_server",
+    "azure_server",
+    "gcs_server",
+    "hub_server",
+    "writable",
+    "backend",
+    "obstore_in_process",
+}
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -30,6 +38,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     last = [item for item in items if late(item)]
     if last and len(last) < len(items):
         items[:] = [item for item in items if not late(item)] + last
+
+
+@pytest.fixture
+def obstore_in_process() -> None:
+    """Marks a test that uses obstore in the pytest process, so that it runs late (see above)."""
 
 
 @pytest.fixture(scope="session")

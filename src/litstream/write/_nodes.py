@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..storage._store import Store
     from ._env import OptimizerEnv
 
-__all__ = ["finish_node", "node_index_name", "sweep_orphans"]
+__all__ = ["finish_node", "merge_nodes", "node_index_name", "sweep_orphans"]
 
 _CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
 
@@ -53,21 +53,18 @@ async def finish_node(
     ranks: Sequence[int],
     env: OptimizerEnv,
     existing: Index | None,
-    *,
     sweep: bool = False,
-    poll_interval: float = 0.2,
 ) -> Index | None:
-    """Merge this node's partial indexes; on the last node, wait for the others and write ``index.json``.
+    """Merge this node's partial indexes: into ``index.json`` on one node, else into ``{node_rank}-index.json``.
 
     With ``sweep``, chunk files of this node's ranks that no partial (or ``existing``) names are deleted
     first: chunks a killed run stored after its last checkpoint.
 
     Returns:
-        The final index on the node that wrote it, else ``None``.
+        The final index on a single node, else ``None``.
 
     Raises:
         FormatError: two partials carry different configs.
-        StorageError: the last node waited ``env.timeout`` seconds for another node's index.
     """
     own = [partial_index_name(r) for r in ranks]
     partials = await _read_partials(store, own)
@@ -79,15 +76,22 @@ async def finish_node(
     if env.num_nodes == 1:
         merged = merge_partial_indexes(partials, existing=existing).stamped()
         await store.put(INDEX_FILENAME, merged.to_json().encode())
-        for name, _ in partials:
-            await store.delete(name)
-        return merged
-    node_index = merge_partial_indexes(partials)
-    await store.put(node_index_name(env.node_rank), node_index.to_json().encode())
+    else:
+        await store.put(node_index_name(env.node_rank), merge_partial_indexes(partials).to_json().encode())
+        merged = None
     for name, _ in partials:
         await store.delete(name)
-    if not env.is_last_node:
-        return None
+    return merged
+
+
+async def merge_nodes(store: Store, env: OptimizerEnv, existing: Index | None, poll_interval: float = 0.2) -> Index:
+    """On the last node: wait for every ``{k}-index.json``, merge them into ``index.json``, delete them.
+
+    Raises:
+        FormatError: two nodes' configs differ.
+        StorageError: a node index was still missing after ``env.timeout`` seconds. This node's own
+            output is complete and kept.
+    """
     wanted = [node_index_name(k) for k in range(env.num_nodes)]
     with anyio.move_on_after(env.timeout):
         while True:
@@ -99,8 +103,9 @@ async def finish_node(
     missing = [name for name in wanted if name not in present]
     if missing:
         raise StorageError(
-            f"waited {env.timeout:g} s (DATA_OPTIMIZER_TIMEOUT) for {', '.join(missing)} in {store.url}; "
-            "the other nodes did not finish. Re-run the missing nodes (use_checkpoint=True resumes them)"
+            f"waited {env.timeout:g} s (DATA_OPTIMIZER_TIMEOUT) for {', '.join(missing)} in {store.url}: the "
+            "other nodes have not finished. This node's share is written; once they have, re-run this node "
+            "with mode='overwrite' (it redoes only its own share) to write index.json"
         )
     nodes = await _read_partials(store, wanted)
     merged = merge_partial_indexes(nodes, existing=existing).stamped()

@@ -28,7 +28,7 @@ from ..storage._resolver import Dir, resolve_dir, store_for
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._env import OptimizerEnv, optimizer_env
 from ._inputs import Assignment, assign_inputs, check_fast_dev_run, file_weights, is_queue, split_inputs
-from ._nodes import finish_node, sweep_orphans
+from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
 from ._runner import run_jobs
 from ._worker import OptimizeJob
@@ -294,11 +294,12 @@ def optimize(
             queue_timeout=plan.env.timeout,
             verbose=verbose,
         )
-        run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint)
+        run_sync(finish_node, store, assignment.global_ranks, plan.env, prepared.existing, use_checkpoint)
     except BaseException:
         if not use_checkpoint:
             run_sync(_discard, store, assignment.global_ranks, prepared)
         raise
+    run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint)
 
 
 def _jobs(
@@ -350,6 +351,7 @@ async def _discard(store: Store, ranks: list[int], prepared: Prepared) -> None:
 
 
 async def _finish(store: Store, ranks: list[int], env: OptimizerEnv, prepared: Prepared, checkpoints: bool) -> None:
-    await finish_node(store, ranks, env, prepared.existing, sweep=checkpoints)
     if checkpoints:
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
+    if env.num_nodes > 1 and env.is_last_node:
+        await merge_nodes(store, env, prepared.existing)
