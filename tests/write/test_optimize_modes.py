@@ -163,6 +163,8 @@ class NotAnExecutor:
         ({"start_method": "teleport"}, "start_method='teleport' is not available here"),
         ({"fn": 5}, "fn must be callable, got 5"),
         ({"output_dir": "ftp://host/x"}, "unknown URL scheme 'ftp'"),
+        ({"output_dir": "hf://datasets/org/name"}, r"cannot write datasets to hf:// \(read-only here\)"),
+        ({"output_dir": "https://example.com/ds"}, "cannot write datasets to https://"),
     ],
 )
 def test_bad_arguments_are_rejected_before_anything_is_written(

@@ -21,9 +21,8 @@ import cloudpickle
 
 from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
 from .._sync import run_sync
-from ..storage._resolver import store_for
 from ._inputs import drain_queue
-from ._optimize import check_start_method, pick_start_method, pickle_fn, plan_inputs
+from ._optimize import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._runner import run_jobs
 
 if TYPE_CHECKING:
@@ -158,7 +157,7 @@ def map(
         batch_size=batch_size,
         executor=executor,
     )
-    store = store_for(output_dir, storage_options, argument="output_dir")
+    store = output_store(output_dir, storage_options)
     if error_when_not_empty:
         listing = run_sync(store.list)
         if listing:

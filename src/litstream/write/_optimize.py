@@ -131,6 +131,25 @@ def plan_inputs(
     return Plan(items, source, assignment, env), num_workers
 
 
+def output_store(
+    output_dir: str | os.PathLike[str] | Dir | Store, storage_options: Mapping[str, Any] | None
+) -> Store:
+    """The store to write to.
+
+    Raises:
+        ConfigurationError: an unknown scheme, or a read-only location (``hf://``, ``http(s)://``).
+    """
+    if isinstance(output_dir, (str, os.PathLike, Dir)):
+        resolved = resolve_dir(output_dir, argument="output_dir")
+        scheme = (resolved.url or "").split("://", 1)[0].lower()
+        if scheme in ("hf", "http", "https"):
+            raise ConfigurationError(
+                f"output_dir={resolved.url!r}: cannot write datasets to {scheme}:// (read-only here); write to a "
+                "local directory or s3://, gs://, azure:// and upload from there"
+            )
+    return store_for(output_dir, storage_options, argument="output_dir")
+
+
 def pickle_fn(fn: Any) -> bytes:
     """``fn`` cloudpickled for the workers.
 
@@ -268,7 +287,7 @@ def optimize(
         executor=executor,
         use_checkpoint=use_checkpoint,
     )
-    store = store_for(output_dir, storage_options, argument="output_dir")
+    store = output_store(output_dir, storage_options)
     assignment = plan.assignment
     run_config = None
     if use_checkpoint:
