@@ -30,6 +30,7 @@ __all__ = [
     "Assignment",
     "assign_inputs",
     "check_fast_dev_run",
+    "check_weights",
     "is_queue",
     "pack_by_weight",
     "split_inputs",
@@ -93,7 +94,12 @@ def check_fast_dev_run(fast_dev_run: bool | int) -> int | None:
     return fast_dev_run
 
 
-def _check_weights(weights: Sequence[float], num_inputs: int) -> list[float]:
+def check_weights(weights: Sequence[float], num_inputs: int) -> list[float]:
+    """The weights as floats.
+
+    Raises:
+        ConfigurationError: not one positive number per input.
+    """
     if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
         raise ConfigurationError(f"weights must be a sequence of positive numbers, got {type(weights).__name__}")
     if len(weights) != num_inputs:
@@ -179,7 +185,7 @@ def assign_inputs(
     if weights is None:
         bins = [list(r) for r in split_inputs(num_inputs, world)]
     else:
-        bins = pack_by_weight(_check_weights(weights, num_inputs), world)
+        bins = pack_by_weight(check_weights(weights, num_inputs), world)
     mine = bins[node_rank * num_workers : (node_rank + 1) * num_workers]
     if keep is not None:
         mine = [b[:keep] for b in mine]

@@ -27,7 +27,15 @@ from ..format._loaders import PyTreeLoader
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._env import OptimizerEnv, optimizer_env
-from ._inputs import Assignment, assign_inputs, check_fast_dev_run, file_weights, is_queue, split_inputs
+from ._inputs import (
+    Assignment,
+    assign_inputs,
+    check_fast_dev_run,
+    check_weights,
+    file_weights,
+    is_queue,
+    split_inputs,
+)
 from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
 from ._runner import run_jobs
@@ -117,6 +125,8 @@ def plan_inputs(
     items: list[Any] | None = None
     if source is None:
         items = list(inputs)
+        if weights is not None:
+            weights = check_weights(weights, len(items))
         if batch_size is not None:
             items = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
             if weights is not None:

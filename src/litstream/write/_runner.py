@@ -8,9 +8,9 @@
 * Any :class:`concurrent.futures.Executor` (a Dask ``Client.get_executor()``, Ray's, a
   ``ProcessPoolExecutor``): one task per job; progress advances when a task finishes.
 
-A failing job stops the run: the other workers are terminated (pending executor tasks cancelled, running
-ones waited for) and :class:`~litstream.WorkerError` is raised, chained to the worker's own exception
-where it can be pickled.
+A failing job stops the run: the other worker processes are killed (executor tasks, which cannot be
+stopped reliably, are waited for) and :class:`~litstream.WorkerError` is raised, chained to the
+worker's own exception where it can be pickled.
 """
 
 from __future__ import annotations
@@ -171,6 +171,8 @@ def _run_processes(
     ctx: Any = multiprocessing.get_context(start_method)
     events = ctx.Queue()
     feed = ctx.Queue() if source is not None else None
+    if feed is not None:
+        feed.cancel_join_thread()  # items left for dead workers must not block this process's exit
     processes = [
         ctx.Process(
             target=_worker_main,
@@ -235,10 +237,9 @@ def _run_on_executor(
             rank = futures[future].rank
             exc = future.exception() if not future.cancelled() else None
             if exc is not None:
-                if failure is None:
-                    failure = (rank, exc)
-                    for other in pending:
-                        other.cancel()
+                # The other jobs are left to finish: an executor may report a running task as cancelled
+                # while it still writes (Dask does), and cleaning up under it would leave its files behind.
+                failure = failure or (rank, exc)
             elif not future.cancelled():
                 bar.update(counts[rank])
     if failure is not None:
