@@ -188,6 +188,7 @@ def test_kill_9_then_resume_local(tmp_path: Path, victim: str) -> None:
     assert state is not None
     assert (state["inputs_done"], state["samples_skip"], state["next_chunk_index"]) == (EXPECTED_DONE, EXPECTED_SKIP, 4)
     assert not (out / "index.json").exists()
+    (out / ".chunk-1-9.bin.tmp.123.abcdef01").write_bytes(b"half a chunk")  # as a write cut short by kill -9
     # Without use_checkpoint the interrupted output is refused, with a hint.
     with pytest.raises(OutputNotEmptyError, match="interrupted run's checkpoints: pass use_checkpoint=True"):
         optimize(sample_fn, list(range(N)), out, chunk_size=CHUNK_SIZE, num_workers=WORKERS, verbose=False)
@@ -269,7 +270,8 @@ def test_failed_worker_leaves_a_resumable_state(tmp_path: Path) -> None:
         optimize(boom_at_7, range(10), tmp_path, chunk_size=2, num_workers=2, use_checkpoint=True, verbose=False)
     assert isinstance(info.value.__cause__, KeyError)
     assert str(info.value.__cause__) == "'no label'"
-    assert (tmp_path / ".checkpoints" / "checkpoint-0.json").exists()
+    # How far worker 0 got before it was stopped depends on timing; the run's checkpoint state stays.
+    assert (tmp_path / ".checkpoints" / "config-0.json").exists()
     assert not (tmp_path / "index.json").exists()
     optimize(lambda i: i, range(10), tmp_path, chunk_size=2, num_workers=2, use_checkpoint=True, verbose=False)
     assert list(StreamingDataset(tmp_path)) == list(range(10))

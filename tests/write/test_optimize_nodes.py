@@ -53,6 +53,16 @@ def test_three_nodes_write_one_dataset(tmp_path: Path, monkeypatch: pytest.Monke
     assert sorted(p.name for p in out.iterdir() if "index" in p.name) == ["index.json"]
 
 
+def test_two_nodes_with_checkpoints_clean_up_after_themselves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "ds"
+    run_node(monkeypatch, 0, 2, out, 12, use_checkpoint=True)
+    # Node 0 is done: its checkpoints are gone, its share is in 0-index.json.
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("chunk-")) == ["0-index.json"]
+    run_node(monkeypatch, 1, 2, out, 12, use_checkpoint=True)
+    assert [s["i"] for s in StreamingDataset(out)] == list(range(12))
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("chunk-")) == ["index.json"]
+
+
 def test_append_on_two_nodes_lists_the_old_chunks_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "ds"
     for rank in range(2):

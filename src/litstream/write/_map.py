@@ -21,8 +21,8 @@ import cloudpickle
 
 from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
 from .._sync import run_sync
+from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._inputs import drain_queue
-from ._optimize import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._runner import run_jobs
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import OutputNotEmptyError
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
+from ..storage._local import LocalFileStore
 from ._checkpoint import CHECKPOINT_DIR, RunConfig, WorkerCheckpoint, clear_checkpoints, load_checkpoints
 from ._nodes import chunk_rank, node_index_name
 
@@ -78,6 +79,15 @@ def _belongs_to_node(name: str, ranks: Sequence[int], env: OptimizerEnv) -> bool
     if is_partial_index_name(name):  # {k}-index.json
         return name == node_index_name(env.node_rank)
     return env.node_rank == 0  # keys sidecars
+
+
+def _remove_stale_temporaries(store: Store) -> None:
+    """Delete the hidden ``.name.tmp.*`` files a killed local run left mid-write (one node: nobody else writes)."""
+    if not isinstance(store, LocalFileStore):
+        return
+    for folder in (store.root, store.root / CHECKPOINT_DIR):
+        for path in folder.glob(".*.tmp.*"):
+            path.unlink(missing_ok=True)
 
 
 def _describe(names: Sequence[str]) -> str:
@@ -148,5 +158,7 @@ async def prepare_output(
     if run_config is None:
         return Prepared(existing=existing, start_chunks=start)
     resuming, saved = await load_checkpoints(store, env.node_rank, run_config)
+    if resuming and env.num_nodes == 1:
+        _remove_stale_temporaries(store)
     checkpoints = {r: saved.get(r, WorkerCheckpoint(next_chunk_index=start.get(r, 0))) for r in ranks}
     return Prepared(existing=existing, start_chunks=start, checkpoints=checkpoints, resuming=resuming)
