@@ -297,3 +297,24 @@ def test_commit_tracker_counts_inputs_inside_committed_chunks() -> None:
     third = resumed.committed(ChunkInfo("chunk-0-2.bin", 1, 3), 3, None)
     assert (third.inputs_done, third.samples_skip, third.samples_written, third.next_chunk_index) == (4, 0, 9, 3)
     assert [c.filename for c in third.chunks] == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-2.bin"]
+
+
+def plus_100_failing_at_3(i: int) -> int:
+    if i == 3:
+        raise ValueError("bad input 3")
+    return 100 + i
+
+
+def test_append_with_checkpoints_resumes_after_a_failure(tmp_path: Path) -> None:
+    optimize(int, range(5), tmp_path, chunk_size=2, num_workers=1, verbose=False)
+    with pytest.raises(WorkerError, match=r"fn failed on input 3 \(index 3, worker 0\): ValueError: bad input 3"):
+        optimize(
+            plus_100_failing_at_3, range(6), tmp_path, chunk_size=2, num_workers=1, mode="append", use_checkpoint=True
+        )
+    # The dataset is untouched meanwhile; the new chunk 3 (inputs 0, 1) is checkpointed.
+    assert list(StreamingDataset(tmp_path)) == [0, 1, 2, 3, 4]
+    state = json.loads((tmp_path / ".checkpoints" / "checkpoint-0.json").read_text())
+    assert (state["inputs_done"], state["next_chunk_index"]) == (2, 4)
+    optimize(lambda i: 100 + i, range(6), tmp_path, chunk_size=2, num_workers=1, mode="append", use_checkpoint=True)
+    assert list(StreamingDataset(tmp_path)) == [0, 1, 2, 3, 4, 100, 101, 102, 103, 104, 105]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*(f"chunk-0-{n}.bin" for n in range(6)), "index.json"]
