@@ -1,8 +1,8 @@
 """``optimize``: run a user function over inputs in worker processes and write one dataset.
 
 Flow: validate every argument (nothing is written before that; checks shared with ``map`` live in
-:mod:`._args`) → split ``inputs`` over
-``num_nodes x num_workers`` workers (:mod:`._inputs`; nodes from ``DATA_OPTIMIZER_*``, :mod:`._env`) →
+:mod:`._args`) → split ``inputs`` over ``num_nodes x num_workers`` workers (:mod:`._inputs`; nodes
+from ``DATA_OPTIMIZER_*``, :mod:`._env`) →
 check and prepare the output for ``mode`` / ``use_checkpoint`` (:mod:`._output`) → run one
 :class:`~._worker.OptimizeJob` per worker in this process, in worker processes or on an executor
 (:mod:`._runner`) → merge the partial indexes, across nodes if several (:mod:`._nodes`); ``index.json``
