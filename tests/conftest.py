@@ -12,6 +12,51 @@ if TYPE_CHECKING:
 
     from servers import S3Server
 
+_SERVER_FIXTURES = {
+    "s3_server",
+    "azure_server",
+    "gcs_server",
+    "hub_server",
+    "writable",
+    "backend",
+    "obstore_in_process",
+}
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the storage tests, and every test that uses a storage server, after all others.
+
+    They use obstore in the pytest process, after which forking is unsafe: litstream then picks
+    ``spawn`` for optimize/DataLoader workers, which is much slower. Running them last keeps the rest
+    of the suite on ``fork``.
+    """
+
+    def late(item: pytest.Item) -> bool:
+        path = str(item.path).replace("\\", "/")
+        if "/tests/storage/" in path or _SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            return True
+        callspec = getattr(item, "callspec", None)  # a test parametrized over backends, with "s3" among them
+        return callspec is not None and any(isinstance(v, str) and v == "s3" for v in callspec.params.values())
+
+    last = [item for item in items if late(item)]
+    if last and len(last) < len(items):
+        items[:] = [item for item in items if not late(item)] + last
+
+
+@pytest.fixture
+def obstore_in_process() -> None:
+    """Marks a test that uses obstore in the pytest process, so that it runs late (see above)."""
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """SeaweedFS on 127.0.0.1 with one bucket, for the whole session."""
+    try:
+        with seaweedfs(tmp_path_factory.mktemp("s3")) as server:
+            yield server
+    except ServerMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
@@ -27,14 +72,3 @@ def _clean_distributed_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: py
     monkeypatch.setenv("LITSTREAM_CACHE_DIR", str(tmp_path_factory.mktemp("chunk-cache")))
     yield
     os.environ.pop("DATA_OPTIMIZER_GLOBAL_RANK", None)
-
-
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """SeaweedFS on 127.0.0.1 with one bucket, for the whole session (tests using it run last: see
-    ``tests/storage/conftest.py``)."""
-    try:
-        with seaweedfs(tmp_path_factory.mktemp("s3")) as server:
-            yield server
-    except ServerMissing as exc:
-        pytest.fail(str(exc), pytrace=False)

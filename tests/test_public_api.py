@@ -33,6 +33,7 @@ def test_public_names_are_exactly_these() -> None:
         "complete_dataset",
         "index_parquet_dataset",
         "merge_datasets",
+        "map",
         "optimize",
         "train_test_split",
         "walk",

@@ -30,6 +30,7 @@ from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
 from .storage._walk import walk as walk
 from .write._complete import complete_dataset as complete_dataset
+from .write._map import map as map
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
 from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
@@ -67,6 +68,7 @@ __all__ = [
     "complete_dataset",
     "index_parquet_dataset",
     "merge_datasets",
+    "map",
     "optimize",
     "train_test_split",
     "walk",

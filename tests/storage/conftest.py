@@ -1,5 +1,8 @@
 """Storage test fixtures: real servers (one per session, started on first use) and one store per backend.
 
+The S3 server fixture and the rule that runs server tests last live in ``tests/conftest.py`` (the write
+tests use S3 too).
+
 Every test gets its own key prefix inside the session's bucket/container (see ``storage_backends``). A
 server that is not installed fails the tests that need it, naming the install script.
 """
@@ -18,27 +21,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from servers import AzuriteServer, GCSServer, HubServer
-
-
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the storage tests after all others.
-
-    They (and tests elsewhere that use the ``s3_server`` fixture, or a parameter ``"s3"``) use obstore
-    in the pytest process, after which forking is unsafe: litstream then picks ``spawn`` for
-    optimize/DataLoader workers, which is much slower. Running them last keeps the rest of the suite
-    on ``fork``.
-    """
-    storage = [item for item in items if "/tests/storage/" in str(item.path).replace("\\", "/") or _uses_s3(item)]
-    if storage and len(storage) < len(items):
-        others = [item for item in items if item not in storage]
-        items[:] = others + storage
-
-
-def _uses_s3(item: pytest.Item) -> bool:
-    if "s3_server" in getattr(item, "fixturenames", ()):
-        return True
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and any(isinstance(v, str) and v == "s3" for v in callspec.params.values())
 
 
 @pytest.fixture(scope="session")

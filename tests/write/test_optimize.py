@@ -237,7 +237,7 @@ def test_progress_bar_reaches_the_input_count(tmp_path: Path, capsys: pytest.Cap
 
 
 @pytest.mark.anyio
-async def test_chunk_writer_on_an_obstore_memory_store(anyio_backend: str) -> None:
+async def test_chunk_writer_on_an_obstore_memory_store(anyio_backend: str, obstore_in_process: None) -> None:
     store = ObstoreStore(MemoryStore(), url="memory://")
     async with ChunkWriter(store, rank=3, chunk_size=2) as writer:
         for i in range(5):
@@ -257,7 +257,7 @@ async def test_chunk_writer_on_an_obstore_memory_store(anyio_backend: str) -> No
 
 
 @pytest.mark.anyio
-async def test_chunk_writer_rejects_a_mismatched_sample(anyio_backend: str) -> None:
+async def test_chunk_writer_rejects_a_mismatched_sample(anyio_backend: str, obstore_in_process: None) -> None:
     store = ObstoreStore(MemoryStore())
     with pytest.raises(
         FormatError,

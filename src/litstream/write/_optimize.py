@@ -1,335 +1,234 @@
 """``optimize``: run a user function over inputs in worker processes and write one dataset.
 
-Flow: validate every argument (nothing is written before that) → split ``inputs`` into contiguous
-slices, one per worker, as LitData does in ordered mode (the remainder goes one each to the last
-workers) → each worker runs an event loop with a :class:`ChunkWriter` of its own rank → the parent
-merges the partial indexes into ``index.json``, written last. Worker processes are started with
-``fork`` where that is safe, else ``spawn``; ``fn`` travels with cloudpickle either way, so lambdas
-and closures work. A failing worker stops the job: the others are terminated, the files of this run
-are removed, and :class:`~litstream.WorkerError` names the input that failed.
+Flow: validate every argument (nothing is written before that; checks shared with ``map`` live in
+:mod:`._args`) → split ``inputs`` over ``num_nodes x num_workers`` workers (:mod:`._inputs`; nodes
+from ``DATA_OPTIMIZER_*``, :mod:`._env`) →
+check and prepare the output for ``mode`` / ``use_checkpoint`` (:mod:`._output`) → run one
+:class:`~._worker.OptimizeJob` per worker in this process, in worker processes or on an executor
+(:mod:`._runner`) → merge the partial indexes, across nodes if several (:mod:`._nodes`); ``index.json``
+is written last. A failing worker stops the job with :class:`~litstream.WorkerError` naming the input;
+without ``use_checkpoint`` the files of this run are removed, with it they stay and a re-run resumes.
 """
 
 from __future__ import annotations
 
-import inspect
-import multiprocessing
-import os
-import queue as queue_module
-import traceback
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import cloudpickle
-
-from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
+from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._compression import validate_compression
-from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
+from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
-from ..storage._resolver import Dir, store_for
-from ._merge import merge_index
-from ._writer import ChunkWriter, check_chunking
+from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
+from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
+from ._inputs import split_inputs
+from ._nodes import finish_node, merge_nodes, sweep_orphans
+from ._output import Prepared, prepare_output
+from ._runner import run_jobs
+from ._worker import OptimizeJob
+from ._writer import check_chunking
 
 if TYPE_CHECKING:
+    import concurrent.futures
+    import os
+    from collections.abc import Callable, Mapping, Sequence
+
     from ..format._serializers import Serializer
+    from ..storage._resolver import Dir
     from ..storage._store import Store
+    from ._env import OptimizerEnv
 
 __all__ = ["optimize", "split_inputs"]
 
 _MODES = (None, "append", "overwrite")
 
 
-def split_inputs(num_inputs: int, num_workers: int) -> list[range]:
-    """Contiguous input slices per worker: ``num_inputs // num_workers`` each, the remainder one
-    each to the **last** workers (LitData's ordered split: 5 inputs, 2 workers → [0, 1], [2, 3, 4])."""
-    base, extra = divmod(num_inputs, num_workers)
-    out, start = [], 0
-    for w in range(num_workers):
-        size = base + (1 if w >= num_workers - extra else 0)
-        out.append(range(start, start + size))
-        start += size
-    return out
-
-
-@dataclass(frozen=True)
-class _WorkerJob:
-    rank: int
-    items: list[Any]
-    first_index: int
-    fn_pickle: bytes
-    store: Store
-    writer_kwargs: dict[str, Any]
-
-
-def _iter_samples(fn: Callable[[Any], Any], item: Any) -> Any:
-    result = fn(item)
-    if inspect.isgenerator(result):
-        yield from result
-    elif result is not None:
-        yield result
-
-
-async def _run_job(job: _WorkerJob, report: Callable[[tuple[Any, ...]], None]) -> list[str]:
-    fn = cloudpickle.loads(job.fn_pickle)
-    writer = ChunkWriter(job.store, rank=job.rank, **job.writer_kwargs)
-    try:
-        async with writer:
-            for offset, item in enumerate(job.items):
-                index = job.first_index + offset
-                try:
-                    samples = list(_iter_samples(fn, item))
-                except Exception as exc:
-                    raise WorkerError(
-                        f"fn failed on input {item!r} (index {index}, worker {job.rank}): {type(exc).__name__}: {exc}"
-                    ) from exc
-                for sample in samples:
-                    try:
-                        await writer.add(sample)
-                    except Exception as exc:
-                        raise WorkerError(
-                            f"cannot write the sample from input {item!r} (index {index}, worker {job.rank}): "
-                            f"{type(exc).__name__}: {exc}"
-                        ) from exc
-                report(("progress", job.rank, 1))
-    finally:
-        report(("files", job.rank, list(writer.written_files)))
-    return writer.written_files
-
-
-def _worker_main(job_bytes: bytes, events: Any) -> None:
-    job: _WorkerJob = cloudpickle.loads(job_bytes)
-    try:
-        run_sync(_run_job, job, events.put)
-    except BaseException as exc:
-        events.put(("error", job.rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-    else:
-        events.put(("done", job.rank))
-
-
 def optimize(
     fn: Callable[[Any], Any],
-    inputs: Sequence[Any],
-    output_dir: str | os.PathLike[str] | Dir | Store,
+    inputs: Sequence[Any] | Any = None,
+    output_dir: str | os.PathLike[str] | Dir | Store = "optimized_data",
+    *,
+    queue: Any = None,
+    input_dir: str | os.PathLike[str] | Dir | None = None,
+    weights: Sequence[float] | None = None,
     chunk_size: int | None = None,
     chunk_bytes: int | str | None = None,
     compression: str | None = None,
     num_workers: int | None = None,
+    fast_dev_run: bool | int = False,
+    reorder_files: bool = True,
+    batch_size: int | None = None,
     mode: str | None = None,
+    use_checkpoint: bool = False,
     item_loader: PyTreeLoader | TokensLoader | None = None,
     serializers: Mapping[str, Serializer] | None = None,
     start_method: str | None = None,
-    verbose: bool = True,
+    executor: concurrent.futures.Executor | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    verbose: bool = True,
 ) -> None:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
+
+    Matches LitData's ``optimize`` for the arguments it shares (names, defaults, the ordered input split,
+    file names, ``DATA_OPTIMIZER_*`` nodes); see ``docs/environment.md`` for the environment.
 
     Args:
         fn: ``fn(input) -> sample`` (``None`` results are skipped) or a generator function yielding
             any number of samples per input. A sample is any pytree of supported leaves (see
             ``litstream.format``); the first sample fixes the format.
-        inputs: A non-empty sequence; worker ``w`` gets a contiguous slice.
-        output_dir: Local directory (created if missing), ``Dir``, or a ``Store``.
+        inputs: A non-empty sequence (worker ``w`` of node ``k`` gets slice ``k·num_workers + w``), or a
+            ``queue.Queue`` / ``multiprocessing.Queue`` that a producer ends with the string ``"ALL_DONE"``
+            (or by ``DATA_OPTIMIZER_TIMEOUT`` seconds, default 300, of silence).
+        output_dir: Local directory (created if missing), URL (``s3://``, ``gs://``, ``azure://``), ``Dir``
+            or ``Store``. Default ``"optimized_data"`` as LitData.
+        queue: LitData's name for a queue input; give ``inputs`` or ``queue``.
+        input_dir: Local directory holding the files the inputs name; with ``reorder_files`` the inputs
+            are balanced across workers by the bytes of those files.
+        weights: One positive number per input; workers get bins of about equal total weight (greedy
+            packing, heaviest first), each bin in input order.
         chunk_size: Items per chunk. Give exactly one of ``chunk_size`` / ``chunk_bytes``.
         chunk_bytes: Payload bytes per chunk: an int, or a string with decimal units (``"64MB"``).
         compression: ``None``, ``"zstd"`` (level 4) or ``"zstd:N"`` (N in 1..22).
-        num_workers: Worker processes (default ``os.cpu_count()``); 1 runs in this process.
-        mode: ``None`` (the output must hold no files), ``"overwrite"`` (remove a previous
-            dataset's files first) or ``"append"`` (add chunks after an existing dataset's; the new
-            samples must have the same format).
+        num_workers: Workers per node (default ``os.cpu_count()``; 0 counts as 1). One worker without an
+            executor runs in this process.
+        fast_dev_run: ``True`` keeps the first 10 inputs of every worker, an int that many; ``False``
+            (default) processes everything.
+        reorder_files: Balance by file sizes under ``input_dir`` (default True; no effect without it).
+        batch_size: Group inputs into lists of this many; ``fn`` gets a list.
+        mode: ``None`` (the output must hold no files), ``"overwrite"`` (remove a previous dataset,
+            sidecars and checkpoints included) or ``"append"`` (add chunks after an existing dataset's;
+            the new samples must have the same format).
+        use_checkpoint: Save each worker's progress after every stored chunk under ``.checkpoints/``; a run
+            that was killed or failed is completed by calling ``optimize`` again with the same arguments,
+            every input landing in the dataset exactly once. ``fn`` must be deterministic. Checkpoints
+            are deleted after success.
         item_loader: ``PyTreeLoader()`` (default), or ``TokensLoader()`` when every sample is one
             1-D token array (then ``chunk_size`` counts tokens; see :class:`~litstream.TokensLoader`).
         serializers: Extra serializers by registry key, tried before the built-ins.
         start_method: Multiprocessing start method. Default: ``"fork"`` where available and safe
             (this process has not used obstore, which hangs in forked children), else ``"spawn"``.
+        executor: Any ``concurrent.futures.Executor`` (a Dask ``Client.get_executor()``, Ray's, a
+            ``ProcessPoolExecutor``) to run the per-worker jobs on instead of our processes; each job
+            writes straight to ``output_dir``, which its workers must reach.
+        storage_options: Credentials and client options when ``output_dir`` is an object-store URL;
+            chunks are uploaded as they are written and ``index.json`` last.
         verbose: Show a tqdm progress bar.
-        storage_options: Credentials and client options when ``output_dir`` is an object-store URL
-            (``s3://``, ``gs://``, ``azure://``); chunks are uploaded as they are written and
-            ``index.json`` last.
 
     Raises:
-        ConfigurationError: a bad argument; raised before anything is written.
+        ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
+            written. Also when checkpoints were made by a different run.
         OutputNotEmptyError: ``output_dir`` already holds files and ``mode`` is ``None``.
-        WorkerError: ``fn`` or the writer failed in a worker; names the input. No ``index.json``
-            is written and the chunk files of this run are removed.
-        FormatError: (via WorkerError's cause) a sample cannot be encoded.
+        WorkerError: ``fn`` or the writer failed in a worker; names the input and chains the worker's
+            exception. Without ``use_checkpoint`` no ``index.json`` is written and this run's files are
+            removed; with it they stay for a re-run.
+        StorageError: on N nodes, the last node waited ``DATA_OPTIMIZER_TIMEOUT`` s for another node.
     """
-    if not callable(fn):
-        raise ConfigurationError(f"fn must be callable, got {fn!r}")
-    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence) or len(inputs) == 0:
-        raise ConfigurationError(
-            f"inputs must be a non-empty sequence (list, tuple, range), got {type(inputs).__name__} {inputs!r:.80}"
-        )
+    fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     validate_compression(compression)
     if mode not in _MODES:
         raise ConfigurationError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
-    if num_workers is None:
-        num_workers = os.cpu_count() or 1
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-        raise ConfigurationError(f"num_workers must be a non-negative int, got {num_workers!r}")
-    num_workers = max(num_workers, 1)
     if item_loader is not None and not isinstance(item_loader, (PyTreeLoader, TokensLoader)):
         raise ConfigurationError(f"item_loader={item_loader!r} is not supported; use PyTreeLoader() or TokensLoader()")
-    if start_method is not None and start_method not in multiprocessing.get_all_start_methods():
-        raise ConfigurationError(
-            f"start_method={start_method!r} is not available here; use one of {multiprocessing.get_all_start_methods()}"
+    if not isinstance(use_checkpoint, bool):
+        raise ConfigurationError(f"use_checkpoint must be True or False, got {use_checkpoint!r}")
+    check_start_method(start_method)
+    plan, num_workers = plan_inputs(
+        inputs,
+        queue,
+        num_workers=num_workers,
+        weights=weights,
+        reorder_files=reorder_files,
+        input_dir=input_dir,
+        fast_dev_run=fast_dev_run,
+        batch_size=batch_size,
+        executor=executor,
+        use_checkpoint=use_checkpoint,
+    )
+    store = output_store(output_dir, storage_options)
+    assignment = plan.assignment
+    run_config = None
+    if use_checkpoint:
+        assert plan.items is not None
+        items = plan.items
+        run_config = RunConfig(
+            num_nodes=plan.env.num_nodes,
+            num_workers=num_workers,
+            global_ranks=tuple(assignment.global_ranks),
+            inputs=tuple(inputs_digest([items[i] for i in p]) for p in assignment.positions),
         )
+    prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
+    jobs = _jobs(plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression, item_loader, serializers)
+    total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
-        fn_pickle = cloudpickle.dumps(fn)
-    except Exception as exc:
-        raise ConfigurationError(f"fn={fn!r} cannot be sent to worker processes: {exc}") from exc
+        run_jobs(
+            jobs,
+            total=total,
+            num_workers=num_workers,
+            start_method=pick_start_method(start_method),
+            executor=executor,
+            source=plan.source,
+            queue_timeout=plan.env.timeout,
+            verbose=verbose,
+        )
+        run_sync(finish_node, store, assignment.global_ranks, plan.env, prepared.existing, use_checkpoint)
+    except BaseException:
+        if not use_checkpoint:
+            run_sync(_discard, store, assignment.global_ranks, prepared)
+        raise
+    run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint)
 
-    store = store_for(output_dir, storage_options, argument="output_dir")
-    existing, start_chunks = run_sync(_prepare_output, store, mode, num_workers)
+
+def _jobs(
+    plan: Plan,
+    prepared: Prepared,
+    fn_pickle: bytes,
+    store: Store,
+    chunk_size: int | None,
+    chunk_bytes: int | None,
+    compression: str | None,
+    item_loader: PyTreeLoader | TokensLoader | None,
+    serializers: Mapping[str, Serializer] | None,
+) -> list[OptimizeJob]:
     writer_kwargs: dict[str, Any] = {
         "chunk_size": chunk_size,
-        "chunk_bytes": chunk_bytes_int,
+        "chunk_bytes": chunk_bytes,
         "compression": compression,
         "serializers": serializers,
         "item_loader": item_loader,
     }
-    slices = split_inputs(len(inputs), num_workers)
-    jobs = [
-        _WorkerJob(
-            rank=rank,
-            items=[inputs[i] for i in slices[rank]],
-            first_index=slices[rank].start,
-            fn_pickle=fn_pickle,
-            store=store,
-            writer_kwargs={**writer_kwargs, "start_chunk": start_chunks.get(rank, 0)},
-        )
-        for rank in range(num_workers)
-    ]
-    _run_jobs(jobs, len(inputs), store, start_method or _default_start_method(), verbose)
-    run_sync(_finish, store, existing)
-
-
-def _default_start_method() -> str:
-    """``fork`` where it is safe (POSIX, and this process has not used obstore), else ``spawn``."""
-    from ..storage._store import obstore_used
-
-    if "fork" in multiprocessing.get_all_start_methods() and not obstore_used():
-        return "fork"
-    return "spawn"
-
-
-async def _prepare_output(store: Store, mode: str | None, num_workers: int) -> tuple[Index | None, dict[int, int]]:
-    listing = await store.list()
-    if mode is None:
-        if listing:
-            names = ", ".join(m.path for m in listing[:3])
-            raise OutputNotEmptyError(
-                f"output_dir {store.url} is not empty (holds {names}{', ...' if len(listing) > 3 else ''}); "
-                "pass mode='overwrite' to replace it, mode='append' to add to it, or choose an empty directory"
+    jobs = []
+    for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True):
+        items = None if plan.items is None else [plan.items[i] for i in positions]
+        jobs.append(
+            OptimizeJob(
+                rank=rank,
+                items=items,
+                positions=positions,
+                fn_pickle=fn_pickle,
+                store=store,
+                writer_kwargs={**writer_kwargs, "start_chunk": prepared.start_chunks.get(rank, 0)},
+                checkpoint=prepared.checkpoints.get(rank) if prepared.checkpoints else None,
+                queue_timeout=plan.env.timeout,
             )
-        return None, {}
-    if mode == "overwrite":
-        for meta in listing:
-            name = meta.path
-            if "/" not in name and (
-                name == INDEX_FILENAME
-                or is_partial_index_name(name)
-                or (name.startswith("chunk-") and name.endswith(".bin"))
-            ):
-                await store.delete(name)
-        return None, {}
-    # append
-    present = {m.path for m in listing}
-    if INDEX_FILENAME not in present:
-        return None, {}
-    existing = Index.from_json(await store.get(INDEX_FILENAME))
-    start: dict[int, int] = {}
-    for chunk in existing.chunks:
-        parts = chunk.filename.split(".")[0].split("-")
-        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-            rank, number = int(parts[1]), int(parts[2])
-            start[rank] = max(start.get(rank, 0), number + 1)
-    return existing, start
+        )
+    return jobs
 
 
-async def _finish(store: Store, existing: Index | None) -> None:
-    await merge_index(store, existing=existing)
-
-
-def _run_jobs(jobs: list[_WorkerJob], total: int, store: Store, start_method: str, verbose: bool) -> None:
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, desc="Optimizing", unit="input", disable=not verbose)
-    written: list[str] = []
+async def _discard(store: Store, ranks: list[int], prepared: Prepared) -> None:
+    """Remove this run's chunks and partials after a failure; never a chunk an ``index.json`` names."""
+    keep = {c.filename for c in prepared.existing.chunks} if prepared.existing is not None else set()
     try:
-        if len(jobs) == 1:
-            queue_module.SimpleQueue()
-
-            def report(event: tuple[Any, ...]) -> None:
-                if event[0] == "progress":
-                    bar.update(event[2])
-                elif event[0] == "files":
-                    written.extend(event[2])
-
-            try:
-                run_sync(_run_job, jobs[0], report)
-            except BaseException:
-                run_sync(_remove, store, written)
-                raise
-            return
-        _run_processes(jobs, store, start_method, bar, written)
-    finally:
-        bar.close()
+        current = Index.from_json(await store.get(INDEX_FILENAME))
+    except (ObjectNotFoundError, FormatError):
+        current = None
+    if current is not None:
+        keep |= {c.filename for c in current.chunks}
+    await sweep_orphans(store, ranks, keep)
 
 
-def _run_processes(jobs: list[_WorkerJob], store: Store, start_method: str, bar: Any, written: list[str]) -> None:
-    ctx: Any = multiprocessing.get_context(start_method)
-    events = ctx.Queue()
-    processes = [ctx.Process(target=_worker_main, args=(cloudpickle.dumps(job), events), daemon=True) for job in jobs]
-    for p in processes:
-        p.start()
-    pending = {job.rank for job in jobs}
-    failure: tuple[Any, ...] | None = None
-    try:
-        while pending and failure is None:
-            try:
-                event = events.get(timeout=1.0)
-            except queue_module.Empty:
-                dead = [jobs[i].rank for i, p in enumerate(processes) if not p.is_alive() and jobs[i].rank in pending]
-                if dead and events.empty():
-                    failure = (
-                        "error",
-                        dead[0],
-                        f"worker {dead[0]} died (exit code "
-                        f"{processes[jobs.index(next(j for j in jobs if j.rank == dead[0]))].exitcode})",
-                        "",
-                    )
-                continue
-            kind = event[0]
-            if kind == "progress":
-                bar.update(event[2])
-            elif kind == "files":
-                written.extend(event[2])
-            elif kind == "done":
-                pending.discard(event[1])
-            elif kind == "error":
-                failure = event
-    finally:
-        if failure is not None:
-            for p in processes:
-                if p.is_alive():
-                    p.terminate()
-        for p in processes:
-            p.join()
-        while not events.empty():
-            event = events.get()
-            if event[0] == "files":
-                written.extend(event[2])
-    if failure is not None:
-        run_sync(_remove, store, written)
-        _, rank, message, tb = failure
-        raise WorkerError(f"optimize worker {rank} failed: {message}\n{tb}")
-
-
-async def _remove(store: Store, names: list[str]) -> None:
-    for name in names:
-        await store.delete(name)
-    for meta in await store.list():
-        if is_partial_index_name(meta.path):
-            await store.delete(meta.path)
+async def _finish(store: Store, ranks: list[int], env: OptimizerEnv, prepared: Prepared, checkpoints: bool) -> None:
+    if checkpoints:
+        await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
+    if env.num_nodes > 1 and env.is_last_node:
+        await merge_nodes(store, env, prepared.existing)

@@ -37,7 +37,8 @@ from ..storage._base import MiB
 from ..storage._resolver import store_for
 from ..storage._transfer import ByteBudget, Uploader
 from ._append import config_diff, next_chunk_number, settings_mismatch
-from ._optimize import _prepare_output
+from ._env import OptimizerEnv
+from ._output import prepare_output
 from ._writer import check_chunking, dataset_config, pack_and_compress
 
 if TYPE_CHECKING:
@@ -202,7 +203,8 @@ class AsyncUploader:
     async def __aenter__(self) -> AsyncUploader:
         if self._state != "new":
             raise RuntimeError("an AsyncUploader can be used in one `async with` block only; create a new one")
-        existing, starts = await _prepare_output(self._store, self._mode, 1)
+        prepared = await prepare_output(self._store, self._mode, [self._rank], OptimizerEnv(), None)
+        existing, starts = prepared.existing, prepared.start_chunks
         if existing is not None and existing.config is not None:
             self._check_existing(existing.config)
         self._existing = existing

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from .._errors import ConfigurationError, collapse_exception_group
+from .._errors import ConfigurationError, FormatError, collapse_exception_group
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -34,7 +34,7 @@ from ..format._tokens import TokenEncoder
 from ..format._units import parse_bytes
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -116,6 +116,9 @@ class ChunkWriter:
         serializers: Extra serializers by registry key.
         start_chunk: Number of this rank's first chunk (append mode continues numbering).
         max_pending_chunks: Closed chunks allowed to wait for upload (default 2).
+        resume: Chunks (and their config) this rank committed in an interrupted run; they head the
+            partial index (``use_checkpoint`` resume).
+        on_commit: Awaited after each chunk is stored, with its entry; the next chunk waits for it.
 
     Raises:
         ConfigurationError: invalid chunking or compression arguments.
@@ -133,6 +136,8 @@ class ChunkWriter:
         item_loader: PyTreeLoader | TokensLoader | None = None,
         start_chunk: int = 0,
         max_pending_chunks: int = 2,
+        resume: Index | None = None,
+        on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
     ) -> None:
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
         validate_compression(compression)
@@ -145,7 +150,9 @@ class ChunkWriter:
         self._item_loader = item_loader or PyTreeLoader()
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
         self._next_chunk = start_chunk
-        self._chunks: list[ChunkInfo] = []
+        self._chunks: list[ChunkInfo] = list(resume.chunks) if resume is not None else []
+        self._resume_config = resume.config if resume is not None else None
+        self._on_commit = on_commit
         self._max_pending = max_pending_chunks
         self._task_group: TaskGroup | None = None
         self._send: MemoryObjectSendStream[tuple[str, list[bytes], int | None]] | None = None
@@ -180,7 +187,7 @@ class ChunkWriter:
                 single = collapse_exception_group(group)
                 if single is group:
                     raise
-                raise single from None
+                raise single from single.__cause__
         if exc_type is None:
             await self._write_partial_index()
         return result
@@ -215,18 +222,37 @@ class ChunkWriter:
                 payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
                 await self._store.put(name, payload)
                 self.written_files.append(name)
-                self._chunks.append(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim))
+                info = ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim)
+                self._chunks.append(info)
+                if self._on_commit is not None:
+                    await self._on_commit(info)
 
-    async def _write_partial_index(self) -> None:
-        if not self._chunks:
-            return
-        config = dataset_config(
+    @property
+    def next_chunk_index(self) -> int:
+        """The number the next chunk of this rank will get (chunks closed so far: this minus ``start_chunk``)."""
+        return self._next_chunk
+
+    def config(self) -> DatasetConfig | None:
+        """The dataset config fixed by the first sample (or by ``resume``); ``None`` before any sample."""
+        if self._encoder.data_spec is None:
+            return self._resume_config
+        return dataset_config(
             self._encoder,
             chunk_size=self._chunk_size,
             chunk_bytes=self._chunk_bytes,
             compression=self._compression,
             item_loader=self._item_loader,
         )
+
+    async def _write_partial_index(self) -> None:
+        config = self.config()
+        if not self._chunks or config is None:
+            return
+        if self._resume_config is not None and config != self._resume_config:
+            raise FormatError(
+                f"rank {self._rank}: the samples of this run have config {config.to_json_obj()}, the chunks "
+                f"of the interrupted run {self._resume_config.to_json_obj()}; fn must produce the same format"
+            )
         self.partial_index = Index(chunks=tuple(self._chunks), config=config)
         name = partial_index_name(self._rank)
         await self._store.put(name, self.partial_index.to_json().encode())

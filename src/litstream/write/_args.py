@@ -1,0 +1,164 @@
+"""Argument checks and input planning shared by ``optimize`` and ``map``; all run before any write."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle
+
+from .._errors import ConfigurationError
+from ..storage._resolver import Dir, resolve_dir, store_for
+from ._env import OptimizerEnv, optimizer_env
+from ._inputs import Assignment, assign_inputs, check_fast_dev_run, check_weights, file_weights, is_queue
+
+if TYPE_CHECKING:
+    from ..storage._store import Store
+
+__all__ = ["Plan", "check_start_method", "output_store", "pick_start_method", "pickle_fn", "plan_inputs"]
+
+
+class Plan:
+    """Validated inputs and how they are split (shared by ``optimize`` and ``map``)."""
+
+    def __init__(self, items: list[Any] | None, source: Any, assignment: Assignment, env: OptimizerEnv) -> None:
+        self.items = items
+        self.source = source
+        self.assignment = assignment
+        self.env = env
+
+
+def plan_inputs(
+    inputs: Any,
+    queue: Any,
+    *,
+    num_workers: int | None,
+    weights: Sequence[float] | None,
+    reorder_files: bool,
+    input_dir: str | os.PathLike[str] | Dir | None,
+    fast_dev_run: bool | int,
+    batch_size: int | None,
+    executor: concurrent.futures.Executor | None,
+    use_checkpoint: bool = False,
+) -> tuple[Plan, int]:
+    """Validate the input arguments and split the inputs; returns the plan and ``num_workers``.
+
+    Raises:
+        ConfigurationError: any invalid input argument (see ``optimize``).
+    """
+    if inputs is not None and queue is not None:
+        raise ConfigurationError("give inputs or queue, not both (queue is LitData's name for a queue input)")
+    if queue is not None:
+        if not is_queue(queue):
+            raise ConfigurationError(
+                f"queue must be a queue.Queue or multiprocessing.Queue, got {type(queue).__name__}"
+            )
+        inputs = queue
+    if inputs is None:
+        raise ConfigurationError("give inputs: a non-empty sequence, or a queue ended by the sentinel 'ALL_DONE'")
+    source = inputs if is_queue(inputs) else None
+    if source is None and (isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence) or len(inputs) == 0):
+        raise ConfigurationError(
+            "inputs must be a non-empty sequence (list, tuple, range) or a queue.Queue/multiprocessing.Queue, "
+            f"got {type(inputs).__name__} {inputs!r:.80}"
+        )
+    if num_workers is None:
+        num_workers = os.cpu_count() or 1
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ConfigurationError(f"num_workers must be a non-negative int, got {num_workers!r}")
+    num_workers = max(num_workers, 1)
+    keep = check_fast_dev_run(fast_dev_run)
+    if not isinstance(reorder_files, bool):
+        raise ConfigurationError(f"reorder_files must be True or False, got {reorder_files!r}")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ConfigurationError(f"batch_size must be a positive int (inputs per fn call) or None, got {batch_size!r}")
+    if executor is not None and not isinstance(executor, concurrent.futures.Executor):
+        raise ConfigurationError(
+            f"executor must be a concurrent.futures.Executor (e.g. dask's Client.get_executor()), got {executor!r}"
+        )
+    if source is not None:
+        for name, value in (("weights", weights), ("batch_size", batch_size), ("executor", executor)):
+            if value is not None:
+                raise ConfigurationError(f"{name}={value!r:.60} cannot be used with a queue input; give a sequence")
+        if use_checkpoint:
+            raise ConfigurationError(
+                "use_checkpoint=True needs a sequence of inputs, not a queue (it cannot be replayed)"
+            )
+    env = optimizer_env()
+    if input_dir is not None:
+        resolved = resolve_dir(input_dir, argument="input_dir")
+        if weights is None and reorder_files and resolved.path is not None and source is None:
+            weights = file_weights(inputs, resolved.path)
+    items: list[Any] | None = None
+    if source is None:
+        items = list(inputs)
+        if weights is not None:
+            weights = check_weights(weights, len(items))
+        if batch_size is not None:
+            items = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
+            if weights is not None:
+                w = list(weights)
+                weights = [sum(w[i : i + batch_size]) for i in range(0, len(w), batch_size)]
+        assignment = assign_inputs(
+            len(items), num_workers, num_nodes=env.num_nodes, node_rank=env.node_rank, weights=weights, keep=keep
+        )
+    else:
+        ranks = [env.node_rank * num_workers + i for i in range(num_workers)]
+        assignment = Assignment(positions=[[] for _ in ranks], global_ranks=ranks)
+    return Plan(items, source, assignment, env), num_workers
+
+
+def output_store(output_dir: str | os.PathLike[str] | Dir | Store, storage_options: Mapping[str, Any] | None) -> Store:
+    """The store to write to.
+
+    Raises:
+        ConfigurationError: an unknown scheme, or a read-only location (``hf://``, ``http(s)://``).
+    """
+    if isinstance(output_dir, (str, os.PathLike, Dir)):
+        resolved = resolve_dir(output_dir, argument="output_dir")
+        scheme = (resolved.url or "").split("://", 1)[0].lower()
+        if scheme in ("hf", "http", "https"):
+            raise ConfigurationError(
+                f"output_dir={resolved.url!r}: cannot write datasets to {scheme}:// (read-only here); write to a "
+                "local directory or s3://, gs://, azure:// and upload from there"
+            )
+    return store_for(output_dir, storage_options, argument="output_dir")
+
+
+def pickle_fn(fn: Any) -> bytes:
+    """``fn`` cloudpickled for the workers.
+
+    Raises:
+        ConfigurationError: ``fn`` is not callable or cannot be pickled.
+    """
+    if not callable(fn):
+        raise ConfigurationError(f"fn must be callable, got {fn!r}")
+    try:
+        return bytes(cloudpickle.dumps(fn))
+    except Exception as exc:
+        raise ConfigurationError(f"fn={fn!r} cannot be sent to worker processes: {exc}") from exc
+
+
+def check_start_method(start_method: str | None) -> None:
+    """Raises ConfigurationError when ``start_method`` is not available here."""
+    if start_method is not None and start_method not in multiprocessing.get_all_start_methods():
+        raise ConfigurationError(
+            f"start_method={start_method!r} is not available here; use one of {multiprocessing.get_all_start_methods()}"
+        )
+
+
+def pick_start_method(start_method: str | None) -> str:
+    """``start_method``, else ``fork`` where safe (POSIX, and this process has not used obstore), else ``spawn``.
+
+    Call it right before starting workers: preparing a remote output uses obstore in this process.
+    """
+    if start_method is not None:
+        return start_method
+    from ..storage._store import obstore_used
+
+    if "fork" in multiprocessing.get_all_start_methods() and not obstore_used():
+        return "fork"
+    return "spawn"

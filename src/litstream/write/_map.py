@@ -1,0 +1,191 @@
+"""``map``: run a file-to-file transform over inputs in worker processes (LitData's ``map``).
+
+For every input the worker makes a fresh temporary directory, calls ``fn(input, tmp_dir)`` (plus
+``device=`` / ``is_last=`` when ``fn`` declares them), and stores every file ``fn`` left there under the
+same relative path in ``output_dir``, local or remote (one atomic ``put`` per file), then removes the
+temporary directory. Input splitting, nodes, executors, the progress bar and argument checks are those
+of ``optimize``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle
+
+from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
+from .._sync import run_sync
+from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
+from ._inputs import drain_queue
+from ._runner import run_jobs
+
+if TYPE_CHECKING:
+    import concurrent.futures
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+    from ..storage._resolver import Dir
+    from ..storage._store import Store
+    from ._worker import Report
+
+__all__ = ["map"]
+
+
+def _device(rank: int) -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:{rank % torch.cuda.device_count()}"
+    return "cpu"
+
+
+@dataclass(frozen=True)
+class MapJob:
+    """The work of one map worker (see :class:`~._worker.OptimizeJob` for the fields)."""
+
+    rank: int
+    items: list[Any] | None
+    positions: list[int]
+    fn_pickle: bytes
+    store: Store
+    queue_timeout: float = 300.0
+
+    @property
+    def num_inputs(self) -> int | None:
+        return None if self.items is None else len(self.items)
+
+    def _inputs(self, source: Any) -> Iterator[tuple[Any, str, bool]]:
+        if self.items is None:
+            for count, item in enumerate(drain_queue(source, self.queue_timeout)):
+                yield item, f"queue item {count}", False
+            return
+        for offset, item in enumerate(self.items):
+            yield item, f"index {self.positions[offset]}", offset == len(self.items) - 1
+
+    async def run(self, report: Report, source: Any = None) -> None:
+        """Transform every input and store its files; raises WorkerError naming a failing input."""
+        fn = cloudpickle.loads(self.fn_pickle)
+        params = inspect.signature(fn).parameters
+        for item, where, is_last in self._inputs(source):
+            kwargs: dict[str, Any] = {}
+            if "device" in params:
+                kwargs["device"] = _device(self.rank)
+            if "is_last" in params:
+                kwargs["is_last"] = is_last
+            tmp = tempfile.mkdtemp(prefix="litstream-map-")
+            try:
+                try:
+                    result = fn(item, tmp, **kwargs)
+                except Exception as exc:
+                    raise WorkerError(
+                        f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): {type(exc).__name__}: {exc}"
+                    ) from exc
+                if result is not None:
+                    raise WorkerError(
+                        f"fn returned {result!r:.80} for input {item!r:.200} ({where}, worker {self.rank}); map's fn "
+                        "must write its files into the output_dir it is given and return None (use optimize to "
+                        "write samples)"
+                    )
+                for path in sorted(_files(tmp)):
+                    await self.store.put(path.relative_to(tmp).as_posix(), path)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            report(("progress", self.rank, 1))
+
+
+def _files(root: str) -> list[Path]:
+    return [Path(d) / name for d, _, names in os.walk(root) for name in names]
+
+
+def map(
+    fn: Callable[..., None],
+    inputs: Sequence[Any] | Any,
+    output_dir: str | os.PathLike[str] | Dir | Store,
+    *,
+    input_dir: str | os.PathLike[str] | Dir | None = None,
+    weights: Sequence[float] | None = None,
+    num_workers: int | None = None,
+    fast_dev_run: bool | int = False,
+    reorder_files: bool = True,
+    error_when_not_empty: bool = False,
+    batch_size: int | None = None,
+    start_method: str | None = None,
+    executor: concurrent.futures.Executor | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    verbose: bool = True,
+) -> None:
+    """Run ``fn(input, output_dir)`` over every input in worker processes; ``fn`` writes files.
+
+    Matches LitData's ``map``: ``fn`` gets a fresh temporary directory per input (not ``output_dir``
+    itself), writes any files (sub-directories allowed) there and returns ``None``; the files are then
+    stored under the same relative paths in ``output_dir`` (uploaded for a URL), replacing files of the
+    same name. ``fn`` may declare ``device`` (``"cuda:{rank % gpus}"``, else ``"cpu"``) and ``is_last``
+    (True for a worker's last input) keyword parameters.
+
+    Args:
+        fn: ``fn(input, output_dir, [device=...], [is_last=...]) -> None``.
+        inputs: A non-empty sequence, or a queue ended by ``"ALL_DONE"`` (as in ``optimize``).
+        output_dir: Local directory, URL (``s3://``, ``gs://``, ``azure://``), ``Dir`` or ``Store``.
+        input_dir, weights, num_workers, fast_dev_run, reorder_files, batch_size, start_method, executor,
+            storage_options, verbose: As in ``optimize``.
+        error_when_not_empty: Refuse an ``output_dir`` that already holds files (LitData checks only
+            remote outputs; litstream checks every kind).
+
+    Raises:
+        ConfigurationError: a bad argument; raised before anything is written.
+        OutputNotEmptyError: ``error_when_not_empty`` and ``output_dir`` holds files.
+        WorkerError: ``fn`` failed or returned something other than ``None``; names the input. Files of
+            inputs that finished stay in ``output_dir``.
+    """
+    fn_pickle = pickle_fn(fn)
+    if not isinstance(error_when_not_empty, bool):
+        raise ConfigurationError(f"error_when_not_empty must be True or False, got {error_when_not_empty!r}")
+    check_start_method(start_method)
+    plan, num_workers = plan_inputs(
+        inputs,
+        None,
+        num_workers=num_workers,
+        weights=weights,
+        reorder_files=reorder_files,
+        input_dir=input_dir,
+        fast_dev_run=fast_dev_run,
+        batch_size=batch_size,
+        executor=executor,
+    )
+    store = output_store(output_dir, storage_options)
+    if error_when_not_empty:
+        listing = run_sync(store.list)
+        if listing:
+            names = ", ".join(m.path for m in listing[:3])
+            raise OutputNotEmptyError(
+                f"output_dir {store.url} is not empty (holds {names}{', ...' if len(listing) > 3 else ''}) and "
+                "error_when_not_empty=True; choose an empty directory or pass error_when_not_empty=False"
+            )
+    jobs = [
+        MapJob(
+            rank=rank,
+            items=None if plan.items is None else [plan.items[i] for i in positions],
+            positions=positions,
+            fn_pickle=fn_pickle,
+            store=store,
+            queue_timeout=plan.env.timeout,
+        )
+        for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True)
+    ]
+    run_jobs(
+        jobs,
+        total=None if plan.items is None else plan.assignment.num_inputs,
+        num_workers=num_workers,
+        start_method=pick_start_method(start_method),
+        executor=executor,
+        source=plan.source,
+        queue_timeout=plan.env.timeout,
+        verbose=verbose,
+        desc="Mapping",
+        label="map",
+    )

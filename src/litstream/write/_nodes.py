@@ -1,0 +1,142 @@
+"""The end of a run: partial indexes → ``index.json``, on one node or many.
+
+One node: the partials of this run's ranks (``{rank}.index.json``) and, in append mode, the previous
+``index.json`` are merged into ``index.json`` (written last, one atomic put); the partials are deleted.
+
+N nodes (``DATA_OPTIMIZER_NUM_NODES``): every node merges its own ranks' partials into
+``{node_rank}-index.json`` and stores it next to the data; the last node waits (polling the output
+location, up to ``DATA_OPTIMIZER_TIMEOUT`` seconds) until all ``{k}-index.json`` exist, merges them in
+node order after the previous dataset's chunks (append), writes ``index.json`` and deletes the node
+partials. Unlike LitData, the previous chunks are added once, by the final merge only (LitData adds them
+in every node's partial, listing them ``num_nodes`` times), and the node partials do not outlive the
+index, so a later run never merges a stale one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import anyio
+
+from .._errors import ObjectNotFoundError, StorageError
+from ..format._index import INDEX_FILENAME, Index, merge_partial_indexes, partial_index_name
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+
+    from ..storage._store import Store
+    from ._env import OptimizerEnv
+
+__all__ = ["finish_node", "merge_nodes", "node_index_name", "sweep_orphans"]
+
+_CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
+
+
+def node_index_name(node_rank: int) -> str:
+    """``{node_rank}-index.json``, LitData's per-node partial index name."""
+    return f"{node_rank}-index.json"
+
+
+async def _read_partials(store: Store, names: Sequence[str]) -> list[tuple[str, Index]]:
+    out = []
+    for name in names:
+        try:
+            out.append((name, Index.from_json(await store.get(name), source=name)))
+        except ObjectNotFoundError:
+            continue
+    return out
+
+
+async def finish_node(
+    store: Store,
+    ranks: Sequence[int],
+    env: OptimizerEnv,
+    existing: Index | None,
+    sweep: bool = False,
+) -> Index | None:
+    """Merge this node's partial indexes: into ``index.json`` on one node, else into ``{node_rank}-index.json``.
+
+    With ``sweep``, chunk files of this node's ranks that no partial (or ``existing``) names are deleted
+    first: chunks a killed run stored after its last checkpoint.
+
+    Returns:
+        The final index on a single node, else ``None``.
+
+    Raises:
+        FormatError: two partials carry different configs.
+    """
+    own = [partial_index_name(r) for r in ranks]
+    partials = await _read_partials(store, own)
+    if sweep:
+        keep = {c.filename for _, part in partials for c in part.chunks} | set(own)
+        if existing is not None:
+            keep |= {c.filename for c in existing.chunks}
+        await sweep_orphans(store, ranks, keep)
+    if env.num_nodes == 1:
+        merged = merge_partial_indexes(partials, existing=existing).stamped()
+        await store.put(INDEX_FILENAME, merged.to_json().encode())
+    else:
+        await store.put(node_index_name(env.node_rank), merge_partial_indexes(partials).to_json().encode())
+        merged = None
+    for name, _ in partials:
+        await store.delete(name)
+    return merged
+
+
+async def merge_nodes(store: Store, env: OptimizerEnv, existing: Index | None, poll_interval: float = 0.2) -> Index:
+    """On the last node: wait for every ``{k}-index.json``, merge them into ``index.json``, delete them.
+
+    Raises:
+        FormatError: two nodes' configs differ.
+        StorageError: a node index was still missing after ``env.timeout`` seconds. This node's own
+            output is complete and kept.
+    """
+    wanted = [node_index_name(k) for k in range(env.num_nodes)]
+    with anyio.move_on_after(env.timeout):
+        while True:
+            present = {m.path for m in await store.list()}
+            if all(name in present for name in wanted):
+                break
+            await anyio.sleep(poll_interval)
+    present = {m.path for m in await store.list()}
+    missing = [name for name in wanted if name not in present]
+    if missing:
+        raise StorageError(
+            f"waited {env.timeout:g} s (DATA_OPTIMIZER_TIMEOUT) for {', '.join(missing)} in {store.url}: the "
+            "other nodes have not finished. This node's share is written; once they have, re-run this node "
+            "with mode='overwrite' (it redoes only its own share) to write index.json"
+        )
+    nodes = await _read_partials(store, wanted)
+    merged = merge_partial_indexes(nodes, existing=existing).stamped()
+    await store.put(INDEX_FILENAME, merged.to_json().encode())
+    for name in wanted:
+        await store.delete(name)
+    return merged
+
+
+def chunk_rank(name: str) -> int | None:
+    """The writer rank in a ``chunk-{rank}-{n}[.{compression}].bin`` name, else ``None``."""
+    match = _CHUNK_RE.match(name)
+    return int(match.group(1)) if match else None
+
+
+async def sweep_orphans(store: Store, ranks: Collection[int], keep: Collection[str]) -> list[str]:
+    """Delete chunk files and partial indexes of ``ranks`` that ``keep`` does not name.
+
+    Used after a failed run without checkpoints (nothing of it may remain) and after a resumed run
+    (a chunk stored after the last checkpoint and not rewritten). Returns the deleted names.
+    """
+    ranks = set(ranks)
+    deleted = []
+    for meta in await store.list():
+        name = meta.path
+        if "/" in name or name in keep:
+            continue
+        rank = chunk_rank(name)
+        if rank is None and name.endswith(".index.json") and name.split(".", 1)[0].isdigit():
+            rank = int(name.split(".", 1)[0])
+        if rank is not None and rank in ranks:
+            await store.delete(name)
+            deleted.append(name)
+    return deleted

@@ -1,0 +1,164 @@
+"""What ``mode`` and ``use_checkpoint`` do to an existing output before a run (LitData's §7.7, made safe).
+
+Every check runs before the first write: a refused run leaves the output untouched.
+
+* ``mode=None``: the output must hold none of this node's files (on one node: no files at all), except
+  an interrupted run's checkpoints when ``use_checkpoint=True`` (then the run resumes).
+* ``mode="overwrite"``: the previous dataset goes, sidecars included: ``index.json``, partial indexes,
+  chunk files, ``keys/`` and ``*keys.parquet``, ``.checkpoints/``. Other files are kept. On N nodes each
+  node deletes its own ranks' files (node 0 also the shared ones), so nodes never delete each other's
+  new chunks.
+* ``mode="append"``: nothing of the dataset is deleted; the old ``index.json`` is read, each rank
+  continues its chunk numbering after its highest old chunk, and the old chunks come first in the
+  merged index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .._errors import OutputNotEmptyError
+from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
+from ..storage._local import LocalFileStore
+from ._checkpoint import CHECKPOINT_DIR, RunConfig, WorkerCheckpoint, clear_checkpoints, load_checkpoints
+from ._nodes import chunk_rank, node_index_name
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..storage._store import Store
+    from ._env import OptimizerEnv
+
+__all__ = ["Prepared", "prepare_output"]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The state a run starts from.
+
+    Attributes:
+        existing: The previous ``index.json`` in append mode, else ``None``.
+        start_chunks: First chunk number per global rank (append mode).
+        checkpoints: Per global rank, where a resumed worker stands (``use_checkpoint`` only; ranks
+            without a saved checkpoint start from an empty one).
+        resuming: True when an interrupted run is being continued.
+    """
+
+    existing: Index | None = None
+    start_chunks: dict[int, int] = field(default_factory=dict)
+    checkpoints: dict[int, WorkerCheckpoint] = field(default_factory=dict)
+    resuming: bool = False
+
+
+def _is_dataset_file(name: str) -> bool:
+    if name.startswith((CHECKPOINT_DIR + "/", "keys/")):
+        return True
+    if "/" in name:
+        return False
+    return (
+        name == INDEX_FILENAME
+        or is_partial_index_name(name)
+        or chunk_rank(name) is not None
+        or name == "keys.parquet"
+        or name.endswith((".keys.parquet", "-keys.parquet"))
+    )
+
+
+def _belongs_to_node(name: str, ranks: Sequence[int], env: OptimizerEnv) -> bool:
+    """Dataset files this node writes or owns (on one node: every dataset file); never checkpoints."""
+    if not _is_dataset_file(name) or name.startswith(CHECKPOINT_DIR + "/"):
+        return False
+    if env.num_nodes == 1 or name == INDEX_FILENAME:
+        return True
+    rank = chunk_rank(name)
+    if rank is None and name.endswith(".index.json") and name.split(".", 1)[0].isdigit():
+        rank = int(name.split(".", 1)[0])
+    if rank is not None:
+        return rank in ranks or (env.node_rank == 0 and rank >= env.num_nodes * len(ranks))
+    if is_partial_index_name(name):  # {k}-index.json
+        return name == node_index_name(env.node_rank)
+    return env.node_rank == 0  # keys sidecars
+
+
+def _remove_stale_temporaries(store: Store) -> None:
+    """Delete the hidden ``.name.tmp.*`` files a killed local run left mid-write (one node: nobody else writes)."""
+    if not isinstance(store, LocalFileStore):
+        return
+    for folder in (store.root, store.root / CHECKPOINT_DIR):
+        for path in folder.glob(".*.tmp.*"):
+            path.unlink(missing_ok=True)
+
+
+def _describe(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+async def prepare_output(
+    store: Store,
+    mode: str | None,
+    ranks: Sequence[int],
+    env: OptimizerEnv,
+    run_config: RunConfig | None,
+) -> Prepared:
+    """Check the output against ``mode`` / checkpoints, then clean or read it.
+
+    Args:
+        store: The output location.
+        mode: ``None``, ``"overwrite"`` or ``"append"``.
+        ranks: This node's global ranks.
+        env: Node count and rank.
+        run_config: The split to record or match (``use_checkpoint=True``), else ``None``.
+
+    Raises:
+        OutputNotEmptyError: ``mode=None`` and the output holds files (of this node), or a finished
+            dataset while resuming.
+        ConfigurationError: the saved checkpoints do not match this run.
+    """
+    names = [m.path for m in await store.list()]
+    has_checkpoint = f"{CHECKPOINT_DIR}/config-{env.node_rank}.json" in names
+    if mode is None:
+        mine = names if env.num_nodes == 1 else [n for n in names if _belongs_to_node(n, ranks, env)]
+        if INDEX_FILENAME in names:
+            raise OutputNotEmptyError(
+                f"output_dir {store.url} is not empty (it holds a dataset, index.json); pass mode='overwrite' "
+                "to replace it, mode='append' to add to it, or choose an empty directory"
+            )
+        if mine and not (run_config is not None and has_checkpoint):
+            hint = (
+                "it holds an interrupted run's checkpoints: pass use_checkpoint=True to resume it, "
+                if has_checkpoint
+                else ""
+            )
+            raise OutputNotEmptyError(
+                f"output_dir {store.url} is not empty (holds {_describe(mine)}); {hint}pass mode='overwrite' to "
+                "replace it, mode='append' to add to it, or choose an empty directory"
+            )
+    existing: Index | None = None
+    if mode == "append" and INDEX_FILENAME in names:
+        existing = Index.from_json(await store.get(INDEX_FILENAME))
+    # Every check is done; from here on the output may change.
+    if mode == "overwrite":
+        for name in names:
+            if _belongs_to_node(name, ranks, env) and not name.startswith(CHECKPOINT_DIR + "/"):
+                await store.delete(name)
+        await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
+    elif mode == "append" and not (run_config is not None and has_checkpoint):
+        for rank in ranks:
+            if f"{rank}.index.json" in names:
+                await store.delete(f"{rank}.index.json")
+        await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
+    start: dict[int, int] = {}
+    if existing is not None:
+        for chunk in existing.chunks:
+            owner = chunk_rank(chunk.filename)
+            if owner is not None:  # chunk-{rank}-{n}[.{compression}].bin
+                number = int(chunk.filename.split("-")[2].split(".")[0])
+                start[owner] = max(start.get(owner, 0), number + 1)
+    if run_config is None:
+        return Prepared(existing=existing, start_chunks=start)
+    resuming, saved = await load_checkpoints(store, env.node_rank, run_config)
+    if resuming and env.num_nodes == 1:
+        _remove_stale_temporaries(store)
+    checkpoints = {r: saved.get(r, WorkerCheckpoint(next_chunk_index=start.get(r, 0))) for r in ranks}
+    return Prepared(existing=existing, start_chunks=start, checkpoints=checkpoints, resuming=resuming)

@@ -1,0 +1,143 @@
+"""One optimize worker: run ``fn`` over its inputs and write chunks with a ChunkWriter of its own rank.
+
+A job is a picklable value (it travels to a worker process, or to an executor's worker, with
+cloudpickle, so lambdas and closures work); :meth:`OptimizeJob.run` is its whole life. With
+``use_checkpoint`` the job saves a :class:`~._checkpoint.WorkerCheckpoint` after every stored chunk and
+starts from one on a re-run (see :mod:`._checkpoint`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import cloudpickle
+
+from .._errors import WorkerError
+from ..format._index import Index
+from ._checkpoint import CommitTracker, WorkerCheckpoint, checkpoint_name
+from ._inputs import drain_queue
+from ._writer import ChunkWriter
+
+if TYPE_CHECKING:
+    from ..format._index import ChunkInfo
+    from ..storage._store import Store
+
+__all__ = ["OptimizeJob", "Report", "iter_samples"]
+
+Report = Callable[[tuple[Any, ...]], None]
+"""How a job tells its runner about progress: ``("progress", rank, inputs_finished)``."""
+
+
+def iter_samples(fn: Callable[[Any], Any], item: Any) -> Iterator[Any]:
+    """The samples ``fn(item)`` gives: a generator's non-None yields, or the result unless it is None."""
+    result = fn(item)
+    if inspect.isgenerator(result):
+        for sample in result:
+            if sample is not None:
+                yield sample
+    elif result is not None:
+        yield result
+
+
+@dataclass(frozen=True)
+class OptimizeJob:
+    """The work of one optimize worker.
+
+    Attributes:
+        rank: Global rank; names the chunk files (``chunk-{rank}-{n}.bin``) and the partial index.
+        items: This worker's inputs in processing order, or ``None`` to pull from a queue given to :meth:`run`.
+        positions: Position of each item in the user's ``inputs`` (for error messages).
+        fn_pickle: ``fn``, cloudpickled.
+        store: The output location.
+        writer_kwargs: ChunkWriter arguments (chunking, compression, serializers, item loader, start_chunk).
+        checkpoint: ``None`` without ``use_checkpoint``; else where this worker stands (an empty one on a
+            first run).
+        queue_timeout: Seconds without a queue item after which a queue input counts as finished.
+    """
+
+    rank: int
+    items: list[Any] | None
+    positions: list[int]
+    fn_pickle: bytes
+    store: Store
+    writer_kwargs: dict[str, Any]
+    checkpoint: WorkerCheckpoint | None = None
+    queue_timeout: float = 300.0
+
+    @property
+    def num_inputs(self) -> int | None:
+        """Inputs this job still has to process (``None`` for a queue)."""
+        if self.items is None:
+            return None
+        done = self.checkpoint.inputs_done if self.checkpoint is not None else 0
+        return len(self.items) - done
+
+    def _inputs(self, source: Any) -> Iterator[tuple[Any, str]]:
+        if self.items is None:
+            for count, item in enumerate(drain_queue(source, self.queue_timeout)):
+                yield item, f"queue item {count}"
+            return
+        start = self.checkpoint.inputs_done if self.checkpoint is not None else 0
+        for offset in range(start, len(self.items)):
+            yield self.items[offset], f"index {self.positions[offset]}"
+
+    async def run(self, report: Report, source: Any = None) -> None:
+        """Process every input; raises :class:`WorkerError` naming the input that failed."""
+        fn = cloudpickle.loads(self.fn_pickle)
+        ckpt = self.checkpoint
+        tracker = CommitTracker(ckpt) if ckpt is not None else None
+        kwargs = dict(self.writer_kwargs)
+        resume: Index | None = None
+        if ckpt is not None and ckpt.chunks:
+            resume = Index(chunks=ckpt.chunks, config=ckpt.config)
+            kwargs["start_chunk"] = ckpt.next_chunk_index
+        next_number = kwargs.get("start_chunk", 0)
+        stored = anyio.Event()
+
+        async def on_commit(chunk: ChunkInfo) -> None:
+            nonlocal next_number, stored
+            assert tracker is not None
+            next_number += 1
+            state = tracker.committed(chunk, next_number, writer.config())
+            await self.store.put(checkpoint_name(self.rank), state.to_json().encode())
+            stored.set()
+            stored = anyio.Event()
+
+        async def wait_committed() -> None:
+            # With checkpoints, a closed chunk is stored (and its checkpoint saved) before the next
+            # input runs: the checkpoint then trails fn by less than one chunk, whatever fn does.
+            while next_number < writer.next_chunk_index:
+                await stored.wait()
+
+        writer = ChunkWriter(
+            self.store, rank=self.rank, resume=resume, on_commit=on_commit if tracker else None, **kwargs
+        )
+        skip = ckpt.samples_skip if ckpt is not None else 0
+        async with writer:
+            for item, where in self._inputs(source):
+                try:
+                    samples = list(iter_samples(fn, item))
+                except Exception as exc:
+                    raise WorkerError(
+                        f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): {type(exc).__name__}: {exc}"
+                    ) from exc
+                if tracker is not None:
+                    tracker.start_input()
+                    tracker.add_samples(len(samples))
+                for sample in samples[skip:]:
+                    try:
+                        await writer.add(sample)
+                    except Exception as exc:
+                        raise WorkerError(
+                            f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "
+                            f"{type(exc).__name__}: {exc}"
+                        ) from exc
+                skip = 0
+                if tracker is not None:
+                    tracker.end_input()
+                    await wait_committed()
+                report(("progress", self.rank, 1))
