@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from ..format._chunk import ChunkView
     from ._source import DatasetSource
 
+from ._source import populate, release
+
 __all__ = [
     "ChunkWindow",
     "ChunkWork",
@@ -259,6 +261,25 @@ async def produce_chunks(
                     await send.send(work)
 
 
+_FIRST_BATCH = 8
+"""Items decoded before the first sample of a chunk is served (time to first sample stays short)."""
+_BATCH_BYTES = 4 * 2**20
+"""Item bytes decoded at once; also bounds what a retained sample keeps alive (its row's array)."""
+
+
+def _batch_size(view: ChunkView) -> int:
+    average = max(len(view.data) // max(view.num_items, 1), 1)
+    return max(1, min(_DECODE_BATCH, _BATCH_BYTES // average))
+
+
+def _decode_view_items(
+    source: DatasetSource, view: ChunkView, items: Sequence[int], transform: Callable[[Any], Any] | None
+) -> list[Any]:
+    begins, ends = view.spans(items)
+    samples = source.decoder.decode_many(view.data, begins, ends)
+    return samples if transform is None else [transform(sample) for sample in samples]
+
+
 def decode_work(
     source: DatasetSource, work: ChunkWork, items: Sequence[int], transform: Callable[[Any], Any] | None
 ) -> list[Any]:
@@ -276,22 +297,32 @@ def decode_work(
             return [decode(b) for b in located]
         return [transform(decode(b)) for b in located]
     view = work.view
-    if transform is None:
-        return [decode(view.item(i)) for i in items]
-    return [transform(decode(view.item(i))) for i in items]
+    step = _batch_size(view)
+    out: list[Any] = []
+    for begin in range(0, len(items), step):
+        out.extend(_decode_view_items(source, view, items[begin : begin + step], transform))
+    return out
 
 
 def iter_work(source: DatasetSource, work: ChunkWork, transform: Callable[[Any], Any] | None) -> Iterator[Any]:
-    """Decode the items of ``work`` one at a time, as they are asked for (the sync facade's path:
-    the first sample of a chunk is served without decoding the whole chunk first)."""
+    """Decode the items of ``work`` as they are asked for, a few at a time (the sync facade's path:
+    the first sample of a chunk is served after decoding ``_FIRST_BATCH`` items, not the whole chunk)."""
     if work.more:
         yield from decode_work(source, work, work.items, transform)
         return
-    decode = source.decoder.decode
-    item = work.view.item
-    for i in work.items:
-        sample = decode(item(i))
-        yield sample if transform is None else transform(sample)
+    view, items = work.view, work.items
+    step = _batch_size(view)
+    begin, size = 0, min(_FIRST_BATCH, step)
+    populate(view.data)
+    ascending = isinstance(items, range) or all(a < b for a, b in itertools.pairwise(items))
+    while begin < len(items):
+        batch = items[begin : begin + size]
+        begins, ends = view.spans(batch)
+        samples = source.decoder.decode_many(view.data, begins, ends)
+        if ascending:
+            release(view.data, int(begins[0]))
+        yield from (samples if transform is None else [transform(sample) for sample in samples])
+        begin, size = begin + size, step
 
 
 async def decode_work_async(

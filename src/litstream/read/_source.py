@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
+import mmap
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +19,7 @@ from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
+from ..storage._base import mapped_errors
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
@@ -26,14 +30,54 @@ if TYPE_CHECKING:
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
-__all__ = ["CacheSettings", "DatasetSource", "load_index"]
+__all__ = ["CacheSettings", "DatasetSource", "load_index", "map_file", "populate", "release"]
 
 
-async def _read_through_cache(cache: ChunkCache, downloader: Downloader, name: str, size: int | None) -> bytes:
+_MADV_POPULATE_READ = 22  # Linux >= 5.14; not exported by the mmap module of Python 3.11
+
+
+def map_file(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
+    """The whole file as a read-only ``mmap`` (``b""`` when empty), with read-ahead requested.
+
+    No copy is made: items are decoded straight from the mapping. Pages are not mapped into this
+    process yet (so a chunk fetched ahead costs no memory); :func:`populate` maps them when a
+    reader starts on the chunk. The mapping stays valid if the file is then deleted or evicted.
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b""
+        mapped = mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    with contextlib.suppress(OSError, AttributeError):
+        mapped.madvise(mmap.MADV_WILLNEED)
+    return mapped
+
+
+def populate(data: object) -> None:
+    """Map every page of an ``mmap`` now (one system call, well under 1 ms for 64 MB in the page
+    cache), so decoding takes no page faults; a no-op for other buffers or older kernels."""
+    if isinstance(data, mmap.mmap):
+        with contextlib.suppress(OSError, ValueError):
+            data.madvise(_MADV_POPULATE_READ)
+
+
+def release(data: object, end: int) -> None:
+    """Unmap the pages of an ``mmap`` before byte ``end`` from this process (they stay in the page
+    cache and are mapped again if read), so a sequential reader holds about one batch of the chunk."""
+    if isinstance(data, mmap.mmap):
+        length = end - end % mmap.PAGESIZE
+        if length > 0:
+            with contextlib.suppress(OSError, ValueError):
+                data.madvise(mmap.MADV_DONTNEED, 0, length)
+
+
+async def _read_through_cache(
+    cache: ChunkCache, downloader: Downloader, name: str, size: int | None
+) -> bytes | mmap.mmap:
     await cache.aacquire(name, size=size)  # evicts released chunks to make room first
     try:
         path = await downloader.fetch(name, size=size)
-        return await anyio.to_thread.run_sync(path.read_bytes)
+        return await anyio.to_thread.run_sync(map_file, path)
     finally:
         await cache.arelease(name)
 
@@ -166,14 +210,19 @@ class DatasetSource:
             return cached
         info = self.index.chunks[chunk_index]
         compression = self.index.config.compression if self.index.config else None
+        data: bytes | mmap.mmap
         if self.cache is not None and self.downloader is not None:
             data = await _read_through_cache(
                 self.cache, self.downloader, info.filename, None if compression else info.chunk_bytes
             )
+        elif isinstance(self.store, LocalFileStore) and not compression:
+            path = self.store.root / info.filename
+            with mapped_errors("get", str(path)):
+                data = await anyio.to_thread.run_sync(map_file, path)
         else:
             data = await self.store.get(info.filename)
         if compression:
-            data = await anyio.to_thread.run_sync(decompress, data, compression)
+            data = await anyio.to_thread.run_sync(decompress, memoryview(data), compression)
         if len(data) < info.chunk_bytes:
             raise FormatError(
                 f"{info.filename} holds {len(data)} bytes but index.json records chunk_bytes="
