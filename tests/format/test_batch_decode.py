@@ -31,10 +31,14 @@ def _chunk(samples: list[Any]) -> tuple[ChunkView, SampleDecoder]:
 def _same(a: Any, b: Any) -> None:
     assert type(a) is type(b)
     if isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
-        assert a.flags.writeable and b.flags.writeable
+        assert a.dtype == b.dtype
+        assert a.shape == b.shape
+        assert np.array_equal(a, b)
+        assert a.flags.writeable
+        assert b.flags.writeable
     elif isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype and torch.equal(a, b)
+        assert a.dtype == b.dtype
+        assert torch.equal(a, b)
     elif isinstance(a, dict):
         assert list(a) == list(b)
         for key in a:
@@ -91,7 +95,8 @@ def test_decode_many_from_a_read_only_mmap(tmp_path: Path) -> None:
     with open(path, "rb") as f:
         mapped = ChunkView(mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ))
     out = _check(mapped, decoder, [5, 1, 2])
-    assert out[0]["image"].flags.writeable and int(out[0]["image"][0, 0, 0]) == 5
+    assert out[0]["image"].flags.writeable
+    assert int(out[0]["image"][0, 0, 0]) == 5
 
 
 @settings(max_examples=40, deadline=None)
