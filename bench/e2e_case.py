@@ -71,6 +71,11 @@ def _dataset(library: str, source: str, spec: dict[str, Any]) -> Any:
 
     kwargs = {}
     if "s3" in spec:
+        # LitData fetches S3 chunks with obstore, whose client refuses plain http unless allowed; the
+        # S3 server here is http://127.0.0.1. LitData has no option for it, so set its client options.
+        import litdata.streaming.downloader as litdata_downloader
+
+        litdata_downloader._OBSTORE_CLIENT_OPTIONS = {"timeout": "200s", "allow_http": True}  # type: ignore[assignment]
         s3 = spec["s3"]
         kwargs = {
             "storage_options": {

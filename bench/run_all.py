@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -117,14 +118,15 @@ def s3_with_datasets(root: Path, datasets: dict[str, Path], delay: float) -> Any
         client = boto3.client(
             "s3",
             endpoint_url=server.endpoint,
-            aws_access_key_id=server.key,
-            aws_secret_access_key=server.secret,
+            aws_access_key_id=server.access_key,
+            aws_secret_access_key=server.secret_key,
             region_name="us-east-1",
         )
         config = TransferConfig(multipart_threshold=2**30)
-        for library, path in datasets.items():
-            for file in sorted(path.iterdir()):
-                client.upload_file(str(file), "bench", f"{library}/{file.name}", Config=config)
+        files = [(library, file) for library, path in datasets.items() for file in sorted(path.iterdir())]
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda lf: client.upload_file(str(lf[1]), "bench", f"{lf[0]}/{lf[1].name}", Config=config),
+                          files))  # fmt: skip
         port = free_port()
         target = server.endpoint.rsplit("/", 1)[-1]
         proxy = subprocess.Popen(
@@ -356,7 +358,7 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915
 
                         spec = {"library": lib, "case": "remote_dataset", "config": config,
                                 "data": f"s3://bench/{lib}", "cache_dir": str(cache),
-                                "s3": {"endpoint": endpoint, "key": server.key, "secret": server.secret}}  # fmt: skip
+                                "s3": {"endpoint": endpoint, "key": server.access_key, "secret": server.secret_key}}  # fmt: skip
                         results[lib][config] = repeat(spec, args.remote_repeats, fresh)
                         shutil.rmtree(cache, ignore_errors=True)
     finally:

@@ -15,6 +15,7 @@ import inspect
 import multiprocessing
 import os
 import queue as queue_module
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,9 @@ class _WorkerJob:
     writer_kwargs: dict[str, Any]
 
 
+_REPORT_EVERY_S = 0.1
+
+
 def _iter_samples(fn: Callable[[Any], Any], item: Any) -> Any:
     result = fn(item)
     if inspect.isgenerator(result):
@@ -73,6 +77,8 @@ def _iter_samples(fn: Callable[[Any], Any], item: Any) -> Any:
 async def _run_job(job: _WorkerJob, report: Callable[[tuple[Any, ...]], None]) -> list[str]:
     fn = cloudpickle.loads(job.fn_pickle)
     writer = ChunkWriter(job.store, rank=job.rank, **job.writer_kwargs)
+    done = 0  # inputs finished but not reported yet: progress goes out at most every 0.1 s, not per input
+    next_report = time.monotonic() + _REPORT_EVERY_S
     try:
         async with writer:
             for offset, item in enumerate(job.items):
@@ -91,8 +97,13 @@ async def _run_job(job: _WorkerJob, report: Callable[[tuple[Any, ...]], None]) -
                             f"cannot write the sample from input {item!r} (index {index}, worker {job.rank}): "
                             f"{type(exc).__name__}: {exc}"
                         ) from exc
-                report(("progress", job.rank, 1))
+                done += 1
+                if time.monotonic() >= next_report:
+                    report(("progress", job.rank, done))
+                    done, next_report = 0, time.monotonic() + _REPORT_EVERY_S
     finally:
+        if done:
+            report(("progress", job.rank, done))
         report(("files", job.rank, list(writer.written_files)))
     return writer.written_files
 
