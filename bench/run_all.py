@@ -205,19 +205,17 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             why = a.get("skipped") or a.get("error", "")[-120:] or b.get("skipped") or b.get("error", "")[-120:]
             lines.append(f"| {row['config']} | — | — | not run: {why} | | | |")
             continue
-        target = f" (≥ {row['target']:g}×)" if row.get("target") else ""
+        target = f" (≥ {row['target']:g}x)" if row.get("target") else ""
         met = "" if not row.get("target") else (" ✓" if row["speedup"] >= row["target"] else " ✗")
         ttfb = (
             f"{a['ttfb_s'] * 1e3:.1f} / {b['ttfb_s'] * 1e3:.1f}"
             if a.get("ttfb_s") is not None and b.get("ttfb_s") is not None
             else "—"
         )
-        rss = (
-            f"{a['peak_rss_mb'] + a['peak_rss_children_mb']:.0f} / {b['peak_rss_mb'] + b['peak_rss_children_mb']:.0f}"
-        )
+        rss = f"{a['peak_rss_mb'] + a['peak_rss_children_mb']:.0f} / {b['peak_rss_mb'] + b['peak_rss_children_mb']:.0f}"
         lines.append(
             f"| {row['config']} | {a['throughput']:,.0f} | {b['throughput']:,.0f} | "
-            f"**{row['speedup']:.2f}×**{target}{met} | {ttfb} | {rss} | {'yes' if row['checksums_equal'] else 'NO'} |"
+            f"**{row['speedup']:.2f}x**{target}{met} | {ttfb} | {rss} | {'yes' if row['checksums_equal'] else 'NO'} |"
         )
     lines.append("")
     lines.append(
@@ -243,12 +241,14 @@ def chart(rows: list[dict[str, Any]], path: Path, meta: dict[str, Any]) -> None:
     ax.barh([y + 0.2 for y in ys], ours, height=0.4, label=f"litstream {meta['versions']['litstream']}")
     ax.barh([y - 0.2 for y in ys], theirs, height=0.4, label=f"LitData {meta['versions']['litdata']}")
     for y, r in zip(ys, done, strict=True):
-        ax.text(max(ours[y], theirs[y]) * 1.02, y, f"{r['speedup']:.2f}×", va="center", fontsize=9)
+        ax.text(max(ours[y], theirs[y]) * 1.02, y, f"{r['speedup']:.2f}x", va="center", fontsize=9)
     ax.set_yticks(list(ys), names)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("items per second (log scale; tokens: 2048-token blocks per second)")
-    ax.set_title(f"Throughput by configuration (2 shared cores, load avg {meta['load_start']}); label: litstream/LitData")
+    ax.set_title(
+        f"Throughput by configuration (2 shared cores, load avg {meta['load_start']}); label: litstream/LitData"
+    )
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -258,7 +258,7 @@ def chart(rows: list[dict[str, Any]], path: Path, meta: dict[str, Any]) -> None:
 # -- main -------------------------------------------------------------------------------------------
 
 
-def main() -> None:  # noqa: C901, PLR0912, PLR0915
+def main() -> None:
     parser = argparse.ArgumentParser(description="litstream vs LitData: the whole benchmark suite")
     parser.add_argument("--samples", type=int, default=NUM_SAMPLES)
     parser.add_argument("--repeats", type=int, default=3)
@@ -356,9 +356,9 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915
                             shutil.rmtree(cache, ignore_errors=True)
                             cache.mkdir()
 
+                        s3 = {"endpoint": endpoint, "key": server.access_key, "secret": server.secret_key}
                         spec = {"library": lib, "case": "remote_dataset", "config": config,
-                                "data": f"s3://bench/{lib}", "cache_dir": str(cache),
-                                "s3": {"endpoint": endpoint, "key": server.access_key, "secret": server.secret_key}}  # fmt: skip
+                                "data": f"s3://bench/{lib}", "cache_dir": str(cache), "s3": s3}  # fmt: skip
                         results[lib][config] = repeat(spec, args.remote_repeats, fresh)
                         shutil.rmtree(cache, ignore_errors=True)
     finally:

@@ -290,12 +290,14 @@ class StreamingDataset(IterableDataset[Any]):
             future = portal.start_task_soon(
                 lambda: produce_chunks(source, pieces, send, max_pre_download=self.max_pre_download)
             )
+            served, align = 0, max(self.batch_size, 1)
             try:
                 while True:
                     work = portal.call(_receive, receive)
                     if work is None:
                         break
-                    yield from iter_work(source, work, transform)
+                    yield from iter_work(source, work, transform, served, align)
+                    served += len(work.items)
                 try:
                     future.result()
                 except BaseExceptionGroup as group:

@@ -19,6 +19,7 @@ decoded item by item with its serializer, so errors and results are those of the
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,7 +44,25 @@ if TYPE_CHECKING:
     from ._pytree import TreeSpec
     from ._serializer_base import Serializer
 
-__all__ = ["decode_items", "sample_builder"]
+__all__ = ["decode_items", "rows_of", "sample_builder"]
+
+_ROWS: dict[int, tuple[weakref.ref[np.ndarray[Any, Any]], tuple[int, ...]]] = {}
+_MAX_ROWS_ENTRIES = 64
+
+
+def rows_of(block: np.ndarray[Any, Any]) -> tuple[int, ...] | None:
+    """The ``id`` of each row handed out from ``block`` (an array decoded as one), in order, if it is
+    one of the last ``_MAX_ROWS_ENTRIES`` decoded; ``_collate`` batches exactly those rows without a copy."""
+    entry = _ROWS.get(id(block))
+    if entry is None or entry[0]() is not block:
+        return None
+    return entry[1]
+
+
+def _remember_rows(block: np.ndarray[Any, Any], rows: list[Any]) -> None:
+    if len(_ROWS) >= _MAX_ROWS_ENTRIES:
+        del _ROWS[next(iter(_ROWS))]  # the oldest
+    _ROWS[id(block)] = (weakref.ref(block), tuple(map(id, rows)))
 
 _Column = list[Any]
 _SCALARS: dict[type, tuple[int, str]] = {IntSerializer: (8, "<i8"), FloatSerializer: (8, "<f8")}
@@ -139,7 +158,9 @@ def _array_column(
     width = first_size - header
     data = _grid_gather(buf, starts + header, width, stride)
     data = data if data is not None else _gather(buf, starts + header, width)
-    return list(data.view(dtype).reshape((len(starts), *shape)))
+    rows = list(data.view(dtype).reshape((len(starts), *shape)))
+    _remember_rows(data, rows)
+    return rows
 
 
 def _column(

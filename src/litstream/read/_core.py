@@ -304,15 +304,30 @@ def decode_work(
     return out
 
 
-def iter_work(source: DatasetSource, work: ChunkWork, transform: Callable[[Any], Any] | None) -> Iterator[Any]:
+def iter_work(
+    source: DatasetSource,
+    work: ChunkWork,
+    transform: Callable[[Any], Any] | None,
+    served: int = 0,
+    align: int = 1,
+) -> Iterator[Any]:
     """Decode the items of ``work`` as they are asked for, a few at a time (the sync facade's path:
-    the first sample of a chunk is served after decoding ``_FIRST_BATCH`` items, not the whole chunk)."""
+    the first sample of a chunk is served after decoding ``_FIRST_BATCH`` items, not the whole chunk).
+
+    With ``align > 1`` (a DataLoader's batch size) decode batches end where the loader's batches end
+    (``served`` items were yielded before this work), so a loader batch's fixed-shape arrays are the
+    rows of one decoded array and collate without a copy (``_collate.fast_collate``).
+    """
     if work.more:
         yield from decode_work(source, work, work.items, transform)
         return
     view, items = work.view, work.items
     step = _batch_size(view)
-    begin, size = 0, min(_FIRST_BATCH, step)
+    if 1 < align <= 4 * step:
+        step = align
+        begin, size = 0, align - served % align
+    else:
+        begin, size = 0, min(_FIRST_BATCH, step)
     populate(view.data)
     ascending = isinstance(items, range) or all(a < b for a, b in itertools.pairwise(items))
     while begin < len(items):
