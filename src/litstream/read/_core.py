@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
 import anyio.to_thread
+import numpy as np
 
 from .._errors import PlanError
 from ._plan import ChunkSlice, item_order, resume_position, worker_plan
@@ -328,14 +329,16 @@ def iter_work(
         begin, size = 0, align - served % align
     else:
         begin, size = 0, min(_FIRST_BATCH, step)
-    populate(view.data)
-    ascending = isinstance(items, range) or all(a < b for a, b in itertools.pairwise(items))
+    ascending = isinstance(items, range) or bool((np.diff(np.asarray(items)) > 0).all())
+    if not ascending:
+        populate(view.data)
     while begin < len(items):
         batch = items[begin : begin + size]
         begins, ends = view.spans(batch)
-        samples = source.decoder.decode_many(view.data, begins, ends)
-        if ascending:
+        if ascending:  # map just this batch's pages, and unmap those already served
+            populate(view.data, int(begins[0]), int(ends[-1]))
             release(view.data, int(begins[0]))
+        samples = source.decoder.decode_many(view.data, begins, ends)
         yield from (samples if transform is None else [transform(sample) for sample in samples])
         begin, size = begin + size, step
 

@@ -53,12 +53,16 @@ def map_file(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
     return mapped
 
 
-def populate(data: object) -> None:
-    """Map every page of an ``mmap`` now (one system call, well under 1 ms for 64 MB in the page
-    cache), so decoding takes no page faults; a no-op for other buffers or older kernels."""
+def populate(data: object, begin: int = 0, end: int | None = None) -> None:
+    """Map the pages of bytes ``[begin, end)`` of an ``mmap`` now (one system call: about 1 ms for
+    64 MB in the page cache, against ~50 ms of page faults when touched), so decoding them takes no
+    page faults; a no-op for other buffers or older kernels."""
     if isinstance(data, mmap.mmap):
-        with contextlib.suppress(OSError, ValueError):
-            data.madvise(_MADV_POPULATE_READ)
+        start = begin - begin % mmap.PAGESIZE
+        stop = len(data) if end is None else min(end, len(data))
+        if stop > start:
+            with contextlib.suppress(OSError, ValueError):
+                data.madvise(_MADV_POPULATE_READ, start, stop - start)
 
 
 def release(data: object, end: int) -> None:
