@@ -170,12 +170,14 @@ class ChunkWriter:
         async with receive:
             async for name, items in receive:
                 data = pack_chunk(items)
+                count = len(items)
+                del items  # the packed copy is all that is needed now: free the items before the upload
                 payload = data
                 if self._compression is not None:
                     payload = await anyio.to_thread.run_sync(compress, data, self._compression)
                 await self._store.put(name, payload)
                 self.written_files.append(name)
-                self._chunks.append(ChunkInfo(filename=name, chunk_size=len(items), chunk_bytes=len(data)))
+                self._chunks.append(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=len(data)))
 
     async def _write_partial_index(self) -> None:
         if not self._chunks:
