@@ -20,6 +20,7 @@ from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
 from ..storage._base import mapped_errors
+from ..storage._hedged import HedgedStore
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
@@ -91,7 +92,10 @@ def _open_cache(store: Store, index: Index, settings: CacheSettings) -> tuple[Ch
     directory = dataset_cache_dir(root, store.url, index.updated_at)
     directory.mkdir(parents=True, exist_ok=True)
     size = 0.75 if settings.max_cache_size is None else settings.max_cache_size
-    return ChunkCache(directory, max_cache_size=size), Downloader(store, directory)
+    # Hedging is for small random reads (ds[i]); duplicating 8 MB chunk pieces would only add load
+    # (and an abandoned duplicate keeps downloading in its thread), so chunks bypass it.
+    plain = store.inner if isinstance(store, HedgedStore) else store
+    return ChunkCache(directory, max_cache_size=size), Downloader(plain, directory)
 
 
 async def load_index(store: Store) -> Index:
