@@ -56,6 +56,7 @@ __all__ = [
     "piece_chunks",
     "plan_pieces",
     "produce_chunks",
+    "work_batches",
     "works_for",
 ]
 
@@ -305,22 +306,24 @@ def decode_work(
     return out
 
 
-def iter_work(
+def work_batches(
     source: DatasetSource,
     work: ChunkWork,
     transform: Callable[[Any], Any] | None,
     served: int = 0,
     align: int = 1,
-) -> Iterator[Any]:
-    """Decode the items of ``work`` as they are asked for, a few at a time (the sync facade's path:
-    the first sample of a chunk is served after decoding ``_FIRST_BATCH`` items, not the whole chunk).
+) -> Iterator[list[Any]]:
+    """Decode the items of ``work`` batch by batch, each batch when it is asked for.
 
-    With ``align > 1`` (a DataLoader's batch size) decode batches end where the loader's batches end
-    (``served`` items were yielded before this work), so a loader batch's fixed-shape arrays are the
-    rows of one decoded array and collate without a copy (``_collate.fast_collate``).
+    The first batch holds ``_FIRST_BATCH`` items (the first sample of a chunk is served without
+    decoding the whole chunk), the next ones up to ``_DECODE_BATCH`` items or ``_BATCH_BYTES``. With
+    ``align > 1`` (a DataLoader's batch size) batches end where the loader's batches end (``served``
+    items were yielded before this work), so a loader batch's fixed-shape arrays are the rows of one
+    decoded array and collate without a copy (``_collate.fast_collate``). Pages of a mapped chunk
+    are mapped just before their batch is decoded and unmapped once served (ascending order).
     """
     if work.more:
-        yield from decode_work(source, work, work.items, transform)
+        yield decode_work(source, work, work.items, transform)
         return
     view, items = work.view, work.items
     step = _batch_size(view)
@@ -339,8 +342,20 @@ def iter_work(
             populate(view.data, int(begins[0]), int(ends[-1]))
             release(view.data, int(begins[0]))
         samples = source.decoder.decode_many(view.data, begins, ends)
-        yield from (samples if transform is None else [transform(sample) for sample in samples])
+        yield samples if transform is None else [transform(sample) for sample in samples]
         begin, size = begin + size, step
+
+
+def iter_work(
+    source: DatasetSource,
+    work: ChunkWork,
+    transform: Callable[[Any], Any] | None,
+    served: int = 0,
+    align: int = 1,
+) -> Iterator[Any]:
+    """The samples of :func:`work_batches`, one at a time (the sync facade's path)."""
+    for batch in work_batches(source, work, transform, served, align):
+        yield from batch
 
 
 async def decode_work_async(
