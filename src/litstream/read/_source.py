@@ -106,7 +106,13 @@ async def load_index(store: Store) -> Index:
         FormatError: the index is malformed.
     """
     try:
-        return Index.from_json(await store.get(INDEX_FILENAME), source=f"{store.url}/{INDEX_FILENAME}")
+        if isinstance(store, LocalFileStore):  # one small local file: read on the loop, no thread hop
+            path = store.root / INDEX_FILENAME
+            with mapped_errors("get", str(path)):
+                raw = path.read_bytes()
+        else:
+            raw = await store.get(INDEX_FILENAME)
+        return Index.from_json(raw, source=f"{store.url}/{INDEX_FILENAME}")
     except ObjectNotFoundError:
         pass
     names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
@@ -226,7 +232,9 @@ class DatasetSource:
         elif isinstance(self.store, LocalFileStore) and not compression:
             path = self.store.root / info.filename
             with mapped_errors("get", str(path)):
-                data = await anyio.to_thread.run_sync(map_file, path)
+                # open + mmap take microseconds and read nothing (pages come later, by populate), so
+                # this runs on the loop: a worker-thread hop would cost more than the call
+                data = map_file(path)
         else:
             data = await self.store.get(info.filename)
         if compression:
