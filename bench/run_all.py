@@ -77,18 +77,24 @@ def best(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {**top, "runs_s": [round(r["seconds"], 4) for r in good]}
 
 
-def repeat(spec: dict[str, Any], repeats: int, prepare: Any = None, timeout: float = 600) -> dict[str, Any]:
-    records = []
-    for _ in range(repeats):
-        if prepare is not None:
-            prepare()
-        record = run_case(spec, timeout)
-        records.append(record)
-        if "error" in record or "skipped" in record:
-            break
-    out = best(records)
-    status = out.get("error", "")[-300:] or out.get("skipped") or f"{out.get('seconds', 0):.3f} s"
-    log(f"  {spec['config']:<28} {spec['library']:<9} {status}")
+def paired(specs: dict[str, dict[str, Any]], repeats: int, prepare: Any = None) -> dict[str, dict[str, Any]]:
+    """Run one configuration for each library ``repeats`` times, interleaved (A B, B A, A B, ...) so a
+    change in machine load hits both libraries alike; best run by time per library."""
+    records: dict[str, list[dict[str, Any]]] = {lib: [] for lib in specs}
+    order = list(specs)
+    for round_ in range(repeats):
+        for lib in order if round_ % 2 == 0 else order[::-1]:
+            if records[lib] and ("error" in records[lib][-1] or "skipped" in records[lib][-1]):
+                continue
+            if prepare is not None:
+                prepare(lib)
+            records[lib].append(run_case(specs[lib]))
+    out = {}
+    for lib, runs in records.items():
+        top = best(runs)
+        status = top.get("error", "")[-300:] or top.get("skipped") or f"{top.get('seconds', 0):.3f} s"
+        log(f"  {specs[lib]['config']:<28} {lib:<9} {status}  (runs: {top.get('runs_s', '-')})")
+        out[lib] = top
     return out
 
 
@@ -155,8 +161,8 @@ PAIRS = [
     ("local_loader_w2", "local_loader_w2", "local_loader_w2"),
     ("remote_cold", "remote_cold", "remote_cold"),
     ("remote_cold_latency20ms", "remote_cold_latency20ms", "remote_cold_latency20ms"),
-    ("async_asyncio", "async_asyncio", "async_thread"),
-    ("async_trio", "async_trio", "async_thread"),
+    ("async_asyncio", "async_asyncio", "async_asyncio"),
+    ("async_trio", "async_trio", "async_trio"),
     ("tokens_block2048", "tokens_block2048", "tokens_block2048"),
 ]
 TARGETS = {
@@ -262,7 +268,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="litstream vs LitData: the whole benchmark suite")
     parser.add_argument("--samples", type=int, default=NUM_SAMPLES)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--remote-repeats", type=int, default=1)
+    parser.add_argument("--remote-repeats", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.02, help="added round-trip latency, s (default 0.02)")
     parser.add_argument("--tokens", type=int, default=4000, help="token documents (~2-6k tokens each)")
     parser.add_argument("--skip", action="append", default=[], choices=FAMILIES)
@@ -271,7 +277,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="data directory (default: a temporary one)")
     args = parser.parse_args()
     if args.quick:
-        args.samples, args.repeats, args.tokens = 5_000, 1, 500
+        args.samples, args.repeats, args.remote_repeats, args.tokens = 5_000, 1, 1, 500
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="litstream-bench-", dir=args.workdir))
@@ -300,46 +306,42 @@ def main() -> None:
         expected = expected_checksum(args.samples)
         data = {lib: work / f"{lib}-data" for lib in LIBS}
         log(f"optimize: {args.samples:,} samples, 2 workers, 64 MB chunks")
-        for lib in LIBS:
-            out = work / f"{lib}-optimize"
+        outs = {lib: work / f"{lib}-optimize" for lib in LIBS}
 
-            def clean(out: Path = out) -> None:
-                shutil.rmtree(out, ignore_errors=True)
+        def clean(lib: str) -> None:
+            shutil.rmtree(outs[lib], ignore_errors=True)
 
-            spec = {"case": "optimize", "config": "optimize", "library": lib, "output_dir": str(out),
-                    "samples": args.samples}  # fmt: skip
-            results[lib]["optimize"] = repeat(spec, args.repeats, clean)
-            if not (out / "index.json").exists():
-                raise SystemExit(f"{lib} optimize failed: {results[lib]['optimize']}")
-            out.rename(data[lib])
+        specs = {lib: {"case": "optimize", "config": "optimize", "library": lib, "output_dir": str(outs[lib]),
+                       "samples": args.samples} for lib in LIBS}  # fmt: skip
+        for lib, record in paired(specs, args.repeats, clean).items():
+            results[lib]["optimize"] = record
+            if not (outs[lib] / "index.json").exists():
+                raise SystemExit(f"{lib} optimize failed: {record}")
+            outs[lib].rename(data[lib])
         snapshot = {lib: sorted((p.name, p.stat().st_size) for p in data[lib].iterdir()) for lib in LIBS}
-        if "local" in args.skip:
-            log("local: skipped")
-        else:
-            log("local reads")
-            for lib in LIBS:
-                base = {"library": lib, "data": str(data[lib])}
-                results[lib]["local_dataset"] = repeat({**base, "case": "local_dataset", "config": "local_dataset"},
-                                                       args.repeats)  # fmt: skip
-                for workers in (0, 2):
-                    config = f"local_loader_w{workers}"
-                    spec = {**base, "case": "local_loader", "config": config, "workers": workers}
-                    results[lib][config] = repeat(spec, args.repeats)
+        configs: list[tuple[str, dict[str, dict[str, Any]]]] = []
+        if "local" not in args.skip:
+            configs.append(("local_dataset", {lib: {"case": "local_dataset"} for lib in LIBS}))
+            for workers in (0, 2):
+                configs.append((f"local_loader_w{workers}",
+                                {lib: {"case": "local_loader", "workers": workers} for lib in LIBS}))  # fmt: skip
         if "async" not in args.skip:
-            log("async service")
-            for lib, backends in (("litstream", ("asyncio", "trio")), ("litdata", ("thread",))):
-                for backend in backends:
-                    config = f"async_{backend}"
-                    spec = {"library": lib, "data": str(data[lib]), "case": "async", "config": config,
-                            "backend": backend}  # fmt: skip
-                    results[lib][config] = repeat(spec, args.repeats)
+            for backend in ("asyncio", "trio"):
+                configs.append((f"async_{backend}", {"litstream": {"case": "async", "backend": backend},
+                                                     "litdata": {"case": "async", "backend": "thread"}}))  # fmt: skip
+        log("local reads and async service")
+        for config, variants in configs:
+            specs = {lib: {"library": lib, "data": str(data[lib]), "config": config, **v}
+                     for lib, v in variants.items()}  # fmt: skip
+            for lib, record in paired(specs, args.repeats).items():
+                results[lib][config] = record  # LitData's async runs: its dataset in a thread
         if "tokens" not in args.skip:
             log(f"tokens: {args.tokens} documents written by LitData's optimize (TokensLoader)")
             tokens = make_tokens(work, args.tokens)
-            for lib in LIBS:
-                spec = {"library": lib, "data": str(tokens), "case": "tokens", "config": "tokens_block2048",
-                        "block_size": TOKENS_BLOCK}  # fmt: skip
-                results[lib]["tokens_block2048"] = repeat(spec, args.repeats)
+            specs = {lib: {"library": lib, "data": str(tokens), "case": "tokens", "config": "tokens_block2048",
+                           "block_size": TOKENS_BLOCK} for lib in LIBS}  # fmt: skip
+            for lib, record in paired(specs, args.repeats).items():
+                results[lib]["tokens_block2048"] = record
         for lib in LIBS:  # LitData never wrote into its (uncompressed) dataset: check it
             now = sorted((p.name, p.stat().st_size) for p in data[lib].iterdir())
             if now != snapshot[lib]:
@@ -347,20 +349,22 @@ def main() -> None:
         if "remote" not in args.skip:
             log("remote: SeaweedFS on 127.0.0.1, cold cache per run")
             with s3_with_datasets(work, data, args.latency) as (server, proxied):
+                time.sleep(3)  # let the server settle after the upload
+                cache = work / "cache"
+
+                def fresh(lib: str) -> None:
+                    shutil.rmtree(cache, ignore_errors=True)
+                    cache.mkdir()
+
                 for config, endpoint in (("remote_cold", server.endpoint),
                                          ("remote_cold_latency20ms", proxied)):  # fmt: skip
-                    for lib in LIBS:
-                        cache = work / "cache"
-
-                        def fresh(cache: Path = cache) -> None:
-                            shutil.rmtree(cache, ignore_errors=True)
-                            cache.mkdir()
-
-                        s3 = {"endpoint": endpoint, "key": server.access_key, "secret": server.secret_key}
-                        spec = {"library": lib, "case": "remote_dataset", "config": config,
-                                "data": f"s3://bench/{lib}", "cache_dir": str(cache), "s3": s3}  # fmt: skip
-                        results[lib][config] = repeat(spec, args.remote_repeats, fresh)
-                        shutil.rmtree(cache, ignore_errors=True)
+                    s3 = {"endpoint": endpoint, "key": server.access_key, "secret": server.secret_key}
+                    specs = {lib: {"library": lib, "case": "remote_dataset", "config": config,
+                                   "data": f"s3://bench/{lib}", "cache_dir": str(cache), "s3": s3}
+                             for lib in LIBS}  # fmt: skip
+                    for lib, record in paired(specs, args.remote_repeats, fresh).items():
+                        results[lib][config] = record
+                shutil.rmtree(cache, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     meta["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
