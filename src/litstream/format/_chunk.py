@@ -30,6 +30,7 @@ __all__ = [
     "ChunkBuilder",
     "ChunkView",
     "chunk_filename",
+    "chunk_header",
     "header_length",
     "item_span_offset",
     "local_chunk_filename",
@@ -60,8 +61,11 @@ def item_span_offset(item: int) -> int:
     return 4 * (1 + item)
 
 
-def pack_chunk(items: Sequence[bytes]) -> bytes:
-    """Assemble ``items`` into chunk bytes (layout in the module docstring).
+def chunk_header(items: Sequence[bytes]) -> bytes:
+    """The bytes before the first item of a chunk holding ``items``: ``N`` and the ``N + 1`` offsets.
+
+    ``chunk_header(items) + b"".join(items) == pack_chunk(items)``; a writer can send the header and
+    the items to a file one after the other without building the whole chunk in memory.
 
     Raises:
         FormatError: the chunk would exceed 4 GiB, which the uint32 offsets cannot address.
@@ -74,7 +78,16 @@ def pack_chunk(items: Sequence[bytes]) -> bytes:
     offsets[1:] += offsets[0]
     if int(offsets[-1]) > _U32_MAX:
         raise FormatError(f"a chunk of {int(offsets[-1])} bytes exceeds the 4 GiB format limit; lower chunk_bytes")
-    return b"".join((np.uint32(n).tobytes(), offsets.astype("<u4").tobytes(), *items))
+    return np.uint32(n).tobytes() + offsets.astype("<u4").tobytes()
+
+
+def pack_chunk(items: Sequence[bytes]) -> bytes:
+    """Assemble ``items`` into chunk bytes (layout in the module docstring).
+
+    Raises:
+        FormatError: the chunk would exceed 4 GiB, which the uint32 offsets cannot address.
+    """
+    return b"".join((chunk_header(items), *items))
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from .._errors import ConfigurationError, collapse_exception_group
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
-from ..format._chunk import ChunkBuilder, chunk_filename, pack_chunk
+from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import compress, validate_compression
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder
@@ -78,7 +78,9 @@ class ChunkWriter:
         compression: ``None``, ``"zstd"`` or ``"zstd:N"``.
         serializers: Extra serializers by registry key.
         start_chunk: Number of this rank's first chunk (append mode continues numbering).
-        max_pending_chunks: Closed chunks allowed to wait for upload (default 2).
+        max_pending_chunks: Closed chunks allowed to wait for upload besides the one being uploaded
+            (default 0: the next chunk is encoded while one uploads, which keeps a worker's memory
+            to about two chunks; raise it for stores with bursty upload times).
 
     Raises:
         ConfigurationError: invalid chunking or compression arguments.
@@ -95,7 +97,7 @@ class ChunkWriter:
         serializers: Mapping[str, Serializer] | None = None,
         item_loader: PyTreeLoader | None = None,
         start_chunk: int = 0,
-        max_pending_chunks: int = 2,
+        max_pending_chunks: int = 0,
     ) -> None:
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
         validate_compression(compression)
@@ -169,15 +171,23 @@ class ChunkWriter:
     async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[bytes]]]) -> None:
         async with receive:
             async for name, items in receive:
-                data = pack_chunk(items)
                 count = len(items)
-                del items  # the packed copy is all that is needed now: free the items before the upload
-                payload = data
-                if self._compression is not None:
-                    payload = await anyio.to_thread.run_sync(compress, data, self._compression)
-                await self._store.put(name, payload)
+                put_parts = getattr(self._store, "put_parts", None)
+                if self._compression is None and put_parts is not None:
+                    # header and items go to the file one after the other: no 64 MB joined copy
+                    header = chunk_header(items)
+                    size = len(header) + sum(len(item) for item in items)
+                    await put_parts(name, [header, *items])
+                else:
+                    data = pack_chunk(items)
+                    size = len(data)
+                    del items  # the packed copy is all that is needed now: free the items before the upload
+                    payload = data
+                    if self._compression is not None:
+                        payload = await anyio.to_thread.run_sync(compress, data, self._compression)
+                    await self._store.put(name, payload)
                 self.written_files.append(name)
-                self._chunks.append(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=len(data)))
+                self._chunks.append(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size))
 
     async def _write_partial_index(self) -> None:
         if not self._chunks:

@@ -1,4 +1,4 @@
-"""``ObstoreStore.get_range_buffer`` (the Downloader's copy-free range read) and unhedged chunk downloads."""
+"""Copy-free transfer paths: ``ObstoreStore.get_range_buffer``, unhedged chunk downloads, ``put_parts``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING
 import pytest
 from obstore.store import MemoryStore
 
+from litstream.format._chunk import chunk_header, pack_chunk
 from litstream.format._index import ChunkInfo, DatasetConfig, Index
 from litstream.read._source import CacheSettings, _open_cache
 from litstream.storage._hedged import HedgedStore
+from litstream.storage._local import LocalFileStore
 from litstream.storage._obstore import ObstoreStore
 from litstream.storage._transfer import Downloader
 
@@ -42,3 +44,18 @@ def test_chunk_downloads_bypass_hedging(tmp_path: Path) -> None:
     index = Index(chunks=(ChunkInfo("chunk-0-0.bin", 1, 8),), config=DatasetConfig(("int",), None))
     _, downloader = _open_cache(HedgedStore(inner), index, CacheSettings(str(tmp_path)))
     assert downloader._store is inner
+
+
+async def test_local_put_parts_writes_the_concatenation_atomically(tmp_path: Path) -> None:
+    store = LocalFileStore(tmp_path)
+    parts = [bytes([i % 251]) * (i % 7) for i in range(3000)]  # more parts than one writev takes, some empty
+    await store.put_parts("d/chunk.bin", parts)
+    assert (tmp_path / "d" / "chunk.bin").read_bytes() == b"".join(parts)
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["chunk.bin"]  # no temporary file left
+    await store.put_parts("d/chunk.bin", [b"new"])
+    assert (tmp_path / "d" / "chunk.bin").read_bytes() == b"new"
+
+
+def test_chunk_header_plus_items_is_pack_chunk() -> None:
+    items = [b"a" * i for i in range(50)]
+    assert chunk_header(items) + b"".join(items) == pack_chunk(items)
