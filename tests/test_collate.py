@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from litstream._collate import fast_collate
+from litstream._collate import fast_collate, shared_block
 from litstream.format._chunk import ChunkView, pack_chunk
 from litstream.format._index import DatasetConfig
 from litstream.format._loaders import SampleDecoder, SampleEncoder
@@ -80,3 +80,17 @@ def test_errors_are_default_collates() -> None:
         fast_collate([{"a": 1, "b": 2}, {"a": 3}])
     with pytest.raises(RuntimeError, match="each element in list of batch should be of equal size"):
         fast_collate([(1, 2), (3,)])
+
+
+def test_blocks_in_shared_memory_are_batched_as_shared_tensors() -> None:
+    encoder = SampleEncoder()
+    samples = [_dict_sample(i) for i in range(5)]
+    items = [encoder.encode(s) for s in samples]
+    view = ChunkView(pack_chunk(items))
+    decoder = SampleDecoder(DatasetConfig(data_format=tuple(encoder.data_format), data_spec=encoder.data_spec))
+    batch = decoder.decode_many(view.data, *view.spans(range(5)), shared_block)
+    assert all(s["image"].flags.writeable for s in batch)
+    out = fast_collate(batch)
+    _same(out, default_collate(batch))
+    assert out["image"].is_shared()  # crosses to the main process without another copy
+    assert out["image"].data_ptr() == batch[0]["image"].ctypes.data

@@ -22,10 +22,10 @@ from .format._batch_decode import rows_of
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["fast_collate"]
+__all__ = ["fast_collate", "shared_block"]
 
 
-def _rows_of_one_array(values: Sequence[Any]) -> np.ndarray[Any, Any] | None:
+def _rows_of_one_array(values: Sequence[Any]) -> np.ndarray[Any, Any] | torch.Tensor | None:
     """The decoded block whose rows ``values`` are, exactly and in order; else ``None``."""
     owner = values[0].base
     if not isinstance(owner, np.ndarray):
@@ -37,7 +37,16 @@ def _rows_of_one_array(values: Sequence[Any]) -> np.ndarray[Any, Any] | None:
         if id(value) != row:  # every value is alive, so an equal id is the same row object
             return None
     first = values[0]
+    if isinstance(owner.base, torch.Tensor):  # shared memory from shared_block: keep the tensor's storage
+        return owner.base
     return np.ndarray((len(values), *first.shape), dtype=first.dtype, buffer=owner)
+
+
+def shared_block(nbytes: int) -> np.ndarray[Any, Any]:
+    """A writable uint8 array of ``nbytes`` in shared memory (as torch allocates batches in workers)."""
+    storage = torch.UntypedStorage._new_shared(nbytes)  # type: ignore[no-untyped-call]
+    tensor = torch.empty(0, dtype=torch.uint8).set_(storage)
+    return tensor.numpy()
 
 
 def _leaf(values: Sequence[Any]) -> Any:
@@ -45,6 +54,9 @@ def _leaf(values: Sequence[Any]) -> Any:
     kind = type(first)
     if kind is np.ndarray:
         whole = _rows_of_one_array(values)
+        if isinstance(whole, torch.Tensor):  # a shared block: its bytes, as this dtype and shape
+            dtype = torch.from_numpy(np.empty(0, dtype=first.dtype)).dtype
+            return whole.view(dtype).view(len(values), *first.shape)
         if whole is not None:
             return torch.from_numpy(whole)
     elif kind is str:  # default_collate decides by the first element too

@@ -19,6 +19,7 @@ import anyio.from_thread
 from torch.utils.data import IterableDataset
 
 from . import _portal
+from ._collate import shared_block
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import ConfigurationError, collapse_exception_group
 from .format._loaders import PyTreeLoader
@@ -291,12 +292,15 @@ class StreamingDataset(IterableDataset[Any]):
                 lambda: produce_chunks(source, pieces, send, max_pre_download=self.max_pre_download)
             )
             served, align = 0, max(self.batch_size, 1)
+            # In a DataLoader worker, decode arrays into shared memory: the batch then goes to the
+            # main process without the copy torch makes to share it.
+            alloc = shared_block if align > 1 and _inside_worker() else None
             try:
                 while True:
                     work = portal.call(_receive, receive)
                     if work is None:
                         break
-                    yield from iter_work(source, work, transform, served, align)
+                    yield from iter_work(source, work, transform, served, align, alloc)
                     served += len(work.items)
                 try:
                     future.result()

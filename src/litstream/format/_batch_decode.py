@@ -83,23 +83,31 @@ def sample_builder(spec: TreeSpec) -> Callable[[list[_Column]], list[Any]]:
     return lambda columns: [tree_unflatten(list(row), spec) for row in zip(*columns, strict=True)]
 
 
-def _gather(buf: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], width: int) -> npt.NDArray[np.uint8]:
-    """``buf[starts[k] : starts[k] + width]`` for every k, as a new ``(n, width)`` array."""
+def _gather(
+    buf: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], width: int, out: npt.NDArray[np.uint8] | None = None
+) -> npt.NDArray[np.uint8]:
+    """``buf[starts[k] : starts[k] + width]`` for every k, into ``out`` or a new ``(n, width)`` array."""
     n = len(starts)
+    if out is None:
+        out = np.empty((n, width), dtype=np.uint8)
     if n > 1 and width:
         steps = np.diff(starts)
         stride = int(steps[0])
         if stride > 0 and bool((steps == stride).all()):  # evenly spaced, ascending: one strided copy
             view = np.lib.stride_tricks.as_strided(buf[int(starts[0]) :], shape=(n, width), strides=(stride, 1))
-            return view.copy()
-    out = np.empty((n, width), dtype=np.uint8)
+            np.copyto(out, view)
+            return out
     for k, start in enumerate(starts.tolist()):
         out[k] = buf[start : start + width]
     return out
 
 
 def _grid_gather(
-    buf: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], width: int, stride: int
+    buf: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    width: int,
+    stride: int,
+    out: npt.NDArray[np.uint8] | None = None,
 ) -> npt.NDArray[np.uint8] | None:
     """Like :func:`_gather` when every start lies on a grid of ``stride`` bytes (equal-size items)."""
     if stride < width or stride <= 0:
@@ -114,8 +122,13 @@ def _grid_gather(
         return None
     grid = np.lib.stride_tricks.as_strided(buf[low:], shape=(count, width), strides=(stride, 1))
     if len(rows) == count and bool((np.diff(rows) == 1).all()):
-        return grid.copy()
-    return grid[rows]
+        if out is None:
+            return grid.copy()
+        np.copyto(out, grid)
+        return out
+    if out is None:
+        return grid[rows]
+    return np.take(grid, rows, axis=0, out=out)
 
 
 def _array_column(
@@ -124,8 +137,12 @@ def _array_column(
     sizes: npt.NDArray[np.int64],
     serializer: Serializer,
     stride: int,
+    alloc: Callable[[int], npt.NDArray[np.uint8]] | None = None,
 ) -> _Column | None:
-    """A ``numpy`` / ``no_header_numpy`` column as row views of one new array, or ``None``."""
+    """A ``numpy`` / ``no_header_numpy`` column as row views of one new array, or ``None``.
+
+    ``alloc(nbytes)`` supplies that array's memory (a writable 1-D uint8 array) when given, e.g. shared
+    memory in a DataLoader worker so the collated batch crosses to the main process without a copy."""
     first_size = int(sizes[0])
     shape: tuple[int, ...]
     if not bool((sizes == first_size).all()):
@@ -156,10 +173,13 @@ def _array_column(
         if first_size - header != dtype.itemsize * int(np.prod(shape, dtype=np.int64)) or first_size == header:
             return None
     width = first_size - header
-    data = _grid_gather(buf, starts + header, width, stride)
-    data = data if data is not None else _gather(buf, starts + header, width)
-    rows = list(data.view(dtype).reshape((len(starts), *shape)))
-    _remember_rows(data, rows)
+    n = len(starts)
+    block = None if alloc is None else alloc(n * width)
+    out = None if block is None else block.reshape(n, width)
+    data = _grid_gather(buf, starts + header, width, stride, out)
+    data = data if data is not None else _gather(buf, starts + header, width, out)
+    rows = list(data.view(dtype).reshape((n, *shape)))
+    _remember_rows(data if block is None else block, rows)
     return rows
 
 
@@ -170,6 +190,7 @@ def _column(
     sizes: npt.NDArray[np.int64],
     serializer: Serializer,
     stride: int,
+    alloc: Callable[[int], npt.NDArray[np.uint8]] | None = None,
 ) -> _Column | None:
     kind = type(serializer)
     scalar = _SCALARS.get(kind)
@@ -192,7 +213,7 @@ def _column(
         except UnicodeDecodeError:
             return None
     if kind is NumpySerializer or kind is NoHeaderNumpySerializer:
-        return _array_column(buf, starts, sizes, serializer, stride)
+        return _array_column(buf, starts, sizes, serializer, stride, alloc)
     return None
 
 
@@ -203,6 +224,7 @@ def decode_items(
     serializers: Sequence[Serializer],
     build: Callable[[list[_Column]], list[Any]],
     decode_one: Callable[[memoryview], Any],
+    alloc: Callable[[int], npt.NDArray[np.uint8]] | None = None,
 ) -> list[Any]:
     """Decode the items ``data[begins[k]:ends[k]]`` (spans already checked against ``data``).
 
@@ -232,7 +254,7 @@ def decode_items(
         starts[:, 1:] += starts[:, :1]
     columns: list[_Column] = []
     for j, serializer in enumerate(serializers):
-        column = _column(data, buf, starts[:, j], sizes[:, j], serializer, stride)
+        column = _column(data, buf, starts[:, j], sizes[:, j], serializer, stride, alloc)
         if column is None:
             deserialize = serializer.deserialize
             column = [

@@ -183,10 +183,17 @@ class SampleDecoder:
             position = end
         return tree_unflatten(leaves, self._spec)
 
-    def decode_many(self, data: Any, begins: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> list[Any]:
+    def decode_many(
+        self,
+        data: Any,
+        begins: np.ndarray[Any, Any],
+        ends: np.ndarray[Any, Any],
+        alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
+    ) -> list[Any]:
         """Decode the items ``data[begins[k]:ends[k]]`` of one chunk (spans within ``data``), in order.
 
         Gives exactly ``[decode(data[b:e]) ...]`` (same values, types and errors), column by column
-        with NumPy (:mod:`._batch_decode`); arrays are rows of one new array per call.
+        with NumPy (:mod:`._batch_decode`); arrays are rows of one new array per call, whose memory
+        ``alloc(nbytes)`` supplies when given (a writable 1-D uint8 array).
         """
-        return decode_items(data, begins, ends, self._serializers, self._build, self.decode)
+        return decode_items(data, begins, ends, self._serializers, self._build, self.decode, alloc)

@@ -312,6 +312,7 @@ def work_batches(
     transform: Callable[[Any], Any] | None,
     served: int = 0,
     align: int = 1,
+    alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
 ) -> Iterator[list[Any]]:
     """Decode the items of ``work`` batch by batch, each batch when it is asked for.
 
@@ -341,7 +342,7 @@ def work_batches(
         if ascending:  # map just this batch's pages, and unmap those already served
             populate(view.data, int(begins[0]), int(ends[-1]))
             release(view.data, int(begins[0]))
-        samples = source.decoder.decode_many(view.data, begins, ends)
+        samples = source.decoder.decode_many(view.data, begins, ends, alloc)
         yield samples if transform is None else [transform(sample) for sample in samples]
         begin, size = begin + size, step
 
@@ -352,9 +353,10 @@ def iter_work(
     transform: Callable[[Any], Any] | None,
     served: int = 0,
     align: int = 1,
+    alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
 ) -> Iterator[Any]:
     """The samples of :func:`work_batches`, one at a time (the sync facade's path)."""
-    for batch in work_batches(source, work, transform, served, align):
+    for batch in work_batches(source, work, transform, served, align, alloc):
         yield from batch
 
 
