@@ -272,7 +272,40 @@ def case_tokens(spec: dict[str, Any]) -> dict[str, Any]:
     return {"items": count, "seconds": seconds, "ttfb_s": first, "rss": rss, "checksum": check.hexdigest()}
 
 
+def case_raw_download(spec: dict[str, Any]) -> dict[str, Any]:
+    """The ceiling of a remote read: GET every chunk of the dataset into memory with obstore, 8 ranged
+    GETs of 8 MB in flight (what litstream's Downloader does), no cache file, no decoding."""
+    import concurrent.futures
+
+    import obstore
+    from obstore.store import S3Store
+
+    s3 = spec["s3"]
+    bucket, _, prefix = spec["data"].removeprefix("s3://").partition("/")
+    config = {
+        "endpoint": s3["endpoint"],
+        "access_key_id": s3["key"],
+        "secret_access_key": s3["secret"],
+        "region": "us-east-1",
+        "virtual_hosted_style_request": False,
+    }
+    store = S3Store(bucket, prefix=prefix, config=config, client_options={"allow_http": True})
+    start = time.perf_counter()
+    index = json.loads(bytes(obstore.get(store, "index.json").bytes()))
+    pieces = []
+    for chunk in index["chunks"]:
+        size = chunk["chunk_bytes"]
+        pieces += [(chunk["filename"], begin, min(8 * 2**20, size - begin)) for begin in range(0, size, 8 * 2**20)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        total = sum(pool.map(lambda p: len(obstore.get_range(store, p[0], start=p[1], length=p[2])), pieces))
+    seconds = time.perf_counter() - start
+    items = sum(chunk["chunk_size"] for chunk in index["chunks"])
+    return {"items": items, "seconds": seconds, "ttfb_s": None, "rss": _peak_rss_mb(), "bytes": total,
+            "checksum": None}  # fmt: skip
+
+
 CASES = {
+    "raw_download": case_raw_download,
     "optimize": case_optimize,
     "local_dataset": case_local_dataset,
     "local_loader": case_local_loader,
