@@ -53,6 +53,12 @@ async def _pipe(source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream, delay:
                 wait = due - time.monotonic()
                 if wait > 0:
                     await anyio.sleep(wait)
+                now = time.monotonic()
+                if queue and queue[0][0] <= now:  # send everything already due in one call
+                    parts = [data]
+                    while queue and queue[0][0] <= now:
+                        parts.append(queue.popleft()[1])
+                    data = b"".join(parts)
                 await sink.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             return

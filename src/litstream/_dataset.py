@@ -41,6 +41,8 @@ if sys.version_info < (3, 11):  # pragma: no cover
 
 __all__ = ["StreamingDataset"]
 
+_REMOTE_MIN_PRE_DOWNLOAD = 4
+
 
 class StreamingDataset(IterableDataset[Any]):
     """Stream an optimized dataset (LitData format) into PyTorch.
@@ -58,7 +60,8 @@ class StreamingDataset(IterableDataset[Any]):
         seed: Shuffle seed, an int in ``[0, 2**32)``. Default 42.
         drop_last: Drop the items that do not fill whole batches on every rank. ``None`` (default)
             means ``True`` when the world size is above 1, else ``False`` (as in LitData).
-        max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2.
+        max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2; remote datasets fetch at
+            least 4 ahead (LitData's floor for its async remote prefetch).
         transform: A callable, or a list of callables applied in order, to each sample (in the
             worker, after decoding; also applied by ``ds[i]``).
         serializers: Extra serializers by registry key.
@@ -286,10 +289,15 @@ class StreamingDataset(IterableDataset[Any]):
         else:  # elastic: this worker's run of the restriped remainder
             pieces = plan.pieces((plan.start + worker.worker) % worker.num_workers)
         transform = self._apply if self.transforms else None
+        # Remote chunks: at least 4 ahead, as LitData's async prefetch floor for remote data (its
+        # LITDATA_ASYNC_MIN_PRE_DOWNLOAD); downloads then overlap across chunk boundaries.
+        ahead = self.max_pre_download
+        if self.cache is not None:
+            ahead = max(ahead, _REMOTE_MIN_PRE_DOWNLOAD)
         with _portal.daemon_portal() as portal:
             send, receive = portal.call(_make_stream)
             future = portal.start_task_soon(
-                lambda: produce_chunks(source, pieces, send, max_pre_download=self.max_pre_download)
+                lambda: produce_chunks(source, pieces, send, max_pre_download=ahead)
             )
             served, align = 0, max(self.batch_size, 1)
             # In a DataLoader worker, decode arrays into shared memory: the batch then goes to the
