@@ -19,6 +19,7 @@ decoded item by item with its serializer, so errors and results are those of the
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +62,8 @@ def rows_of(block: np.ndarray[Any, Any]) -> tuple[int, ...] | None:
 
 def _remember_rows(block: np.ndarray[Any, Any], rows: list[Any]) -> None:
     if len(_ROWS) >= _MAX_ROWS_ENTRIES:
-        del _ROWS[next(iter(_ROWS))]  # the oldest
+        with contextlib.suppress(RuntimeError, StopIteration, KeyError):  # another thread got there first
+            del _ROWS[next(iter(_ROWS))]  # the oldest
     _ROWS[id(block)] = (weakref.ref(block), tuple(map(id, rows)))
 
 _Column = list[Any]
