@@ -383,6 +383,11 @@ def main() -> None:
         json.dumps({"meta": meta, "summary": rows, "ceilings": ceilings}, indent=1) + "\n"
     )
     table = markdown(rows, meta)
+    micro = args.out / "micro.json"
+    if micro.exists() and "micro" not in args.skip:
+        table += "\n\n| micro-benchmark (pytest-benchmark, min) | test | ms |\n|---|---|---:|"
+        for bench in json.loads(micro.read_text())["benchmarks"]:
+            table += f"\n| {bench['group']} | `{bench['name']}` | {bench['stats']['min'] * 1e3:.3f} |"
     for config, record in ceilings.items():
         if "seconds" in record:
             table += (f"\n\nCeiling `{config}`: obstore alone GETs the same {record['bytes'] / 1e6:,.0f} MB "
