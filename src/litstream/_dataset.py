@@ -21,15 +21,17 @@ from torch.utils.data import IterableDataset
 from . import _portal
 from ._collate import shared_block
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
-from ._errors import ConfigurationError, collapse_exception_group
+from ._errors import ConfigurationError, LitstreamError, collapse_exception_group
+from .format._index import INDEX_FILENAME
 from .format._loaders import PyTreeLoader
 from .read._astream import check_read_args
 from .read._cache import parse_cache_size
 from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pieces, produce_chunks
-from .read._plan import items_per_rank, worker_plan
+from .read._plan import ChunkSlice, items_per_rank, worker_plan
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import CacheSettings, DatasetSource
 from .read._window import DEFAULT_SHUFFLE_WINDOW
+from .storage._local import LocalFileStore
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import HedgedStore, Store
 
@@ -42,6 +44,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ["StreamingDataset"]
 
 _REMOTE_MIN_PRE_DOWNLOAD = 4
+_HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
 
 class StreamingDataset(IterableDataset[Any]):
@@ -177,6 +180,8 @@ class StreamingDataset(IterableDataset[Any]):
 
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
+        if self._source is None and self.cache is None and isinstance(self._store, LocalFileStore):
+            self._source = _open_now(self._store, self.serializers)
         if self._source is None:
             self._source = _portal.call(DatasetSource.open, self._store, self.serializers, self.cache)
         return self._source
@@ -294,6 +299,15 @@ class StreamingDataset(IterableDataset[Any]):
         ahead = self.max_pre_download
         if self.cache is not None:
             ahead = max(ahead, _REMOTE_MIN_PRE_DOWNLOAD)
+        if self.batch_size <= 1 and pieces and isinstance(pieces[0][0], ChunkSlice):
+            # Local, uncompressed: serve the first few samples from the first chunk mapped right
+            # here, before the engine's event loop starts (same samples, same order).
+            piece, order = pieces[0]
+            view = source.map_local_chunk(piece.chunk_index)
+            if view is not None:
+                head = min(_HEAD_ITEMS, len(order))
+                yield from iter_work(source, ChunkWork(piece.chunk_index, view, order[:head]), transform)
+                pieces = [(piece, order[head:]), *pieces[1:]] if head < len(order) else list(pieces[1:])
         with _portal.daemon_portal() as portal:
             send, receive = portal.call(_make_stream)
             future = portal.start_task_soon(
@@ -432,6 +446,26 @@ class StreamingDataset(IterableDataset[Any]):
     def _clear_resume(self) -> None:
         self._resume_state = None
         self._resume = None
+
+
+def _open_now(store: LocalFileStore, serializers: Mapping[str, Serializer] | None) -> DatasetSource | None:
+    """``DatasetSource.open`` of a local dataset run to completion in this thread, without an event
+    loop: with ``index.json`` present it awaits nothing. ``None`` when it would need a loop (no
+    index.json, or a step that awaits), so the caller opens it on the portal instead."""
+    if not (store.root / INDEX_FILENAME).is_file():
+        return None
+    coroutine = DatasetSource.open(store, serializers, None)
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        source: DatasetSource = done.value
+        return source
+    except LitstreamError:
+        raise
+    except Exception:  # a step needed an event loop: open on the portal instead
+        return None
+    coroutine.close()  # it suspended on something only a loop can resume
+    return None
 
 
 def _make_stream() -> Any:

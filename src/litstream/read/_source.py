@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError
+from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
 from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
@@ -239,6 +239,32 @@ class DatasetSource:
             data = await self.store.get(info.filename)
         if compression:
             data = await anyio.to_thread.run_sync(decompress, memoryview(data), compression)
+        return self._checked_view(chunk_index, data, keep)
+
+    def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
+        """Map one chunk of an uncompressed local dataset now, in the calling thread (open + mmap, no
+        read), with :meth:`read_chunk`'s checks; ``None`` for other datasets (use :meth:`read_chunk`).
+
+        Raises:
+            ObjectNotFoundError: the chunk file is missing. FormatError: as :meth:`read_chunk`.
+        """
+        config = self.index.config
+        if not isinstance(self.store, LocalFileStore) or self.cache is not None or (config and config.compression):
+            return None
+        cached = self._chunks.get(chunk_index)
+        if cached is not None:
+            return cached
+        path = self.store.root / self.index.chunks[chunk_index].filename
+        try:  # the messages of mapped_errors, which needs a running event loop
+            data = map_file(path)
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"get: {path} does not exist") from exc
+        except OSError as exc:
+            raise StorageError(f"get failed for {path}: {exc}") from exc
+        return self._checked_view(chunk_index, data, False)
+
+    def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
+        info = self.index.chunks[chunk_index]
         if len(data) < info.chunk_bytes:
             raise FormatError(
                 f"{info.filename} holds {len(data)} bytes but index.json records chunk_bytes="
