@@ -22,8 +22,9 @@ import math
 import multiprocessing
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torch.utils.data import DataLoader, default_collate, get_worker_info
+from torch.utils.data import DataLoader, get_worker_info
 
+from ._collate import fast_collate
 from ._composite_dataset import CompositeDataset
 from ._dataset import StreamingDataset
 from ._errors import ConfigurationError
@@ -70,7 +71,8 @@ class StreamingDataLoader(DataLoader[Any]):
         num_workers: Worker processes (default 0: load in this process).
         shuffle: If not ``None``, overrides the dataset's ``shuffle``.
         drop_last: If not ``None``, overrides the dataset's ``drop_last``.
-        collate_fn: Batch builder (default torch's ``default_collate``).
+        collate_fn: Batch builder (default: torch's ``default_collate``, minus its stacking copy where
+            samples were decoded as one array; see ``litstream._collate``).
         **kwargs: Passed to ``torch.utils.data.DataLoader`` (``pin_memory``, ``prefetch_factor``,
             ``multiprocessing_context``, ...).
 
@@ -119,7 +121,7 @@ class StreamingDataLoader(DataLoader[Any]):
             dataset,
             batch_size=batch_size,
             num_workers=num_workers,
-            collate_fn=_TaggingCollate(collate_fn or default_collate),
+            collate_fn=_TaggingCollate(collate_fn or fast_collate),
             **kwargs,
         )
         self.current_epoch = 0

@@ -18,19 +18,22 @@ import anyio.from_thread
 from torch.utils.data import IterableDataset
 
 from . import _portal
+from ._collate import shared_block
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
-from ._errors import ConfigurationError, collapse_exception_group
+from ._errors import ConfigurationError, LitstreamError, collapse_exception_group
 from ._selection import SelectionMixin
+from .format._index import INDEX_FILENAME
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
 from .read._cache import parse_cache_size
 from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pieces, produce_chunks
-from .read._plan import items_per_rank, worker_plan
+from .read._plan import ChunkSlice, items_per_rank, worker_plan
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import CacheSettings, DatasetSource
 from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
 from .read._window import DEFAULT_SHUFFLE_WINDOW
+from .storage._local import LocalFileStore
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import HedgedStore, Store
 
@@ -47,6 +50,9 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["StreamingDataset"]
+
+_REMOTE_MIN_PRE_DOWNLOAD = 4
+_HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
 
 class StreamingDataset(IterableDataset[Any], SelectionMixin):
@@ -65,7 +71,8 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
         seed: Shuffle seed, an int in ``[0, 2**32)``. Default 42.
         drop_last: Drop the items that do not fill whole batches on every rank. ``None`` (default)
             means ``True`` when the world size is above 1, else ``False`` (as in LitData).
-        max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2.
+        max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2; remote datasets fetch at
+            least 4 ahead (LitData's floor for its async remote prefetch).
         transform: A callable, or a list of callables applied in order, to each sample (in the
             worker, after decoding; also applied by ``ds[i]`` and ``ds[a:b]``). Anything else raises
             ``ConfigurationError`` (a ``ValueError``, as in LitData).
@@ -191,6 +198,13 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
 
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
+        if (
+            self._source is None
+            and self.cache is None
+            and self.index_path is None
+            and isinstance(self._store, LocalFileStore)
+        ):
+            self._source = _open_now(self._store, self.serializers, self.item_loader)
         if self._source is None:
             self._source = _portal.call(
                 DatasetSource.open, self._store, self.serializers, self.cache, self.item_loader, self.index_path
@@ -307,6 +321,16 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
             pieces = plan.pieces((plan.start + worker.worker) % worker.num_workers)
             if selection is not None:
                 pieces = selection.file_pieces(pieces)
+        if self.batch_size <= 1 and pieces and isinstance(pieces[0][0], ChunkSlice):
+            # Local, uncompressed: serve the first few samples from the first chunk mapped right
+            # here, before the engine's event loop starts (same samples, same order).
+            piece, order = pieces[0]
+            view = source.map_local_chunk(piece.chunk_index)
+            if view is not None:
+                transform = self._apply if self.transforms else None
+                head = min(_HEAD_ITEMS, len(order))
+                yield from iter_work(source, ChunkWork(piece.chunk_index, view, order[:head]), transform)
+                pieces = [(piece, order[head:]), *pieces[1:]] if head < len(order) else list(pieces[1:])
         with _portal.daemon_portal() as portal:
             yield from self._serve(pieces, portal)
         self._clear_resume()
@@ -320,16 +344,24 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
         """
         source = self._get_source()
         transform = self._apply if self.transforms else None
+        # Remote chunks: at least 4 ahead, as LitData's async prefetch floor for remote data (its
+        # LITDATA_ASYNC_MIN_PRE_DOWNLOAD); downloads then overlap across chunk boundaries.
+        ahead = self.max_pre_download
+        if self.cache is not None:
+            ahead = max(ahead, _REMOTE_MIN_PRE_DOWNLOAD)
         send, receive = portal.call(_make_stream)
-        future = portal.start_task_soon(
-            lambda: produce_chunks(source, pieces, send, max_pre_download=self.max_pre_download)
-        )
+        future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
+        served, align = 0, max(self.batch_size, 1)
+        # In a DataLoader worker, decode arrays into shared memory: the batch then goes to the
+        # main process without the copy torch makes to share it.
+        alloc = shared_block if align > 1 and _inside_worker() else None
         try:
             while True:
                 work = portal.call(_receive, receive)
                 if work is None:
                     break
-                yield from iter_work(source, work, transform)
+                yield from iter_work(source, work, transform, served, align, alloc)
+                served += len(work.items)
             try:
                 future.result()
             except BaseExceptionGroup as group:
@@ -458,6 +490,26 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
 
 async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
     return source.decoder.decode(await source.read_item_bytes(chunk, item))
+def _open_now(
+    store: LocalFileStore, serializers: Mapping[str, Serializer] | None, item_loader: Any
+) -> DatasetSource | None:
+    """``DatasetSource.open`` of a local dataset run to completion in this thread, without an event
+    loop: with ``index.json`` present it awaits nothing. ``None`` when it would need a loop (no
+    index.json, or a step that awaits), so the caller opens it on the portal instead."""
+    if not (store.root / INDEX_FILENAME).is_file():
+        return None
+    coroutine = DatasetSource.open(store, serializers, None, item_loader)
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        source: DatasetSource = done.value
+        return source
+    except LitstreamError:
+        raise
+    except Exception:  # a step needed an event loop: open on the portal instead
+        return None
+    coroutine.close()  # it suspended on something only a loop can resume
+    return None
 
 
 def _make_stream() -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import os
 import queue
 import sys
@@ -27,6 +28,11 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
 __all__ = ["call", "daemon_portal"]
+
+# anyio imports its asyncio backend when the first event loop starts (~10 ms); do it at import time,
+# so the first `iter()` / `ds[i]` of a process (and of every forked DataLoader worker) does not pay it.
+with contextlib.suppress(ImportError):
+    importlib.import_module("anyio._backends._asyncio")
 
 T = TypeVar("T")
 

@@ -16,19 +16,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._errors import FormatError
 
 if TYPE_CHECKING:
+    import mmap
     from collections.abc import Sequence
 
 __all__ = [
     "ChunkBuilder",
     "ChunkView",
     "chunk_filename",
+    "chunk_header",
     "header_length",
     "item_span_offset",
     "local_chunk_filename",
@@ -59,8 +61,11 @@ def item_span_offset(item: int) -> int:
     return 4 * (1 + item)
 
 
-def pack_chunk(items: Sequence[bytes]) -> bytes:
-    """Assemble ``items`` into chunk bytes (layout in the module docstring).
+def chunk_header(items: Sequence[bytes]) -> bytes:
+    """The bytes before the first item of a chunk holding ``items``: ``N`` and the ``N + 1`` offsets.
+
+    ``chunk_header(items) + b"".join(items) == pack_chunk(items)``; a writer can send the header and
+    the items to a file one after the other without building the whole chunk in memory.
 
     Raises:
         FormatError: the chunk would exceed 4 GiB, which the uint32 offsets cannot address.
@@ -73,7 +78,16 @@ def pack_chunk(items: Sequence[bytes]) -> bytes:
     offsets[1:] += offsets[0]
     if int(offsets[-1]) > _U32_MAX:
         raise FormatError(f"a chunk of {int(offsets[-1])} bytes exceeds the 4 GiB format limit; lower chunk_bytes")
-    return b"".join((np.uint32(n).tobytes(), offsets.astype("<u4").tobytes(), *items))
+    return np.uint32(n).tobytes() + offsets.astype("<u4").tobytes()
+
+
+def pack_chunk(items: Sequence[bytes]) -> bytes:
+    """Assemble ``items`` into chunk bytes (layout in the module docstring).
+
+    Raises:
+        FormatError: the chunk would exceed 4 GiB, which the uint32 offsets cannot address.
+    """
+    return b"".join((chunk_header(items), *items))
 
 
 @dataclass(frozen=True)
@@ -84,7 +98,7 @@ class ChunkView:
         data: The chunk bytes (``bytes``, ``bytearray``, ``memoryview`` or an ``mmap``).
     """
 
-    data: bytes | bytearray | memoryview
+    data: bytes | bytearray | memoryview | mmap.mmap
 
     def __post_init__(self) -> None:
         if len(self.data) < 4:
@@ -93,9 +107,9 @@ class ChunkView:
         if len(self.data) < header_length(n):
             raise FormatError(f"chunk header announces {n} items but the chunk is only {len(self.data)} bytes")
 
-    @property
+    @cached_property
     def num_items(self) -> int:
-        return int(np.frombuffer(self.data, dtype="<u4", count=1)[0])
+        return int.from_bytes(self.data[:4], "little")
 
     @property
     def offsets(self) -> np.ndarray:
@@ -111,6 +125,28 @@ class ChunkView:
     @cached_property
     def _memory(self) -> memoryview:
         return memoryview(self.data)
+
+    @cached_property
+    def _offsets64(self) -> np.ndarray:
+        return self.offsets.astype(np.int64)
+
+    def spans(self, items: Sequence[int] | np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """``(begins, ends)``: the byte spans of ``items`` (chunk-local ids) as int64 arrays.
+
+        Raises:
+            FormatError: an id is outside ``[0, num_items)`` or an item lies outside the chunk (the
+                error :meth:`item` raises for the first such id).
+        """
+        ids = np.asarray(items, dtype=np.int64)
+        offsets = self._offsets64
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= len(offsets) - 1):
+            self.item(int(ids[(ids < 0) | (ids >= len(offsets) - 1)][0]))
+        begins = offsets[ids]
+        ends = offsets[ids + 1]
+        bad = (ends > len(self.data)) | (begins > ends)
+        if bool(bad.any()):
+            self.item(int(ids[bad][0]))
+        return begins, ends
 
     def item(self, i: int) -> memoryview:
         """Item ``i`` (0-based, chunk-local) as a zero-copy view.

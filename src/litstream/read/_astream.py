@@ -7,6 +7,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -20,10 +21,10 @@ from ._core import (
     Piece,
     ReadPlanArgs,
     ShuffleMode,
-    decode_work_async,
     piece_chunks,
     plan_pieces,
     produce_chunks,
+    work_batches,
     works_for,
 )
 from ._source import DatasetSource
@@ -33,7 +34,7 @@ from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -132,6 +133,7 @@ class SampleStream:
         self._pieces: deque[Piece] | None = None
         self._ready: deque[ChunkWork] = deque()
         self._samples: deque[Any] = deque()
+        self._batches: Iterator[list[Any]] | None = None  # the chunk being decoded
         self._task_group: TaskGroup | None = None
         self._receive: MemoryObjectReceiveStream[ChunkWork] | None = None
         self._entered = False
@@ -188,6 +190,12 @@ class SampleStream:
 
     async def __anext__(self) -> Any:
         while not self._samples:
+            if self._batches is not None:  # decode the current chunk batch by batch, off the loop
+                batch = await anyio.to_thread.run_sync(next, self._batches, None)
+                if batch is not None:
+                    self._samples.extend(batch)
+                    continue
+                self._batches = None
             if self._finished:
                 raise StopAsyncIteration
             work = await self._next_work()
@@ -195,7 +203,7 @@ class SampleStream:
                 self._finished = True
                 raise StopAsyncIteration
             assert self._source is not None
-            self._samples.extend(await decode_work_async(self._source, work, self._transform))
+            self._batches = work_batches(self._source, work, self._transform)
         return self._samples.popleft()
 
     async def _next_work(self) -> ChunkWork | None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
 import anyio.to_thread
+import numpy as np
 
 from .._errors import PlanError
 from ._plan import ChunkSlice, item_order, resume_position, worker_plan
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from ._source import DatasetSource
     from ._subset import Selection
 
+from ..format._loaders import SampleDecoder
+from ._source import populate, release
+
 __all__ = [
     "ChunkWindow",
     "ChunkWork",
@@ -54,6 +58,7 @@ __all__ = [
     "piece_chunks",
     "plan_pieces",
     "produce_chunks",
+    "work_batches",
     "works_for",
 ]
 
@@ -275,6 +280,40 @@ async def produce_chunks(
                     await send.send(work)
 
 
+_FIRST_BATCH = 8
+"""Items decoded before the first sample of a chunk is served (time to first sample stays short)."""
+_BATCH_BYTES = 4 * 2**20
+"""Item bytes decoded at once; also bounds what a retained sample keeps alive (its row's array)."""
+
+
+def _batch_size(view: ChunkView) -> int:
+    average = max(len(view.data) // max(view.num_items, 1), 1)
+    return max(1, min(_DECODE_BATCH, _BATCH_BYTES // average))
+
+
+def _decode_view_items(
+    source: DatasetSource, view: ChunkView, items: Sequence[int], transform: Callable[[Any], Any] | None
+) -> list[Any]:
+    samples = _decode_batch(source, view, items)
+    return samples if transform is None else [transform(sample) for sample in samples]
+
+
+def _decode_batch(
+    source: DatasetSource,
+    view: ChunkView,
+    items: Sequence[int],
+    alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
+) -> list[Any]:
+    """Decode ``items`` of ``view``: column-wise for PyTree chunks, one by one for token blocks and
+    Parquet rows (their views have no per-item offsets table to batch over)."""
+    decoder = source.decoder
+    if isinstance(decoder, SampleDecoder):
+        begins, ends = view.spans(items)
+        return decoder.decode_many(view.data, begins, ends, alloc)
+    item, decode = view.item, decoder.decode
+    return [decode(item(i)) for i in items]
+
+
 def decode_work(
     source: DatasetSource, work: ChunkWork, items: Sequence[int], transform: Callable[[Any], Any] | None
 ) -> list[Any]:
@@ -292,22 +331,69 @@ def decode_work(
             return [decode(b) for b in located]
         return [transform(decode(b)) for b in located]
     view = work.view
-    if transform is None:
-        return [decode(view.item(i)) for i in items]
-    return [transform(decode(view.item(i))) for i in items]
+    step = _batch_size(view)
+    out: list[Any] = []
+    for begin in range(0, len(items), step):
+        out.extend(_decode_view_items(source, view, items[begin : begin + step], transform))
+    return out
 
 
-def iter_work(source: DatasetSource, work: ChunkWork, transform: Callable[[Any], Any] | None) -> Iterator[Any]:
-    """Decode the items of ``work`` one at a time, as they are asked for (the sync facade's path:
-    the first sample of a chunk is served without decoding the whole chunk first)."""
+def work_batches(
+    source: DatasetSource,
+    work: ChunkWork,
+    transform: Callable[[Any], Any] | None,
+    served: int = 0,
+    align: int = 1,
+    alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
+) -> Iterator[list[Any]]:
+    """Decode the items of ``work`` batch by batch, each batch when it is asked for.
+
+    The first batch holds ``_FIRST_BATCH`` items (the first sample of a chunk is served without
+    decoding the whole chunk), the next ones up to ``_DECODE_BATCH`` items or ``_BATCH_BYTES``. With
+    ``align > 1`` (a DataLoader's batch size) batches end where the loader's batches end (``served``
+    items were yielded before this work), so a loader batch's fixed-shape arrays are the rows of one
+    decoded array and collate without a copy (``_collate.fast_collate``). Pages of a mapped chunk
+    are mapped just before their batch is decoded and unmapped once served (ascending order).
+    """
     if work.more:
-        yield from decode_work(source, work, work.items, transform)
+        yield decode_work(source, work, work.items, transform)
         return
-    decode = source.decoder.decode
-    item = work.view.item
-    for i in work.items:
-        sample = decode(item(i))
-        yield sample if transform is None else transform(sample)
+    view, items = work.view, work.items
+    step = _batch_size(view)
+    if 1 < align <= 4 * step:
+        step = align
+        begin, size = 0, align - served % align
+    else:
+        begin, size = 0, min(_FIRST_BATCH, step)
+    decoder = source.decoder
+    columnar = isinstance(decoder, SampleDecoder)
+    ascending = columnar and (isinstance(items, range) or bool((np.diff(np.asarray(items)) > 0).all()))
+    if not ascending:
+        populate(view.data)
+    while begin < len(items):
+        batch = items[begin : begin + size]
+        if ascending and isinstance(decoder, SampleDecoder):  # map just this batch's pages, unmap those served
+            begins, ends = view.spans(batch)
+            populate(view.data, int(begins[0]), int(ends[-1]))
+            release(view.data, int(begins[0]))
+            samples = decoder.decode_many(view.data, begins, ends, alloc)
+        else:
+            samples = _decode_batch(source, view, batch, alloc)
+        yield samples if transform is None else [transform(sample) for sample in samples]
+        begin, size = begin + size, step
+
+
+def iter_work(
+    source: DatasetSource,
+    work: ChunkWork,
+    transform: Callable[[Any], Any] | None,
+    served: int = 0,
+    align: int = 1,
+    alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
+) -> Iterator[Any]:
+    """The samples of :func:`work_batches`, one at a time (the sync facade's path)."""
+    for batch in work_batches(source, work, transform, served, align, alloc):
+        yield from batch
 
 
 async def decode_work_async(

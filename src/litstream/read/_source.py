@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
+import mmap
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -12,13 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError
+from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
 from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
 from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._tokens import TokenLayout, check_item_loader
+from ..storage._base import mapped_errors
+from ..storage._hedged import HedgedStore
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
@@ -30,14 +34,58 @@ if TYPE_CHECKING:
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
-__all__ = ["CacheSettings", "DatasetSource", "load_index", "load_local_index"]
+__all__ = ["CacheSettings", "DatasetSource", "load_index", "load_local_index", "map_file", "populate", "release"]
 
 
-async def _read_through_cache(cache: ChunkCache, downloader: Downloader, name: str, size: int | None) -> bytes:
+_MADV_POPULATE_READ = 22  # Linux >= 5.14; not exported by the mmap module of Python 3.11
+
+
+def map_file(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
+    """The whole file as a read-only ``mmap`` (``b""`` when empty), with read-ahead requested.
+
+    No copy is made: items are decoded straight from the mapping. Pages are not mapped into this
+    process yet (so a chunk fetched ahead costs no memory); :func:`populate` maps them when a
+    reader starts on the chunk. The mapping stays valid if the file is then deleted or evicted.
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b""
+        mapped = mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    with contextlib.suppress(OSError, AttributeError):
+        mapped.madvise(mmap.MADV_WILLNEED)
+    return mapped
+
+
+def populate(data: object, begin: int = 0, end: int | None = None) -> None:
+    """Map the pages of bytes ``[begin, end)`` of an ``mmap`` now (one system call: about 1 ms for
+    64 MB in the page cache, against ~50 ms of page faults when touched), so decoding them takes no
+    page faults; a no-op for other buffers or older kernels."""
+    if isinstance(data, mmap.mmap):
+        start = begin - begin % mmap.PAGESIZE
+        stop = len(data) if end is None else min(end, len(data))
+        if stop > start:
+            with contextlib.suppress(OSError, ValueError):
+                data.madvise(_MADV_POPULATE_READ, start, stop - start)
+
+
+def release(data: object, end: int) -> None:
+    """Unmap the pages of an ``mmap`` before byte ``end`` from this process (they stay in the page
+    cache and are mapped again if read), so a sequential reader holds about one batch of the chunk."""
+    if isinstance(data, mmap.mmap):
+        length = end - end % mmap.PAGESIZE
+        if length > 0:
+            with contextlib.suppress(OSError, ValueError):
+                data.madvise(mmap.MADV_DONTNEED, 0, length)
+
+
+async def _read_through_cache(
+    cache: ChunkCache, downloader: Downloader, name: str, size: int | None
+) -> bytes | mmap.mmap:
     await cache.aacquire(name, size=size)  # evicts released chunks to make room first
     try:
         path = await downloader.fetch(name, size=size)
-        return await anyio.to_thread.run_sync(path.read_bytes)
+        return await anyio.to_thread.run_sync(map_file, path)
     finally:
         await cache.arelease(name)
 
@@ -47,7 +95,10 @@ def _open_cache(store: Store, index: Index, settings: CacheSettings) -> tuple[Ch
     directory = dataset_cache_dir(root, store.url, index.updated_at)
     directory.mkdir(parents=True, exist_ok=True)
     size = 0.75 if settings.max_cache_size is None else settings.max_cache_size
-    return ChunkCache(directory, max_cache_size=size), Downloader(store, directory)
+    # Hedging is for small random reads (ds[i]); duplicating 8 MB chunk pieces would only add load
+    # (and an abandoned duplicate keeps downloading in its thread), so chunks bypass it.
+    plain = store.inner if isinstance(store, HedgedStore) else store
+    return ChunkCache(directory, max_cache_size=size), Downloader(plain, directory)
 
 
 async def load_index(store: Store) -> Index:
@@ -58,7 +109,13 @@ async def load_index(store: Store) -> Index:
         FormatError: the index is malformed.
     """
     try:
-        return Index.from_json(await store.get(INDEX_FILENAME), source=f"{store.url}/{INDEX_FILENAME}")
+        if isinstance(store, LocalFileStore):  # one small local file: read on the loop, no thread hop
+            path = store.root / INDEX_FILENAME
+            with mapped_errors("get", str(path)):
+                raw = path.read_bytes()
+        else:
+            raw = await store.get(INDEX_FILENAME)
+        return Index.from_json(raw, source=f"{store.url}/{INDEX_FILENAME}")
     except ObjectNotFoundError:
         pass
     names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
@@ -204,14 +261,47 @@ class DatasetSource:
             return cached
         info = self.index.chunks[chunk_index]
         compression = self.index.config.compression if self.index.config else None
+        data: bytes | mmap.mmap
         if self.cache is not None and self.downloader is not None:
             data = await _read_through_cache(
                 self.cache, self.downloader, info.filename, None if compression else info.chunk_bytes
             )
+        elif isinstance(self.store, LocalFileStore) and not compression:
+            path = self.store.root / info.filename
+            with mapped_errors("get", str(path)):
+                # open + mmap take microseconds and read nothing (pages come later, by populate), so
+                # this runs on the loop: a worker-thread hop would cost more than the call
+                data = map_file(path)
         else:
             data = await self.store.get(info.filename)
         if compression:
-            data = await anyio.to_thread.run_sync(decompress, data, compression)
+            data = await anyio.to_thread.run_sync(decompress, memoryview(data), compression)
+        return self._checked_view(chunk_index, data, keep)
+
+    def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
+        """Map one chunk of an uncompressed local dataset now, in the calling thread (open + mmap, no
+        read), with :meth:`read_chunk`'s checks; ``None`` for other datasets (use :meth:`read_chunk`).
+
+        Raises:
+            ObjectNotFoundError: the chunk file is missing. FormatError: as :meth:`read_chunk`.
+        """
+        config = self.index.config
+        if not isinstance(self.store, LocalFileStore) or self.cache is not None or (config and config.compression):
+            return None
+        cached = self._chunks.get(chunk_index)
+        if cached is not None:
+            return cached
+        path = self.store.root / self.index.chunks[chunk_index].filename
+        try:  # the messages of mapped_errors, which needs a running event loop
+            data = map_file(path)
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"get: {path} does not exist") from exc
+        except OSError as exc:
+            raise StorageError(f"get failed for {path}: {exc}") from exc
+        return self._checked_view(chunk_index, data, False)
+
+    def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
+        info = self.index.chunks[chunk_index]
         if len(data) < info.chunk_bytes:
             raise FormatError(
                 f"{info.filename} holds {len(data)} bytes but index.json records chunk_bytes="
@@ -219,8 +309,7 @@ class DatasetSource:
             )
         view: ChunkView
         if self.parquet is not None:
-            columns = self.parquet.columns
-            view = await anyio.to_thread.run_sync(lambda: ParquetChunk(data, columns=columns))
+            view = ParquetChunk(data, columns=self.parquet.columns)
         else:
             view = ChunkView(data)
         if view.num_items != info.chunk_size:

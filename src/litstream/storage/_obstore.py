@@ -295,6 +295,19 @@ class ObstoreStore:
 
         return await self._call("get_range", path, fetch, path)
 
+    async def get_range_buffer(self, path: str, start: int, length: int) -> memoryview:
+        """Like :meth:`get_range`, but the answer stays in obstore's own buffer (no copy into a ``bytes``):
+        for the :class:`~litstream.storage.Downloader`, which writes it straight to a file."""
+        import obstore
+
+        if length <= 0:
+            return memoryview(b"")
+
+        def fetch(store: Any, key: str) -> memoryview:
+            return memoryview(obstore.get_range(store, key, start=start, length=length))
+
+        return await self._call("get_range", path, fetch, path)
+
     async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
         """See :meth:`litstream.Store.get_ranges`; obstore merges nearby ranges into fewer requests."""
         import obstore

@@ -170,7 +170,7 @@ def _open_temp(target: Path) -> tuple[Path, int]:
     return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
 
 
-def _write_at(fd: int, data: bytes, offset: int) -> None:
+def _write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)
@@ -299,10 +299,15 @@ class Downloader:
         """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) and write them there."""
         async with state.budget.hold(length):
             async with state.limiter:
+                data: bytes | memoryview
                 if whole:
                     data = await self._store.get(name)
                 else:
-                    data = await self._store.get_range(name, start, length)
+                    buffered = getattr(self._store, "get_range_buffer", None)  # no copy, where offered
+                    if buffered is not None:
+                        data = await buffered(name, start, length)
+                    else:
+                        data = await self._store.get_range(name, start, length)
             if len(data) != length:
                 raise StorageError(
                     f"download of {self._store.url}/{name}: expected {length} bytes at offset {start}, got "

@@ -9,6 +9,7 @@ starts from one on a re-run (see :mod:`._checkpoint`).
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from ..storage._store import Store
 
 __all__ = ["OptimizeJob", "Report", "iter_samples"]
+
+_REPORT_EVERY_S = 0.1
+"""Seconds between a worker's progress reports (one per input would flood the queue)."""
 
 Report = Callable[[tuple[Any, ...]], None]
 """How a job tells its runner about progress: ``("progress", rank, inputs_finished)``."""
@@ -117,27 +121,37 @@ class OptimizeJob:
             self.store, rank=self.rank, resume=resume, on_commit=on_commit if tracker else None, **kwargs
         )
         skip = ckpt.samples_skip if ckpt is not None else 0
-        async with writer:
-            for item, where in self._inputs(source):
-                try:
-                    samples = list(iter_samples(fn, item))
-                except Exception as exc:
-                    raise WorkerError(
-                        f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): {type(exc).__name__}: {exc}"
-                    ) from exc
-                if tracker is not None:
-                    tracker.start_input()
-                    tracker.add_samples(len(samples))
-                for sample in samples[skip:]:
+        done = 0  # inputs finished but not reported yet: progress goes out at most every 0.1 s, not per input
+        next_report = time.monotonic() + _REPORT_EVERY_S
+        try:
+            async with writer:
+                for item, where in self._inputs(source):
                     try:
-                        await writer.add(sample)
+                        samples = list(iter_samples(fn, item))
                     except Exception as exc:
                         raise WorkerError(
-                            f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "
+                            f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): "
                             f"{type(exc).__name__}: {exc}"
                         ) from exc
-                skip = 0
-                if tracker is not None:
-                    tracker.end_input()
-                    await wait_committed()
-                report(("progress", self.rank, 1))
+                    if tracker is not None:
+                        tracker.start_input()
+                        tracker.add_samples(len(samples))
+                    for sample in samples[skip:]:
+                        try:
+                            await writer.add(sample)
+                        except Exception as exc:
+                            raise WorkerError(
+                                f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "
+                                f"{type(exc).__name__}: {exc}"
+                            ) from exc
+                    skip = 0
+                    if tracker is not None:
+                        tracker.end_input()
+                        await wait_committed()
+                    done += 1
+                    if time.monotonic() >= next_report:
+                        report(("progress", self.rank, done))
+                        done, next_report = 0, time.monotonic() + _REPORT_EVERY_S
+        finally:
+            if done:
+                report(("progress", self.rank, done))

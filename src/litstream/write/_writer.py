@@ -26,7 +26,7 @@ from .._errors import ConfigurationError, FormatError, collapse_exception_group
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
-from ..format._chunk import ChunkBuilder, chunk_filename, pack_chunk
+from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import compress, validate_compression
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
@@ -115,7 +115,9 @@ class ChunkWriter:
         compression: ``None``, ``"zstd"`` or ``"zstd:N"``.
         serializers: Extra serializers by registry key.
         start_chunk: Number of this rank's first chunk (append mode continues numbering).
-        max_pending_chunks: Closed chunks allowed to wait for upload (default 2).
+        max_pending_chunks: Closed chunks allowed to wait for upload besides the one being uploaded
+            (default 0: the next chunk is encoded while one uploads, which keeps a worker's memory
+            to about two chunks; raise it for stores with bursty upload times).
         resume: Chunks (and their config) this rank committed in an interrupted run; they head the
             partial index (``use_checkpoint`` resume).
         on_commit: Awaited after each chunk is stored, with its entry; the next chunk waits for it.
@@ -135,7 +137,7 @@ class ChunkWriter:
         serializers: Mapping[str, Serializer] | None = None,
         item_loader: PyTreeLoader | TokensLoader | None = None,
         start_chunk: int = 0,
-        max_pending_chunks: int = 2,
+        max_pending_chunks: int = 0,
         resume: Index | None = None,
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
     ) -> None:
@@ -219,8 +221,15 @@ class ChunkWriter:
         async with receive:
             async for name, items, dim in receive:
                 count = len(items)
-                payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
-                await self._store.put(name, payload)
+                put_parts = getattr(self._store, "put_parts", None)
+                if self._compression is None and put_parts is not None:
+                    # header and items go to the file one after the other: no 64 MB joined copy
+                    header = chunk_header(items)
+                    size = len(header) + sum(len(item) for item in items)
+                    await put_parts(name, [header, *items])
+                else:
+                    payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
+                    await self._store.put(name, payload)
                 self.written_files.append(name)
                 info = ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim)
                 self._chunks.append(info)

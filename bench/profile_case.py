@@ -1,0 +1,48 @@
+"""Profile one litstream read configuration with cProfile (the evidence behind docs/performance.md).
+
+    .venv/bin/python bench/profile_case.py DATASET_DIR [dataset|loader0] [--top 15]
+
+``DATASET_DIR`` is a dataset written by ``optimize`` (``bench/run_all.py --workdir DIR`` keeps none:
+write one with ``bench/e2e_case.py``'s optimize case). Prints the wall time of a plain pass, then the
+functions with the most own time in a profiled pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+from typing import Any
+
+import litstream
+
+
+def one_pass(path: str, mode: str) -> int:
+    count = 0
+    if mode == "dataset":
+        for _ in litstream.StreamingDataset(path):
+            count += 1
+        return count
+    loader: Any = litstream.StreamingDataLoader(litstream.StreamingDataset(path), batch_size=256, num_workers=0)
+    for batch in loader:
+        count += len(batch["label"])
+    return count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset")
+    parser.add_argument("mode", nargs="?", default="dataset", choices=["dataset", "loader0"])
+    parser.add_argument("--top", type=int, default=15)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    count = one_pass(args.dataset, args.mode)
+    print(f"plain pass: {count} items in {time.perf_counter() - start:.3f} s")
+    profile = cProfile.Profile()
+    profile.runcall(one_pass, args.dataset, args.mode)
+    pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()

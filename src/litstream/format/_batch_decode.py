@@ -1,0 +1,266 @@
+"""Decode many items of one chunk at once: the read hot path of the PyTree loader.
+
+:func:`decode_items` gives exactly what calling ``SampleDecoder.decode`` on each item would give,
+but works column by column over the items' leaves with NumPy instead of sample by sample:
+
+* the leaf-size headers of all items are read with one gather;
+* ``int``, ``float`` and ``bool`` leaves are gathered into one array and turned into Python values
+  with one ``tolist()``;
+* ``numpy`` / ``no_header_numpy`` leaves whose items all carry the same dtype and shape are copied
+  into ONE new array ``(n, *shape)`` (one gather when the items are evenly spaced in the chunk,
+  else one ``memcpy`` per item); each sample gets a writable view of its row, so the only copy is
+  that final array (the chunk itself may be a read-only ``mmap``);
+* ``str`` leaves are decoded straight from the chunk buffer;
+* flat ``dict`` / ``tuple`` / ``list`` samples are assembled with ``zip``.
+
+Any column that does not fit a fast path (another serializer, mixed shapes, a malformed item) is
+decoded item by item with its serializer, so errors and results are those of the general path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._errors import FormatError
+from . import _dtypes as dt
+from ._pytree import tree_unflatten
+from ._serializers import (
+    BoolSerializer,
+    FloatSerializer,
+    IntSerializer,
+    NoHeaderNumpySerializer,
+    NumpySerializer,
+    StrSerializer,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy.typing as npt
+
+    from ._pytree import TreeSpec
+    from ._serializer_base import Serializer
+
+__all__ = ["decode_items", "rows_of", "sample_builder"]
+
+_ROWS: dict[int, tuple[weakref.ref[np.ndarray[Any, Any]], tuple[int, ...]]] = {}
+_MAX_ROWS_ENTRIES = 64
+
+
+def rows_of(block: np.ndarray[Any, Any]) -> tuple[int, ...] | None:
+    """The ``id`` of each row handed out from ``block`` (an array decoded as one), in order, if it is
+    one of the last ``_MAX_ROWS_ENTRIES`` decoded; ``_collate`` batches exactly those rows without a copy."""
+    entry = _ROWS.get(id(block))
+    if entry is None or entry[0]() is not block:
+        return None
+    return entry[1]
+
+
+def _remember_rows(block: np.ndarray[Any, Any], rows: list[Any]) -> None:
+    if len(_ROWS) >= _MAX_ROWS_ENTRIES:
+        with contextlib.suppress(RuntimeError, StopIteration, KeyError):  # another thread got there first
+            del _ROWS[next(iter(_ROWS))]  # the oldest
+    _ROWS[id(block)] = (weakref.ref(block), tuple(map(id, rows)))
+
+_Column = list[Any]
+_SCALARS: dict[type, tuple[int, str]] = {IntSerializer: (8, "<i8"), FloatSerializer: (8, "<f8")}
+
+
+def sample_builder(spec: TreeSpec) -> Callable[[list[_Column]], list[Any]]:
+    """A function turning leaf columns into samples shaped like ``spec`` (as ``tree_unflatten`` would)."""
+    flat = all(child.type is None for child in spec.children)
+    if spec.type is None:
+        return lambda columns: columns[0]
+    if flat and spec.type == "builtins.dict":
+        keys = spec.context
+        return lambda columns: [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+    if flat and spec.type == "builtins.tuple":
+        return lambda columns: list(zip(*columns, strict=True))
+    if flat and spec.type == "builtins.list":
+        return lambda columns: [list(row) for row in zip(*columns, strict=True)]
+    return lambda columns: [tree_unflatten(list(row), spec) for row in zip(*columns, strict=True)]
+
+
+def _gather(
+    buf: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], width: int, out: npt.NDArray[np.uint8] | None = None
+) -> npt.NDArray[np.uint8]:
+    """``buf[starts[k] : starts[k] + width]`` for every k, into ``out`` or a new ``(n, width)`` array."""
+    n = len(starts)
+    if out is None:
+        out = np.empty((n, width), dtype=np.uint8)
+    if n > 1 and width:
+        steps = np.diff(starts)
+        stride = int(steps[0])
+        if stride > 0 and bool((steps == stride).all()):  # evenly spaced, ascending: one strided copy
+            view = np.lib.stride_tricks.as_strided(buf[int(starts[0]) :], shape=(n, width), strides=(stride, 1))
+            np.copyto(out, view)
+            return out
+    for k, start in enumerate(starts.tolist()):
+        out[k] = buf[start : start + width]
+    return out
+
+
+def _grid_gather(
+    buf: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    width: int,
+    stride: int,
+    out: npt.NDArray[np.uint8] | None = None,
+) -> npt.NDArray[np.uint8] | None:
+    """Like :func:`_gather` when every start lies on a grid of ``stride`` bytes (equal-size items)."""
+    if stride < width or stride <= 0:
+        return None
+    low = int(starts.min())
+    relative = starts - low
+    if not bool((relative % stride == 0).all()):
+        return None
+    rows = relative // stride
+    count = int(rows.max()) + 1
+    if low + (count - 1) * stride + width > len(buf):
+        return None
+    grid = np.lib.stride_tricks.as_strided(buf[low:], shape=(count, width), strides=(stride, 1))
+    if len(rows) == count and bool((np.diff(rows) == 1).all()):
+        if out is None:
+            return grid.copy()
+        np.copyto(out, grid)
+        return out
+    if out is None:
+        return grid[rows]
+    return np.take(grid, rows, axis=0, out=out)
+
+
+def _array_column(
+    buf: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64],
+    serializer: Serializer,
+    stride: int,
+    alloc: Callable[[int], npt.NDArray[np.uint8]] | None = None,
+) -> _Column | None:
+    """A ``numpy`` / ``no_header_numpy`` column as row views of one new array, or ``None``.
+
+    ``alloc(nbytes)`` supplies that array's memory (a writable 1-D uint8 array) when given, e.g. shared
+    memory in a DataLoader worker so the collated batch crosses to the main process without a copy."""
+    first_size = int(sizes[0])
+    shape: tuple[int, ...]
+    if not bool((sizes == first_size).all()):
+        return None
+    if isinstance(serializer, NoHeaderNumpySerializer):
+        dtype = serializer.dtype
+        if dtype is None or first_size == 0 or first_size % dtype.itemsize:
+            return None
+        header, shape = 0, (first_size // dtype.itemsize,)
+    else:
+        s0 = int(starts[0])
+        if first_size < 8:
+            return None
+        rank = int(buf[s0 + 4 : s0 + 8].view("<u4")[0])
+        header = 8 + 4 * rank
+        if rank < 1 or first_size < header:
+            return None
+        heads = _grid_gather(buf, starts, header, stride)
+        heads = heads if heads is not None else _gather(buf, starts, header)
+        if not bool((heads == heads[0]).all()):
+            return None
+        words = heads[0].view("<u4")
+        try:
+            dtype = dt.numpy_dtype_from_index(int(words[0]))
+        except FormatError:
+            return None
+        shape = tuple(int(d) for d in words[2:])
+        if first_size - header != dtype.itemsize * int(np.prod(shape, dtype=np.int64)) or first_size == header:
+            return None
+    width = first_size - header
+    n = len(starts)
+    block = None if alloc is None else alloc(n * width)
+    out = None if block is None else block.reshape(n, width)
+    data = _grid_gather(buf, starts + header, width, stride, out)
+    data = data if data is not None else _gather(buf, starts + header, width, out)
+    rows = list(data.view(dtype).reshape((n, *shape)))
+    _remember_rows(data if block is None else block, rows)
+    return rows
+
+
+def _column(
+    data: Any,
+    buf: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64],
+    serializer: Serializer,
+    stride: int,
+    alloc: Callable[[int], npt.NDArray[np.uint8]] | None = None,
+) -> _Column | None:
+    kind = type(serializer)
+    scalar = _SCALARS.get(kind)
+    if scalar is not None:
+        width, code = scalar
+        if not bool((sizes == width).all()):
+            return None
+        grid = _grid_gather(buf, starts, width, stride)
+        values: _Column = (grid if grid is not None else _gather(buf, starts, width)).view(code).ravel().tolist()
+        return values
+    if kind is BoolSerializer:
+        if not bool((sizes == 1).all()):
+            return None
+        flags: _Column = (buf[starts] != 0).tolist()
+        return flags
+    if kind is StrSerializer:
+        memory = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        try:
+            return [str(memory[s : s + z], "utf-8") for s, z in zip(starts.tolist(), sizes.tolist(), strict=True)]
+        except UnicodeDecodeError:
+            return None
+    if kind is NumpySerializer or kind is NoHeaderNumpySerializer:
+        return _array_column(buf, starts, sizes, serializer, stride, alloc)
+    return None
+
+
+def decode_items(
+    data: Any,
+    begins: npt.NDArray[np.int64],
+    ends: npt.NDArray[np.int64],
+    serializers: Sequence[Serializer],
+    build: Callable[[list[_Column]], list[Any]],
+    decode_one: Callable[[memoryview], Any],
+    alloc: Callable[[int], npt.NDArray[np.uint8]] | None = None,
+) -> list[Any]:
+    """Decode the items ``data[begins[k]:ends[k]]`` (spans already checked against ``data``).
+
+    ``decode_one`` is the general per-item decoder, used for any item or column that does not fit
+    a fast path (it raises the errors the general path raises).
+    """
+    n = len(begins)
+    if n == 0:
+        return []
+    memory = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    lengths = ends - begins
+    num_leaves = len(serializers)
+    head = 4 * num_leaves
+    if bool((lengths < head).any()):
+        return [decode_one(memory[b:e]) for b, e in zip(begins.tolist(), ends.tolist(), strict=True)]
+    buf = np.frombuffer(data, dtype=np.uint8)
+    stride = int(lengths[0]) if bool((lengths == lengths[0]).all()) else 0
+    raw = _grid_gather(buf, begins, head, stride)
+    raw = raw if raw is not None else _gather(buf, begins, head)
+    sizes = raw.view("<u4").reshape(n, num_leaves).astype(np.int64)
+    if bool((head + sizes.sum(axis=1) > lengths).any()):
+        return [decode_one(memory[b:e]) for b, e in zip(begins.tolist(), ends.tolist(), strict=True)]
+    starts = np.empty_like(sizes)
+    starts[:, 0] = begins + head
+    if num_leaves > 1:
+        np.cumsum(sizes[:, :-1], axis=1, out=starts[:, 1:])
+        starts[:, 1:] += starts[:, :1]
+    columns: list[_Column] = []
+    for j, serializer in enumerate(serializers):
+        column = _column(data, buf, starts[:, j], sizes[:, j], serializer, stride, alloc)
+        if column is None:
+            deserialize = serializer.deserialize
+            column = [
+                deserialize(memory[s : s + z]) for s, z in zip(starts[:, j].tolist(), sizes[:, j].tolist(), strict=True)
+            ]
+        columns.append(column)
+    return build(columns)
