@@ -19,16 +19,15 @@ from torch.utils.data import IterableDataset
 
 from . import _portal
 from ._collate import shared_block
+from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
-from ._errors import ConfigurationError, LitstreamError, collapse_exception_group
-from ._selection import SelectionMixin
+from ._errors import LitstreamError, collapse_exception_group
 from .format._index import INDEX_FILENAME
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
 from .read._cache import parse_cache_size
 from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pieces, produce_chunks
 from .read._plan import ChunkSlice, items_per_rank, worker_plan
-from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 from .read._source import CacheSettings, DatasetSource
 from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
     from .format._parquet import ParquetLoader
     from .format._serializers import Serializer
     from .read._core import Piece
+    from .read._resume import ResumePlan
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -55,7 +55,7 @@ _REMOTE_MIN_PRE_DOWNLOAD = 4
 _HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
 
-class StreamingDataset(IterableDataset[Any], SelectionMixin):
+class StreamingDataset(IterableDataset[Any], ResumeMixin):
     """Stream an optimized dataset (LitData format) into PyTorch.
 
     Iteration splits items between ranks and DataLoader workers in whole batches and orders them
@@ -375,121 +375,11 @@ class StreamingDataset(IterableDataset[Any], SelectionMixin):
                     future.cancel()
                 portal.call(_close, receive)
 
-    # -- resume -----------------------------------------------------------------------------------
-    def state_dict(
-        self,
-        num_samples_yielded: int,
-        num_workers: int,
-        batch_size: int,
-        *,
-        current_epoch: int | None = None,
-        worker_samples_yielded: Sequence[int] | None = None,
-        resume_levels: Sequence[Level] = (),
-    ) -> dict[str, Any]:
-        """Checkpoint of this rank's position in the current epoch (LitData's keys plus three).
-
-        :class:`StreamingDataLoader` fills every argument; called by hand, only the first three are
-        needed and the per-worker split is then derived as for a LitData checkpoint.
-
-        Args:
-            num_samples_yielded: Samples this rank delivered at the current level of the epoch
-                (since the epoch began, or since the last elastic resume).
-            num_workers: DataLoader workers (0 is stored as 1).
-            batch_size: Loader batch size.
-            current_epoch: The 1-based epoch the counts belong to. Default: this dataset's epoch.
-            worker_samples_yielded: Samples delivered per worker of this rank at the current level.
-            resume_levels: Levels closed by elastic resumes earlier in this epoch, oldest first.
-
-        Returns:
-            A dict of plain values (picklable, JSON-compatible). See ``read._resume`` for the meaning
-            of ``rank``, ``worker_samples_yielded`` and ``resume_levels``.
-        """
-        env = self._distributed()
-        workers = max(num_workers, 1)
-        first = resume_levels[0].topology if resume_levels else Topology(env.world_size, workers, batch_size)
-        dropped = sum(sum(level.consumed) for level in resume_levels)
-        return {
-            **self._config(),
-            "num_samples_yielded": num_samples_yielded,
-            "num_workers": workers,
-            "batch_size": batch_size,
-            "current_epoch": self.current_epoch if current_epoch is None else current_epoch,
-            "world_size": env.world_size,
-            "state_version": 2,
-            "sample_in_epoch": dropped + num_samples_yielded * env.world_size,
-            "initial_world_size": first.world_size,
-            "initial_num_workers": first.num_workers,
-            "initial_batch_size": first.batch_size,
-            "resume_mode": "elastic" if resume_levels else "strict",
-            "rank": env.rank,
-            "worker_samples_yielded": None if worker_samples_yielded is None else list(worker_samples_yielded),
-            "resume_levels": [level.as_dict() for level in resume_levels],
-        }
-
-    def _config(self) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "input_dir_path": self.input_dir.path,
-            "input_dir_url": self.input_dir.url,
-            "item_loader": self.item_loader.state_dict(),
-            "drop_last": self.drop_last,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "shuffle_window": self.shuffle_window,
-        }
-        config.update(self._selection_config())
-        return config
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch.
-
-        The checkpoint may come from another world size, worker count or batch size (elastic
-        resume): the samples not yet served are then spread over the new topology, each served
-        once. A checkpoint taken at the end of an epoch makes the next iteration the next epoch.
-
-        Raises:
-            ConfigurationError: the checkpoint was taken with a different ``shuffle``, ``seed``,
-                ``drop_last``, input or item loader (the message names the key, both values and the
-                fix), or its counts exceed what its epoch holds (raised on first use).
-        """
-        check_config(state, self._config())
-        self._check_selection(state)
-        self._resume_state = dict(state)
-        self._resume = None
-        self.current_epoch = max(int(state.get("current_epoch", 1)), 1)
-
-    def _resume_plan(self, num_workers: int) -> ResumePlan | None:
-        """The loaded checkpoint resolved for this rank, ``num_workers`` and ``self.batch_size``."""
-        if self._resume_state is None:
-            return None
-        env = self._distributed()
-        if env.num_nodes > 1:
-            raise ConfigurationError(
-                f"resuming from a checkpoint with num_nodes={env.num_nodes} is not supported yet; resume on one "
-                "node (unset NNODES) or start the epoch without load_state_dict()"
-            )
-        topology = Topology(env.world_size, max(num_workers, 1), self.batch_size)
-        plan = self._resume
-        if plan is None or plan.topology != topology or plan.rank != env.rank:
-            sizes = self._get_source().chunk_sizes
-            selection = self._selected()
-            plan = resolve_resume(
-                self._resume_state,
-                chunk_sizes=sizes if selection is None else selection.sizes(sizes),
-                rank=env.rank,
-                topology=topology,
-                shuffle_window=self.shuffle_window,
-                regions=None if selection is None else selection.regions,
-            )
-            self._resume = plan
-        return plan
-
-    def _clear_resume(self) -> None:
-        self._resume_state = None
-        self._resume = None
-
 
 async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
     return source.decoder.decode(await source.read_item_bytes(chunk, item))
+
+
 def _open_now(
     store: LocalFileStore, serializers: Mapping[str, Serializer] | None, item_loader: Any
 ) -> DatasetSource | None:

@@ -1,0 +1,148 @@
+"""Checkpoints of ``StreamingDataset``: ``state_dict`` / ``load_state_dict`` and the resume plan.
+
+A mixin kept apart from the facade so each module stays small; the meaning of every key and of
+strict versus elastic resume is in ``read._resume``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._errors import ConfigurationError
+from ._selection import SelectionMixin
+from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ._distributed import DistributedEnv
+    from .read._core import ShuffleMode
+    from .storage._resolver import Dir
+
+__all__ = ["ResumeMixin"]
+
+
+class ResumeMixin(SelectionMixin):
+    """Checkpoint methods of ``StreamingDataset`` (LitData's ``state_dict`` / ``load_state_dict``)."""
+
+    input_dir: Dir
+    drop_last: bool | None
+    shuffle: ShuffleMode
+    shuffle_window: int
+    batch_size: int
+
+    if TYPE_CHECKING:
+
+        def _distributed(self) -> DistributedEnv: ...
+
+    # -- resume -----------------------------------------------------------------------------------
+    def state_dict(
+        self,
+        num_samples_yielded: int,
+        num_workers: int,
+        batch_size: int,
+        *,
+        current_epoch: int | None = None,
+        worker_samples_yielded: Sequence[int] | None = None,
+        resume_levels: Sequence[Level] = (),
+    ) -> dict[str, Any]:
+        """Checkpoint of this rank's position in the current epoch (LitData's keys plus three).
+
+        :class:`StreamingDataLoader` fills every argument; called by hand, only the first three are
+        needed and the per-worker split is then derived as for a LitData checkpoint.
+
+        Args:
+            num_samples_yielded: Samples this rank delivered at the current level of the epoch
+                (since the epoch began, or since the last elastic resume).
+            num_workers: DataLoader workers (0 is stored as 1).
+            batch_size: Loader batch size.
+            current_epoch: The 1-based epoch the counts belong to. Default: this dataset's epoch.
+            worker_samples_yielded: Samples delivered per worker of this rank at the current level.
+            resume_levels: Levels closed by elastic resumes earlier in this epoch, oldest first.
+
+        Returns:
+            A dict of plain values (picklable, JSON-compatible). See ``read._resume`` for the meaning
+            of ``rank``, ``worker_samples_yielded`` and ``resume_levels``.
+        """
+        env = self._distributed()
+        workers = max(num_workers, 1)
+        first = resume_levels[0].topology if resume_levels else Topology(env.world_size, workers, batch_size)
+        dropped = sum(sum(level.consumed) for level in resume_levels)
+        return {
+            **self._config(),
+            "num_samples_yielded": num_samples_yielded,
+            "num_workers": workers,
+            "batch_size": batch_size,
+            "current_epoch": self.current_epoch if current_epoch is None else current_epoch,
+            "world_size": env.world_size,
+            "state_version": 2,
+            "sample_in_epoch": dropped + num_samples_yielded * env.world_size,
+            "initial_world_size": first.world_size,
+            "initial_num_workers": first.num_workers,
+            "initial_batch_size": first.batch_size,
+            "resume_mode": "elastic" if resume_levels else "strict",
+            "rank": env.rank,
+            "worker_samples_yielded": None if worker_samples_yielded is None else list(worker_samples_yielded),
+            "resume_levels": [level.as_dict() for level in resume_levels],
+        }
+
+    def _config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {
+            "input_dir_path": self.input_dir.path,
+            "input_dir_url": self.input_dir.url,
+            "item_loader": self.item_loader.state_dict(),
+            "drop_last": self.drop_last,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "shuffle_window": self.shuffle_window,
+        }
+        config.update(self._selection_config())
+        return config
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch.
+
+        The checkpoint may come from another world size, worker count or batch size (elastic
+        resume): the samples not yet served are then spread over the new topology, each served
+        once. A checkpoint taken at the end of an epoch makes the next iteration the next epoch.
+
+        Raises:
+            ConfigurationError: the checkpoint was taken with a different ``shuffle``, ``seed``,
+                ``drop_last``, input or item loader (the message names the key, both values and the
+                fix), or its counts exceed what its epoch holds (raised on first use).
+        """
+        check_config(state, self._config())
+        self._check_selection(state)
+        self._resume_state = dict(state)
+        self._resume = None
+        self.current_epoch = max(int(state.get("current_epoch", 1)), 1)
+
+    def _resume_plan(self, num_workers: int) -> ResumePlan | None:
+        """The loaded checkpoint resolved for this rank, ``num_workers`` and ``self.batch_size``."""
+        if self._resume_state is None:
+            return None
+        env = self._distributed()
+        if env.num_nodes > 1:
+            raise ConfigurationError(
+                f"resuming from a checkpoint with num_nodes={env.num_nodes} is not supported yet; resume on one "
+                "node (unset NNODES) or start the epoch without load_state_dict()"
+            )
+        topology = Topology(env.world_size, max(num_workers, 1), self.batch_size)
+        plan = self._resume
+        if plan is None or plan.topology != topology or plan.rank != env.rank:
+            sizes = self._get_source().chunk_sizes
+            selection = self._selected()
+            plan = resolve_resume(
+                self._resume_state,
+                chunk_sizes=sizes if selection is None else selection.sizes(sizes),
+                rank=env.rank,
+                topology=topology,
+                shuffle_window=self.shuffle_window,
+                regions=None if selection is None else selection.regions,
+            )
+            self._resume = plan
+        return plan
+
+    def _clear_resume(self) -> None:
+        self._resume_state = None
+        self._resume = None
