@@ -17,7 +17,6 @@ import contextlib
 import os
 import sys
 import uuid
-from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -29,12 +28,13 @@ import anyio.to_thread
 
 from .._errors import ConfigurationError, LitstreamError, StorageError, collapse_exception_group
 from ._base import MiB, put_size
+from ._budget import ByteBudget
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import Callable, Iterator
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -64,81 +64,6 @@ def _single_errors() -> Iterator[None]:
 
 
 @dataclass
-class _Waiter:
-    nbytes: int
-    event: anyio.Event
-    granted: bool = False
-
-
-class _ByteBudget:
-    """A first-come-first-served semaphore counting bytes; a request above ``total`` takes all of it."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.used = 0
-        self._waiters: deque[_Waiter] = deque()
-
-    @contextlib.asynccontextmanager
-    async def hold(self, nbytes: int) -> AsyncIterator[None]:
-        nbytes = min(nbytes, self.total)
-        await self._acquire(nbytes)
-        try:
-            yield
-        finally:
-            self._release(nbytes)
-
-    async def _acquire(self, nbytes: int) -> None:
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        if not self._waiters and self.used + nbytes <= self.total:
-            self.used += nbytes
-            await anyio.lowlevel.cancel_shielded_checkpoint()
-            return
-        waiter = _Waiter(nbytes, anyio.Event())
-        self._waiters.append(waiter)
-        try:
-            await waiter.event.wait()
-        except BaseException:
-            if waiter.granted:
-                self._release(nbytes)
-            else:
-                self._waiters.remove(waiter)
-                self._wake()
-            raise
-
-    @property
-    def waiting(self) -> int:
-        """Requests waiting for bytes to be released."""
-        return len(self._waiters)
-
-    async def acquire(self, nbytes: int) -> int:
-        """Wait until ``nbytes`` (at most ``total``) fit, take them and return how many were taken.
-
-        Pair it with :meth:`release` of the returned count (possibly in parts, from any task).
-        """
-        nbytes = min(nbytes, self.total)
-        await self._acquire(nbytes)
-        return nbytes
-
-    def release(self, nbytes: int) -> None:
-        """Give back ``nbytes`` taken by :meth:`acquire`; waiters that now fit are woken, in order."""
-        self._release(nbytes)
-
-    def _release(self, nbytes: int) -> None:
-        self.used -= nbytes
-        self._wake()
-
-    def _wake(self) -> None:
-        while self._waiters and self.used + self._waiters[0].nbytes <= self.total:
-            waiter = self._waiters.popleft()
-            self.used += waiter.nbytes
-            waiter.granted = True
-            waiter.event.set()
-
-
-ByteBudget = _ByteBudget
-
-
-@dataclass
 class _Pending:  # one download in progress; followers wait on ``done``, then read ``error``
     done: anyio.Event
     error: BaseException | None = None
@@ -147,7 +72,7 @@ class _Pending:  # one download in progress; followers wait on ``done``, then re
 @dataclass
 class _LoopState:  # what belongs to one event loop (anyio primitives are loop-bound)
     limiter: anyio.CapacityLimiter
-    budget: _ByteBudget
+    budget: ByteBudget
     inflight: dict[str, _Pending] = field(default_factory=dict)
 
 
@@ -219,7 +144,7 @@ class Downloader:
     def _loop_state(self) -> _LoopState:
         token = anyio.lowlevel.current_token()
         if self._state is None or self._state[0] != token:
-            state = _LoopState(anyio.CapacityLimiter(self._max_concurrency), _ByteBudget(self._max_bytes))
+            state = _LoopState(anyio.CapacityLimiter(self._max_concurrency), ByteBudget(self._max_bytes))
             self._state = (token, state)
         return self._state[1]
 
