@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from litstream import ConfigurationError, FormatError, StreamingDataset, optimize
+from litstream import ConfigurationError, FormatError, OutputNotEmptyError, StreamingDataset, optimize
 from litstream.write._inputs import ALL_DONE, assign_inputs, pack_by_weight
 
 if TYPE_CHECKING:
@@ -194,3 +194,12 @@ def test_bad_environment_is_rejected_before_anything_is_written(
     with pytest.raises(ConfigurationError, match=message):
         optimize(int, range(4), tmp_path / "out", chunk_size=2, verbose=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_append_refuses_chunks_that_no_index_lists(tmp_path: Path) -> None:
+    optimize(fn=square, inputs=list(range(8)), output_dir=tmp_path, chunk_size=2, num_workers=1, verbose=False)
+    (tmp_path / "index.json").unlink()  # an interrupted run: chunk files, no index
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(OutputNotEmptyError, match=r"holds chunk-0-0\.bin, .* but no index\.json .*complete_dataset"):
+        optimize(fn=square, inputs=[9], output_dir=tmp_path, chunk_size=2, num_workers=1, mode="append", verbose=False)
+    assert sorted(os.listdir(tmp_path)) == before

@@ -100,6 +100,8 @@ async def prepare_output(
     ranks: Sequence[int],
     env: OptimizerEnv,
     run_config: RunConfig | None,
+    *,
+    unlisted_chunks_ok: bool = False,
 ) -> Prepared:
     """Check the output against ``mode`` / checkpoints, then clean or read it.
 
@@ -109,6 +111,9 @@ async def prepare_output(
         ranks: This node's global ranks.
         env: Node count and rank.
         run_config: The split to record or match (``use_checkpoint=True``), else ``None``.
+        unlisted_chunks_ok: Accept chunk files that no ``index.json`` lists in append mode (the
+            ``AsyncUploader``'s uploaded-but-uncommitted chunks). Default ``False``: ``optimize``
+            refuses them rather than writing an index that leaves them out.
 
     Raises:
         OutputNotEmptyError: ``mode=None`` and the output holds files (of this node), or a finished
@@ -133,6 +138,20 @@ async def prepare_output(
             raise OutputNotEmptyError(
                 f"output_dir {store.url} is not empty (holds {_describe(mine)}); {hint}pass mode='overwrite' to "
                 "replace it, mode='append' to add to it, or choose an empty directory"
+            )
+    if (
+        mode == "append"
+        and not unlisted_chunks_ok
+        and env.num_nodes == 1
+        and INDEX_FILENAME not in names
+        and not (run_config is not None and has_checkpoint)
+    ):
+        unlisted = [n for n in names if "/" not in n and n.startswith("chunk-") and n.endswith(".bin")]
+        if unlisted:
+            raise OutputNotEmptyError(
+                f"output_dir {store.url} holds {_describe(unlisted)} but no index.json (an interrupted run?); "
+                "appending would leave those chunks out of the index. Run complete_dataset() on it first, "
+                "re-run the interrupted job with use_checkpoint=True, or pass mode='overwrite'"
             )
     existing: Index | None = None
     if mode == "append" and INDEX_FILENAME in names:

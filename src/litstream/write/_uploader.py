@@ -203,7 +203,9 @@ class AsyncUploader:
     async def __aenter__(self) -> AsyncUploader:
         if self._state != "new":
             raise RuntimeError("an AsyncUploader can be used in one `async with` block only; create a new one")
-        prepared = await prepare_output(self._store, self._mode, [self._rank], OptimizerEnv(), None)
+        prepared = await prepare_output(
+            self._store, self._mode, [self._rank], OptimizerEnv(), None, unlisted_chunks_ok=True
+        )
         existing, starts = prepared.existing, prepared.start_chunks
         if existing is not None and existing.config is not None:
             self._check_existing(existing.config)
