@@ -255,18 +255,17 @@ def chart(rows: list[dict[str, Any]], path: Path, meta: dict[str, Any]) -> None:
     theirs = [r["litdata"]["throughput"] for r in done]
     fig, ax = plt.subplots(figsize=(11, 5.5))
     ys = range(len(done))
-    ax.barh([y + 0.2 for y in ys], ours, height=0.4, label=f"litstream {meta['versions']['litstream']}")
-    ax.barh([y - 0.2 for y in ys], theirs, height=0.4, label=f"LitData {meta['versions']['litdata']}")
+    ax.barh([y - 0.2 for y in ys], ours, height=0.4, label=f"litstream {meta['versions']['litstream']}")
+    ax.barh([y + 0.2 for y in ys], theirs, height=0.4, label=f"LitData {meta['versions']['litdata']}")
     for y, r in zip(ys, done, strict=True):
-        ax.text(max(ours[y], theirs[y]) * 1.02, y, f"{r['speedup']:.2f}x", va="center", fontsize=9)
+        ax.text(max(ours[y], theirs[y]) * 1.01, y, f"{r['speedup']:.2f}x", va="center", fontsize=9)
     ax.set_yticks(list(ys), names)
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("items per second (log scale; tokens: 2048-token blocks per second)")
-    ax.set_title(
-        f"Throughput by configuration (2 shared cores, load avg {meta['load_start']}); label: litstream/LitData"
-    )
-    ax.legend(loc="lower right")
+    ax.set_xlim(0, max(ours + theirs) * 1.12)
+    ax.set_xlabel("items per second (linear scale)")
+    ax.set_title(f"Throughput, {meta['started']} UTC, 2 shared cores, load {meta['load_start'].split()[0]} "
+                 "(label: litstream / LitData)")  # fmt: skip
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
