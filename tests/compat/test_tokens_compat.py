@@ -217,7 +217,11 @@ def test_litstream_reads_litdata_tokens(litdata_tokens: Path, block_size: int, s
     theirs_ds = _litdata_dataset(litdata_tokens, block_size, shuffle=shuffle)
     theirs = _lists(list(theirs_ds))
     their_len = len(theirs_ds)
-    their_items = _lists([theirs_ds[i] for i in range(their_len)])
+    # LitData's own random access into zstd token chunks intermittently fails with a KeyError in its
+    # chunk bookkeeping (litdata/streaming/item_loader.py), so for compressed data litstream's ds[i]
+    # is compared with the windows decoded straight from the chunk files instead.
+    compressed = json.loads((litdata_tokens / "index.json").read_text())["config"]["compression"] is not None
+    their_items = None if compressed else _lists([theirs_ds[i] for i in range(their_len)])
     del theirs_ds
     gc.collect()
 
@@ -226,9 +230,10 @@ def test_litstream_reads_litdata_tokens(litdata_tokens: Path, block_size: int, s
     assert all(isinstance(w, torch.Tensor) and w.dtype == torch.int64 and w.shape == (block_size,) for w in ours)
     assert len(ours_ds) == their_len == len(theirs)
     assert _lists(ours) == theirs
-    assert _lists([ours_ds[i] for i in range(len(ours_ds))]) == their_items
     expected = _expected_windows(litdata_tokens, block_size)
-    assert their_items == expected
+    assert _lists([ours_ds[i] for i in range(len(ours_ds))]) == expected
+    if their_items is not None:
+        assert their_items == expected
     if not shuffle:
         assert theirs == expected
     else:
