@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from torch.utils.data import IterableDataset
 
 from . import _portal
-from ._dataset import StreamingDataset, _inside_worker
+from ._dataset import StreamingDataset
+from ._dataset_io import _inside_worker
 from ._distributed import DistributedEnv, detect_worker
 from ._errors import ConfigurationError
 from .read._astream import SampleStream

@@ -13,16 +13,14 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import anyio
-import anyio.from_thread
 from torch.utils.data import IterableDataset
 
 from . import _portal
 from ._collate import shared_block
+from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
-from ._errors import LitstreamError, collapse_exception_group
-from .format._index import INDEX_FILENAME
+from ._errors import collapse_exception_group
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
 from .read._cache import parse_cache_size
@@ -374,51 +372,3 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
                 if not future.done():
                     future.cancel()
                 portal.call(_close, receive)
-
-
-async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
-    return source.decoder.decode(await source.read_item_bytes(chunk, item))
-
-
-def _open_now(
-    store: LocalFileStore, serializers: Mapping[str, Serializer] | None, item_loader: Any
-) -> DatasetSource | None:
-    """``DatasetSource.open`` of a local dataset run to completion in this thread, without an event
-    loop: with ``index.json`` present it awaits nothing. ``None`` when it would need a loop (no
-    index.json, or a step that awaits), so the caller opens it on the portal instead."""
-    if not (store.root / INDEX_FILENAME).is_file():
-        return None
-    coroutine = DatasetSource.open(store, serializers, None, item_loader)
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        source: DatasetSource = done.value
-        return source
-    except LitstreamError:
-        raise
-    except Exception:  # a step needed an event loop: open on the portal instead
-        return None
-    coroutine.close()  # it suspended on something only a loop can resume
-    return None
-
-
-def _make_stream() -> Any:
-    return anyio.create_memory_object_stream[ChunkWork](1)
-
-
-async def _receive(receive: Any) -> ChunkWork | None:
-    try:
-        work: ChunkWork = await receive.receive()
-        return work
-    except anyio.EndOfStream:
-        return None
-
-
-async def _close(receive: Any) -> None:
-    receive.close()
-
-
-def _inside_worker() -> bool:
-    from torch.utils.data import get_worker_info
-
-    return get_worker_info() is not None
