@@ -11,5 +11,5 @@ fi
 # torch is pinned through the constraint file so nothing upgrades it to a CUDA build.
 .venv/bin/python -m pip install -q -c requirements/constraints.txt -r requirements/dev.txt
 # LitData (test peer) without its torchvision requirement; see requirements/dev.txt.
-.venv/bin/python -m pip install -q --no-deps -c requirements/constraints.txt litdata==0.2.71
+.venv/bin/python -m pip install -q --no-deps -c requirements/constraints.txt litdata==0.2.76
 bash scripts/install_servers.sh

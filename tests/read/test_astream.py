@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
+import litstream
 from litstream import ConfigurationError, DatasetNotFoundError, FormatError, StreamingDataset, astream, optimize
 
 if TYPE_CHECKING:
@@ -25,15 +27,20 @@ def ints_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+# The package's own directory, by identity (not a path fragment: a clone directory or a virtual
+# environment may be called "litstream" too, and anyio's idle threads live there).
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(litstream.__file__)) + os.sep
+
+
 def _litstream_frames(ignore: set[int | None]) -> list[str]:
-    """Threads (other than this one and ``ignore``) currently executing litstream code."""
+    """Threads (other than this one and ``ignore``) currently executing litstream's own modules."""
     busy = []
     for ident, frame in sys._current_frames().items():
         if ident == threading.get_ident() or ident in ignore:
             continue
         f: Any = frame
         while f is not None:
-            if "/litstream/" in f.f_code.co_filename:
+            if os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR):
                 busy.append(f"{f.f_code.co_filename}:{f.f_code.co_name}")
                 break
             f = f.f_back
