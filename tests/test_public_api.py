@@ -21,6 +21,7 @@ def test_public_names_are_exactly_these() -> None:
         "ParallelStreamingDataset",
         "ParquetLoader",
         "PlanError",
+        "RetriesExhaustedError",
         "SampleStream",
         "StorageError",
         "Store",

@@ -15,6 +15,7 @@ from ._errors import LitstreamError as LitstreamError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
 from ._errors import OutputNotEmptyError as OutputNotEmptyError
 from ._errors import PlanError as PlanError
+from ._errors import RetriesExhaustedError as RetriesExhaustedError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
 from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
@@ -56,6 +57,7 @@ __all__ = [
     "ParallelStreamingDataset",
     "ParquetLoader",
     "PlanError",
+    "RetriesExhaustedError",
     "SampleStream",
     "StorageError",
     "Store",

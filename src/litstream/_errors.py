@@ -11,7 +11,8 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
     ├── DatasetNotFoundError (FileNotFoundError)   no index.json where a dataset was expected
     ├── OutputNotEmptyError (RuntimeError)         optimize into a directory that holds a dataset
     ├── StorageError (OSError)          a store operation failed (foreign errors mapped once)
-    │   └── ObjectNotFoundError (FileNotFoundError)
+    │   ├── ObjectNotFoundError (FileNotFoundError)
+    │   └── RetriesExhaustedError       retries spent; names the URL, the attempts and the seconds
     └── WorkerError (RuntimeError)      an optimize worker failed; names the input
 
 Every class can be built from one message string: torch re-raises errors from DataLoader workers as
@@ -33,6 +34,7 @@ __all__ = [
     "ObjectNotFoundError",
     "OutputNotEmptyError",
     "PlanError",
+    "RetriesExhaustedError",
     "StorageError",
     "WorkerError",
 ]
@@ -68,6 +70,14 @@ class StorageError(LitstreamError, OSError):
 
 class ObjectNotFoundError(StorageError, FileNotFoundError):
     """The requested object or file does not exist."""
+
+
+class RetriesExhaustedError(StorageError):
+    """A remote operation kept failing (5xx, dropped connections, timeouts) until its retry budget was spent.
+
+    The message names the URL, the attempts made, the seconds spent and how to give more (``storage_options``
+    keys ``retry_timeout`` and ``max_retries``).
+    """
 
 
 class WorkerError(LitstreamError, RuntimeError):
