@@ -26,6 +26,7 @@ from ..storage._hedged import HedgedStore
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
+from ._verify import check_chunk, check_chunk_file, has_checksum
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -262,10 +263,12 @@ class DatasetSource:
         info = self.index.chunks[chunk_index]
         compression = self.index.config.compression if self.index.config else None
         data: bytes | mmap.mmap
+        path: Path | None = None  # the file the bytes are mapped from, if any
         if self.cache is not None and self.downloader is not None:
             data = await _read_through_cache(
                 self.cache, self.downloader, info.filename, None if compression else info.chunk_bytes
             )
+            path = self.downloader.path(info.filename)
         elif isinstance(self.store, LocalFileStore) and not compression:
             path = self.store.root / info.filename
             with mapped_errors("get", str(path)):
@@ -274,6 +277,9 @@ class DatasetSource:
                 data = map_file(path)
         else:
             data = await self.store.get(info.filename)
+        if has_checksum(info):
+            where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
+            await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
         if compression:
             data = await anyio.to_thread.run_sync(decompress, memoryview(data), compression)
         return self._checked_view(chunk_index, data, keep)
@@ -298,6 +304,8 @@ class DatasetSource:
             raise ObjectNotFoundError(f"get: {path} does not exist") from exc
         except OSError as exc:
             raise StorageError(f"get failed for {path}: {exc}") from exc
+        if has_checksum(self.index.chunks[chunk_index]):
+            check_chunk(data, self.index.chunks[chunk_index], path, str(path))
         return self._checked_view(chunk_index, data, False)
 
     def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
@@ -345,6 +353,14 @@ class DatasetSource:
         if not 0 <= item < info.chunk_size:
             raise FormatError(f"item {item} is outside {info.filename} ({info.chunk_size} items)")
         if isinstance(self.store, LocalFileStore):  # both reads in one thread call
+            if has_checksum(info):  # the whole file, once per process
+                path = self.store.root / info.filename
+                try:
+                    await anyio.to_thread.run_sync(check_chunk_file, path, info)
+                except FileNotFoundError as exc:
+                    raise ObjectNotFoundError(f"get: {path} does not exist") from exc
+                except OSError as exc:
+                    raise StorageError(f"get failed for {path}: {exc}") from exc
             return await self.store.get_span_at(info.filename, item_span_offset(item))
         span = await self.store.get_range(info.filename, item_span_offset(item), 8)
         if len(span) != 8:

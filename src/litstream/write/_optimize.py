@@ -12,10 +12,12 @@ without ``use_checkpoint`` the files of this run are removed, with it they stay 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
+from ..format._checksum import check_checksum_argument
 from ..format._compression import validate_compression
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
@@ -66,6 +68,7 @@ def optimize(
     executor: concurrent.futures.Executor | None = None,
     storage_options: Mapping[str, Any] | None = None,
     verbose: bool = True,
+    checksum: str | None = None,
 ) -> None:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
@@ -113,6 +116,9 @@ def optimize(
         storage_options: Credentials and client options when ``output_dir`` is an object-store URL;
             chunks are uploaded as they are written and ``index.json`` last.
         verbose: Show a tqdm progress bar.
+        checksum: ``None`` (default, as LitData) or ``"sha256"``/``"blake2b"``: record each chunk file's digest
+            in ``index.json`` (under a key LitData ignores); litstream's readers verify it when a chunk is
+            downloaded or first opened in a process and raise ``FormatError`` naming a corrupt chunk.
 
     Raises:
         ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
@@ -126,6 +132,7 @@ def optimize(
     fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     validate_compression(compression)
+    check_checksum_argument(checksum)
     if mode not in _MODES:
         raise ConfigurationError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
     if item_loader is not None and not isinstance(item_loader, (PyTreeLoader, TokensLoader)):
@@ -159,6 +166,8 @@ def optimize(
         )
     prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
     jobs = _jobs(plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression, item_loader, serializers)
+    if checksum is not None:  # only then, so jobs pickle as before for every other run
+        jobs = [replace(job, writer_kwargs={**job.writer_kwargs, "checksum": checksum}) for job in jobs]
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
         run_jobs(

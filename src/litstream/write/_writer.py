@@ -26,6 +26,7 @@ from .._errors import ConfigurationError, FormatError, collapse_exception_group
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
+from ..format._checksum import CHECKSUM_KEY, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import compress, validate_compression
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
@@ -121,6 +122,8 @@ class ChunkWriter:
         resume: Chunks (and their config) this rank committed in an interrupted run; they head the
             partial index (``use_checkpoint`` resume).
         on_commit: Awaited after each chunk is stored, with its entry; the next chunk waits for it.
+        checksum: ``None`` (default) or ``"sha256"``/``"blake2b"``: record each stored chunk file's digest in
+            its ``index.json`` entry (see :mod:`litstream.format._checksum`); readers then verify it.
 
     Raises:
         ConfigurationError: invalid chunking or compression arguments.
@@ -140,7 +143,9 @@ class ChunkWriter:
         max_pending_chunks: int = 0,
         resume: Index | None = None,
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
+        checksum: str | None = None,
     ) -> None:
+        self._checksum = check_checksum_argument(checksum)
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
         validate_compression(compression)
         self._store = store
@@ -226,15 +231,25 @@ class ChunkWriter:
                     # header and items go to the file one after the other: no 64 MB joined copy
                     header = chunk_header(items)
                     size = len(header) + sum(len(item) for item in items)
-                    await put_parts(name, [header, *items])
+                    parts = [header, *items]
+                    digest = await self._digest(parts)
+                    await put_parts(name, parts)
                 else:
                     payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
+                    digest = await self._digest([payload])
                     await self._store.put(name, payload)
                 self.written_files.append(name)
-                info = ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim)
+                extra = {CHECKSUM_KEY: digest} if digest is not None else {}
+                info = ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim, extra=extra)
                 self._chunks.append(info)
                 if self._on_commit is not None:
                     await self._on_commit(info)
+
+    async def _digest(self, parts: list[bytes]) -> str | None:
+        """The stored file's checksum (in a worker thread), or ``None`` without ``checksum``."""
+        if self._checksum is None:
+            return None
+        return await anyio.to_thread.run_sync(chunk_digest, parts, self._checksum)
 
     @property
     def next_chunk_index(self) -> int:
