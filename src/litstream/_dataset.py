@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import IterableDataset
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
+    from .format._encryption import Encryption
     from .format._parquet import ParquetLoader
     from .format._serializers import Serializer
     from .read._core import Piece
@@ -92,10 +94,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             permuted by ``RandomState([seed])`` first when ``shuffle`` is not ``False`` (a prefix of
             the dataset otherwise); ``s > 1`` serves whole copies for each unit plus that fraction.
             Fixed once per dataset (``set_shuffle`` later does not change it).
+        encryption: For a dataset written with ``encryption=``, the same ``FernetEncryption`` /
+            ``RSAEncryption``, usually ``FernetEncryption.load(key_file, password)`` (LitData's key
+            files work too). Items are decrypted in memory; chunk files stay encrypted in the cache.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
         DatasetNotFoundError: on first use, when ``input_dir`` holds no dataset.
+        EncryptionError: on first use, when the dataset is encrypted and ``encryption`` is missing
+            or wrong (a ``FormatError``).
     """
 
     def __init__(
@@ -116,6 +123,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         hedge_delay: float | None = None,
         subsample: float = 1.0,
         index_path: str | os.PathLike[str] | None = None,
+        encryption: Encryption | None = None,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
@@ -146,6 +154,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         self.serializers = dict(serializers) if serializers else None
         self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
         self.index_path = index_path
+        self.encryption = encryption
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -202,10 +211,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             and self.index_path is None
             and isinstance(self._store, LocalFileStore)
         ):
-            self._source = _open_now(self._store, self.serializers, self.item_loader)
+            self._source = _open_now(self._store, self.serializers, self.item_loader, self.encryption)
         if self._source is None:
             self._source = _portal.call(
-                DatasetSource.open, self._store, self.serializers, self.cache, self.item_loader, self.index_path
+                partial(DatasetSource.open, encryption=self.encryption),
+                self._store,
+                self.serializers,
+                self.cache,
+                self.item_loader,
+                self.index_path,
             )
         return self._source
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._compression import validate_compression
+from ..format._encryption import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Mapping, Sequence
 
+    from ..format._encryption import Encryption
     from ..format._serializers import Serializer
     from ..storage._resolver import Dir
     from ..storage._store import Store
@@ -66,6 +68,7 @@ def optimize(
     executor: concurrent.futures.Executor | None = None,
     storage_options: Mapping[str, Any] | None = None,
     verbose: bool = True,
+    encryption: Encryption | None = None,
 ) -> None:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
@@ -113,6 +116,10 @@ def optimize(
         storage_options: Credentials and client options when ``output_dir`` is an object-store URL;
             chunks are uploaded as they are written and ``index.json`` last.
         verbose: Show a tqdm progress bar.
+        encryption: ``FernetEncryption(password, level)`` or ``RSAEncryption(password, level)``
+            (LitData's): encrypt each item (``level="sample"``) or each chunk (``"chunk"``), before
+            any compression; ``index.json`` records the algorithm and level, never the key. Save the
+            key file (``encryption.save(path)``): reading needs it. See ``docs/format.md``.
 
     Raises:
         ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
@@ -126,6 +133,7 @@ def optimize(
     fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     validate_compression(compression)
+    check_writer_encryption(encryption, item_loader)
     if mode not in _MODES:
         raise ConfigurationError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
     if item_loader is not None and not isinstance(item_loader, (PyTreeLoader, TokensLoader)):
@@ -159,6 +167,9 @@ def optimize(
         )
     prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
     jobs = _jobs(plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression, item_loader, serializers)
+    if encryption is not None:
+        for job in jobs:
+            job.writer_kwargs["encryption"] = encryption
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
         run_jobs(
