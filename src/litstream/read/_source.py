@@ -20,6 +20,9 @@ from ..format._compression import decompress
 from ..format._encryption import check_encryption, decrypt_chunk, decrypt_item
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
+from ..format._mds import decompress_shard, is_mds_config
+from ..format._mds import parse_index as parse_mds_index
+from ..format._mds_encodings import MdsDecoder
 from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._tokens import TokenLayout, check_item_loader
 from ..storage._base import mapped_errors
@@ -29,7 +32,7 @@ from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
@@ -116,7 +119,7 @@ async def load_index(store: Store) -> Index:
                 raw = path.read_bytes()
         else:
             raw = await store.get(INDEX_FILENAME)
-        return Index.from_json(raw, source=f"{store.url}/{INDEX_FILENAME}")
+        return _parse_index(raw, f"{store.url}/{INDEX_FILENAME}")
     except ObjectNotFoundError:
         pass
     names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
@@ -145,7 +148,13 @@ async def load_local_index(index_path: str | os.PathLike[str]) -> Index:
             f"index_path={os.fspath(index_path)!r}: no index file at {path}; pass the index.json that "
             "index_parquet_dataset or optimize wrote (or the directory holding it)"
         ) from None
-    return Index.from_json(text, source=str(path))
+    return _parse_index(text, str(path))
+
+
+def _parse_index(raw: bytes, source: str) -> Index:
+    """A LitData/litstream index, or a Mosaic MDS one (``format/_mds.py``) adapted to the same model."""
+    mds = parse_mds_index(raw, source=source) if b'"shards"' in raw else None
+    return mds if mds is not None else Index.from_json(raw, source=source)
 
 
 @dataclass(frozen=True)
@@ -178,7 +187,7 @@ class DatasetSource:
 
     store: Store
     index: Index
-    decoder: SampleDecoder | TokenLayout | RowDecoder
+    decoder: SampleDecoder | TokenLayout | RowDecoder | MdsDecoder
     _cumulative: list[int] = field(default_factory=list)
     max_decoded_bytes: int = 256 * 2**20
     _chunks: OrderedDict[int, ChunkView] = field(default_factory=OrderedDict)
@@ -189,6 +198,7 @@ class DatasetSource:
     parquet: ParquetLoader | None = None
     encryption: Any = None
     encryption_level: str | None = None
+    unpack: Callable[[bytes | memoryview, str], bytes] = decompress  # whole-file decompression
 
     @classmethod
     async def open(
@@ -229,7 +239,11 @@ class DatasetSource:
                 f"item_loader={item_loader!r} cannot read the encrypted dataset at {store.url}; use PyTreeLoader()"
             )
         parquet = check_parquet_loader(store.url, index.config, item_loader)
-        if parquet is not None:
+        if is_mds_config(index.config):  # a Mosaic MDS directory: its own decoder and codecs
+            if item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
+                raise ConfigurationError(f"item_loader={item_loader!r} cannot read the MDS dataset at {store.url}")
+            source = cls(store, index, MdsDecoder(index.config), unpack=decompress_shard)
+        elif parquet is not None:
             source = cls(store, index, RowDecoder(), parquet=parquet)
         else:
             tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
@@ -288,7 +302,7 @@ class DatasetSource:
         else:
             data = await self.store.get(info.filename)
         if compression:
-            data = await anyio.to_thread.run_sync(decompress, memoryview(data), compression)
+            data = await anyio.to_thread.run_sync(self.unpack, memoryview(data), compression)
         if self.encryption_level is not None:
             self._check_length(chunk_index, data)  # chunk_bytes counts the encrypted bytes
             where = f"{self.store.url}/{info.filename}"
