@@ -36,6 +36,7 @@ from .._errors import ConfigurationError, EncryptionError, FormatError
 from ._chunk import ChunkView, pack_chunk
 
 if TYPE_CHECKING:
+    import mmap
     from collections.abc import Mapping
 
 __all__ = [
@@ -437,7 +438,7 @@ def check_writer_encryption(encryption: object, item_loader: object = None) -> A
     return encryption
 
 
-def _decrypt(encryption: Any, data: bytes | memoryview, where: str) -> bytes:
+def _decrypt(encryption: Any, data: bytes | memoryview | mmap.mmap, where: str) -> bytes:
     try:
         return bytes(encryption.decrypt(bytes(data)))
     except Exception as exc:  # our EncryptionError, or LitData's objects' InvalidToken / ValueError
@@ -455,7 +456,7 @@ def decrypt_item(encryption: Any, data: bytes | memoryview, where: str) -> bytes
     return _decrypt(encryption, data, where)
 
 
-def decrypt_chunk(encryption: Any, level: str, data: bytes | memoryview, where: str) -> bytes:
+def decrypt_chunk(encryption: Any, level: str, data: bytes | memoryview | mmap.mmap, where: str) -> bytes:
     """The plain chunk bytes (layout of ``format/_chunk.py``) of an encrypted chunk file's content.
 
     At level ``"sample"`` every item is decrypted and the chunk is packed again, so the result is a

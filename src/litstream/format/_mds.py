@@ -161,7 +161,9 @@ def _codec(compression: str) -> Callable[[bytes], bytes]:
     try:
         module = importlib.import_module("brotli" if name == "br" else "snappy")
     except ImportError:
-        raise ConfigurationError(f"this MDS dataset is compressed with {compression!r}: pip install {package}") from None
+        raise ConfigurationError(
+            f"this MDS dataset is compressed with {compression!r}: pip install {package}"
+        ) from None
     decompress: Callable[[bytes], bytes] = module.decompress
     return decompress
 

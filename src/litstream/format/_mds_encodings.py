@@ -45,10 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MdsDecoder", "check_encoding"]
 
-_SCALARS = {
-    name: np.dtype(name)
-    for name in ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
-}
+_SCALARS = {name: np.dtype(name) for name in ("uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64")}
+_SCALARS.update({f"int{bits}": np.dtype(f"int{bits}") for bits in (8, 16, 32, 64)})
 _VALUE_DTYPES = {8: "uint8", 9: "int8", 16: "uint16", 17: "int16", 18: "float16", 32: "uint32", 33: "int32",
                  34: "float32", 64: "uint64", 65: "int64", 66: "float64"}  # fmt: skip
 _SHAPE_DTYPES = ("<u1", "<u2", "<u4", "<u8")
@@ -91,7 +89,7 @@ def check_encoding(encoding: str, size: int | None, where: str) -> None:
             "and ndarray[:dtype[:shape]]"
         )
     if size != expected:
-        raise FormatError(f"{where}: column encoding {encoding!r} has size {size!r} in the index, expected {expected!r}")
+        raise FormatError(f"{where}: encoding {encoding!r} has size {size!r} in the index, expected {expected!r}")
 
 
 def _image(data: bytes) -> Any:
