@@ -53,7 +53,8 @@ def test_a_valid_index_becomes_chunks_and_an_mds_config() -> None:
         ("shard.00000.mds.zstd", 3, 100),
         ("part/shard.00001.mds.zstd", 2, 50),
     ]
-    assert index.config is not None and is_mds_config(index.config)
+    assert index.config is not None
+    assert is_mds_config(index.config)
     assert index.config.data_format == ("int", "str", "ndarray")
     assert index.config.compression == "zstd"
     assert index.num_items == 5
@@ -105,7 +106,8 @@ def test_an_index_without_shards_is_refused() -> None:
 def _decoder(encodings: list[str], sizes: list[int | None]) -> MdsDecoder:
     names = [f"c{i}" for i in range(len(encodings))]
     index = parse_index(_index(_shard(column_encodings=encodings, column_names=names, column_sizes=sizes)))
-    assert index is not None and index.config is not None
+    assert index is not None
+    assert index.config is not None
     return MdsDecoder(index.config)
 
 
@@ -117,13 +119,16 @@ def test_decoder_reads_fixed_and_variable_columns() -> None:
     decoder = _decoder(["int", "str", "ndarray", "float32"], [8, None, None, 4])
     array = np.arange(6, dtype=np.int32).reshape(2, 3)
     arr_bytes = bytes([33, (2 << 2) | 0]) + bytes([2, 3]) + array.tobytes()
-    item = _item([3, len(arr_bytes)], (-7).to_bytes(8, "little", signed=True), b"abc", arr_bytes, struct.pack("<f", 1.5))
+    minus_seven = (-7).to_bytes(8, "little", signed=True)
+    item = _item([3, len(arr_bytes)], minus_seven, b"abc", arr_bytes, struct.pack("<f", 1.5))
     sample = decoder.decode(item)
-    assert sample["c0"] == -7 and type(sample["c0"]) is int
+    assert sample["c0"] == -7
+    assert type(sample["c0"]) is int
     assert sample["c1"] == "abc"
     np.testing.assert_array_equal(sample["c2"], array)
     assert sample["c2"].dtype == np.int32
-    assert sample["c3"] == np.float32(1.5) and sample["c3"].dtype == np.float32
+    assert sample["c3"] == np.float32(1.5)
+    assert sample["c3"].dtype == np.float32
 
 
 @pytest.mark.parametrize(
