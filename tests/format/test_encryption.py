@@ -134,7 +134,7 @@ def test_decrypt_chunk_at_both_levels(fernet: FernetEncryption) -> None:
     assert decrypt_chunk(fernet, "chunk", chunk_level, "chunk-0-0.bin") == plain
     tampered = bytearray(chunk_level)
     tampered[-5] ^= 1
-    with pytest.raises(EncryptionError, match="cannot decrypt chunk-0-0.bin"):
+    with pytest.raises(EncryptionError, match=r"cannot decrypt chunk-0-0\.bin"):
         decrypt_chunk(fernet, "chunk", bytes(tampered), "chunk-0-0.bin")
-    with pytest.raises(EncryptionError, match="cannot decrypt chunk-0-0.bin item 1"):
+    with pytest.raises(EncryptionError, match=r"cannot decrypt chunk-0-0\.bin item 1"):
         decrypt_chunk(fernet, "sample", pack_chunk([fernet.encrypt(b"a"), b"garbage", b"x"]), "chunk-0-0.bin")

@@ -50,9 +50,8 @@ def encrypted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     root = tmp_path_factory.mktemp("enc")
     enc = FernetEncryption("pw", level=level)
     out = root / "data"
-    optimize(
-        _sample, list(range(N)), out, chunk_size=6, num_workers=2, compression=compression, encryption=enc, verbose=False
-    )
+    kwargs: dict[str, Any] = {"compression": compression, "encryption": enc, "verbose": False}
+    optimize(_sample, list(range(N)), out, chunk_size=6, num_workers=2, **kwargs)
     enc.save(root / "key.json")
     return out, root / "key.json"
 
@@ -128,7 +127,7 @@ def test_another_level_or_algorithm_is_refused(encrypted: tuple[Path, Path], tmp
 @pytest.mark.parametrize("level", ["sample", "chunk"])
 def test_rsa_for_tiny_samples(level: str, tmp_path: Path) -> None:
     enc = RSAEncryption("pw", level=level)
-    optimize(lambda i: {"i": i}, list(range(5)), tmp_path / "d", chunk_size=1, encryption=enc, num_workers=1, verbose=False)
+    optimize(lambda i: {"i": i}, list(range(5)), tmp_path / "d", chunk_size=1, encryption=enc, verbose=False)
     enc.save(tmp_path / "key.json")
     ds = StreamingDataset(tmp_path / "d", encryption=RSAEncryption.load(tmp_path / "key.json", "pw"))
     assert [s["i"] for s in ds] == list(range(5))
