@@ -138,3 +138,9 @@ def test_decrypt_chunk_at_both_levels(fernet: FernetEncryption) -> None:
         decrypt_chunk(fernet, "chunk", bytes(tampered), "chunk-0-0.bin")
     with pytest.raises(EncryptionError, match=r"cannot decrypt chunk-0-0\.bin item 1"):
         decrypt_chunk(fernet, "sample", pack_chunk([fernet.encrypt(b"a"), b"garbage", b"x"]), "chunk-0-0.bin")
+
+
+def test_sample_level_keeps_empty_items_and_trailing_bytes(fernet: FernetEncryption) -> None:
+    # LitData's Arrow-row chunks: empty items, then a footer after the last item
+    chunk = pack_chunk([fernet.encrypt(b"a"), b"", fernet.encrypt(b"c")]) + b"FOOTER"
+    assert decrypt_chunk(fernet, "sample", chunk, "c.bin") == pack_chunk([b"a", b"", b"c"]) + b"FOOTER"

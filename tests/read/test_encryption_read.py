@@ -154,3 +154,17 @@ def test_optimize_refuses_bad_encryption_arguments(tmp_path: Path) -> None:
             verbose=False,
         )
     assert not (tmp_path / "a").exists() or not any((tmp_path / "a").iterdir())
+
+
+@pytest.mark.anyio
+async def test_combined_datasets_each_with_their_own_key(tmp_path: Path) -> None:
+    from litstream import CombinedStreamingDataset
+
+    parts = []
+    for name, level in (("a", "sample"), ("b", "chunk")):
+        enc = FernetEncryption(name, level=level)
+        optimize(_sample, list(range(5)), tmp_path / name, chunk_size=2, encryption=enc, num_workers=1, verbose=False)
+        parts.append(StreamingDataset(tmp_path / name, encryption=enc))
+    combined = CombinedStreamingDataset(parts, iterate_over_all=True)
+    assert sorted(s["i"] for s in combined) == sorted([*range(5), *range(5)])
+    assert sorted([s["i"] async for s in combined]) == sorted([*range(5), *range(5)])

@@ -460,7 +460,10 @@ def decrypt_chunk(encryption: Any, level: str, data: bytes | memoryview | mmap.m
     """The plain chunk bytes (layout of ``format/_chunk.py``) of an encrypted chunk file's content.
 
     At level ``"sample"`` every item is decrypted and the chunk is packed again, so the result is a
-    plain chunk whatever the level; ``where`` names the chunk in errors.
+    plain chunk whatever the level; ``where`` names the chunk in errors. Bytes after the last item
+    are kept as they are, and empty items stay empty (no ciphertext is empty): LitData 0.2.76 writes
+    scalar-only dict samples as empty items plus an Arrow footer, and leaves that footer unencrypted
+    at this level.
 
     Raises:
         EncryptionError: the chunk (or an item) does not decrypt with this key.
@@ -469,7 +472,9 @@ def decrypt_chunk(encryption: Any, level: str, data: bytes | memoryview | mmap.m
     if level == EncryptionLevel.CHUNK:
         return _decrypt(encryption, data, where)
     view = ChunkView(data)
-    return pack_chunk([_decrypt(encryption, view.item(i), f"{where} item {i}") for i in range(view.num_items)])
+    items = [view.item(i) for i in range(view.num_items)]
+    plain = [_decrypt(encryption, item, f"{where} item {i}") if len(item) else b"" for i, item in enumerate(items)]
+    return pack_chunk(plain) + bytes(view.data[int(view.offsets[-1]) :])
 
 
 def encrypt_chunk(encryption: Any, data: bytes) -> bytes:
