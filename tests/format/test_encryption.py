@@ -10,7 +10,7 @@ import pytest
 
 from litstream import ConfigurationError, EncryptionError, FernetEncryption, FormatError, RSAEncryption
 from litstream.format._chunk import ChunkView, pack_chunk
-from litstream.format._encryption import check_encryption, check_writer_encryption, decrypt_chunk, encrypt_chunk
+from litstream.format._encrypted import check_encryption, check_writer_encryption, decrypt_chunk, encrypt_chunk
 
 if TYPE_CHECKING:
     from pathlib import Path

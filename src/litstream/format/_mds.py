@@ -36,7 +36,7 @@ from ._mds_encodings import check_encoding
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["decompress_shard", "is_mds_config", "parse_index"]
+__all__ = ["decompress_shard", "is_mds_config", "parse_index", "read_index"]
 
 _COMPRESSIONS = {"br": range(12), "bz2": range(1, 10), "gz": range(10), "snappy": range(0), "zstd": range(1, 23)}
 _SHARD_KEYS = ("column_names", "column_encodings", "column_sizes", "compression")
@@ -147,6 +147,16 @@ def parse_index(raw: bytes | str, *, source: str = "index.json") -> Index | None
         extra={"format": "mds", "column_names": list(names), "column_sizes": list(sizes)},
     )
     return Index(chunks=chunks, config=config)
+
+
+def read_index(raw: bytes, source: str) -> Index:
+    """The index in ``raw``: LitData's / litstream's, or an MDS one adapted by :func:`parse_index`.
+
+    Raises:
+        FormatError: neither a valid LitData nor a valid MDS index; ``source`` names the file.
+    """
+    mds = parse_index(raw, source=source) if b'"shards"' in raw else None
+    return mds if mds is not None else Index.from_json(raw, source=source)
 
 
 def _codec(compression: str) -> Callable[[bytes], bytes]:

@@ -17,11 +17,10 @@ import anyio.to_thread
 from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
 from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
-from ..format._encryption import check_encryption, decrypt_chunk, decrypt_item
+from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
-from ..format._mds import decompress_shard, is_mds_config
-from ..format._mds import parse_index as parse_mds_index
+from ..format._mds import decompress_shard, is_mds_config, read_index
 from ..format._mds_encodings import MdsDecoder
 from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._tokens import TokenLayout, check_item_loader
@@ -119,7 +118,7 @@ async def load_index(store: Store) -> Index:
                 raw = path.read_bytes()
         else:
             raw = await store.get(INDEX_FILENAME)
-        return _parse_index(raw, f"{store.url}/{INDEX_FILENAME}")
+        return read_index(raw, f"{store.url}/{INDEX_FILENAME}")
     except ObjectNotFoundError:
         pass
     names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
@@ -148,13 +147,7 @@ async def load_local_index(index_path: str | os.PathLike[str]) -> Index:
             f"index_path={os.fspath(index_path)!r}: no index file at {path}; pass the index.json that "
             "index_parquet_dataset or optimize wrote (or the directory holding it)"
         ) from None
-    return _parse_index(text, str(path))
-
-
-def _parse_index(raw: bytes, source: str) -> Index:
-    """A LitData/litstream index, or a Mosaic MDS one (``format/_mds.py``) adapted to the same model."""
-    mds = parse_mds_index(raw, source=source) if b'"shards"' in raw else None
-    return mds if mds is not None else Index.from_json(raw, source=source)
+    return read_index(text, str(path))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._compression import validate_compression
-from ..format._encryption import check_writer_encryption
+from ..format._encrypted import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs

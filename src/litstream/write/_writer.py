@@ -28,7 +28,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import compress, validate_compression
-from ..format._encryption import check_writer_encryption, encrypt_chunk
+from ..format._encrypted import check_writer_encryption, encrypt_chunk
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
 from ..format._tokens import TokenEncoder
