@@ -12,6 +12,7 @@ import decimal
 import importlib.util
 import json
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,8 +71,10 @@ def _sample(i: int) -> dict[str, Any]:
     }
 
 
-def _mosaic_write(out: Path, compression: str | None, samples: list[dict[str, Any]], size_limit: int) -> list[Any]:
-    job = {"out": str(out), "columns": COLUMNS, "compression": compression, "size_limit": size_limit}
+def _mosaic_write(
+    out: Path, compression: str | None, samples: list[dict[str, Any]], size_limit: int, columns: Any = None
+) -> list[Any]:
+    job = {"out": str(out), "columns": columns or COLUMNS, "compression": compression, "size_limit": size_limit}
     job["samples"] = samples
     script = Path(__file__).with_name("mds_writer.py")
     done = subprocess.run(
@@ -154,3 +157,18 @@ def test_truncated_shard_is_a_format_error(tmp_path: Path) -> None:
     shard.write_bytes(shard.read_bytes()[:-10])
     with pytest.raises(FormatError, match="incomplete"):
         list(StreamingDataset(out))
+
+
+@pytest.mark.litdata
+@pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO:ResourceWarning")
+def test_litdata_and_litstream_agree_on_the_encodings_litdata_reads(tmp_path: Path) -> None:
+    # LitData 0.2.76 reads compressed MDS shards whose encodings share a name with its serializers.
+    litdata = pytest.importorskip("litdata")
+    out = tmp_path / "data"
+    samples = [{"i": i * 3 - 4, "s": f"s{i}", "b": bytes([i]) * (i + 1)} for i in range(9)]
+    _mosaic_write(out, "zstd", samples, size_limit=120, columns={"i": "int", "s": "str", "b": "bytes"})
+    copy = tmp_path / "litdata-copy"  # LitData decompresses next to the shards
+    shutil.copytree(out, copy)
+    theirs = list(litdata.StreamingDataset(str(copy)))
+    ours = list(StreamingDataset(out))
+    assert ours == theirs == samples
