@@ -168,3 +168,22 @@ async def test_combined_datasets_each_with_their_own_key(tmp_path: Path) -> None
     combined = CombinedStreamingDataset(parts, iterate_over_all=True)
     assert sorted(s["i"] for s in combined) == sorted([*range(5), *range(5)])
     assert sorted([s["i"] async for s in combined]) == sorted([*range(5), *range(5)])
+
+
+@pytest.mark.parametrize("level", ["sample", "chunk"])
+def test_complete_dataset_with_unlisted_encrypted_chunks(level: str, tmp_path: Path) -> None:
+    from litstream import FormatError, complete_dataset
+    from litstream.format._index import Index
+
+    enc = FernetEncryption("pw", level=level)
+    out = tmp_path / "d"
+    optimize(_sample, list(range(9)), out, chunk_size=3, encryption=enc, num_workers=1, verbose=False)
+    index = Index.from_json((out / "index.json").read_text())
+    (out / "0.index.json").write_text(Index(chunks=index.chunks[:1], config=index.config).to_json())
+    (out / "index.json").unlink()  # a run that stopped before its final merge; chunks 1 and 2 unlisted
+    if level == "chunk":
+        with pytest.raises(FormatError, match=r"encrypted whole .* cannot be read without the key"):
+            complete_dataset(out)
+        return
+    complete_dataset(out)
+    assert [s["i"] for s in StreamingDataset(out, encryption=enc)] == list(range(9))
