@@ -22,6 +22,7 @@ from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _op
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import collapse_exception_group
+from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
 from .read._cache import parse_cache_size
@@ -129,6 +130,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         transforms = check_transforms(transform)
         self.subsample = check_subsample(subsample)
         check_read_loader(item_loader)
+        check_reader_encryption(encryption)
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
             self.input_dir = Dir(path=None, url=input_dir.url)

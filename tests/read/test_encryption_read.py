@@ -187,3 +187,10 @@ def test_complete_dataset_with_unlisted_encrypted_chunks(level: str, tmp_path: P
         return
     complete_dataset(out)
     assert [s["i"] for s in StreamingDataset(out, encryption=enc)] == list(range(9))
+
+
+def test_a_password_string_is_refused_at_construction(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="not an encryption object"):
+        StreamingDataset(tmp_path, encryption="pw")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="not an encryption object"):
+        astream(tmp_path, encryption="pw")  # type: ignore[arg-type]

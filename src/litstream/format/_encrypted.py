@@ -17,9 +17,29 @@ if TYPE_CHECKING:
     import mmap
     from collections.abc import Mapping
 
-__all__ = ["check_encryption", "check_writer_encryption", "decrypt_chunk", "decrypt_item", "encrypt_chunk"]
+__all__ = [
+    "check_encryption",
+    "check_reader_encryption",
+    "check_writer_encryption",
+    "decrypt_chunk",
+    "decrypt_item",
+    "encrypt_chunk",
+]
 
 _VALID = {(a, level) for a in ALGORITHMS for level in LEVELS}
+
+
+def check_reader_encryption(encryption: object) -> None:
+    """Reject a reader's ``encryption=`` that is neither ``None`` nor an encryption object.
+
+    Raises:
+        ConfigurationError: it lacks ``algorithm``, ``level`` or ``decrypt`` (e.g. a password string).
+    """
+    if encryption is not None and not all(hasattr(encryption, a) for a in ("algorithm", "level", "decrypt")):
+        raise ConfigurationError(
+            f"encryption={encryption!r} is not an encryption object; pass FernetEncryption.load(key_file, "
+            "password) or RSAEncryption.load(key_file, password)"
+        )
 
 
 def check_encryption(recorded: Mapping[str, Any] | None, encryption: object, where: str) -> str | None:
@@ -40,11 +60,7 @@ def check_encryption(recorded: Mapping[str, Any] | None, encryption: object, whe
             an encryption object.
         FormatError: ``recorded`` is malformed.
     """
-    if encryption is not None and not all(hasattr(encryption, a) for a in ("algorithm", "level", "decrypt")):
-        raise ConfigurationError(
-            f"encryption={encryption!r} is not an encryption object; pass FernetEncryption.load(key_file, "
-            "password) or RSAEncryption.load(key_file, password)"
-        )
+    check_reader_encryption(encryption)
     if recorded is None:
         if encryption is not None:
             raise ConfigurationError(

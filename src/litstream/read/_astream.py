@@ -13,6 +13,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from .._errors import ConfigurationError, collapse_exception_group
+from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._parquet import ParquetLoader
 from ..storage._resolver import Dir, store_for
@@ -335,6 +336,7 @@ def astream(
         return subsample_selection(full, fraction, shuffle=shuffle is not False, seed=seed)
 
     check_read_loader(item_loader)
+    check_reader_encryption(encryption)
     plan = ReadPlanArgs(
         rank=rank,
         world_size=world_size,
