@@ -12,6 +12,9 @@ def test_public_names_are_exactly_these() -> None:
         "ConfigurationError",
         "DatasetNotFoundError",
         "Dir",
+        "Encryption",
+        "EncryptionError",
+        "FernetEncryption",
         "FormatError",
         "LitstreamError",
         "LocalFileStore",
@@ -21,6 +24,7 @@ def test_public_names_are_exactly_these() -> None:
         "ParallelStreamingDataset",
         "ParquetLoader",
         "PlanError",
+        "RSAEncryption",
         "RetriesExhaustedError",
         "SampleStream",
         "StorageError",
@@ -51,4 +55,5 @@ def test_every_error_is_a_litstream_error_built_from_one_message() -> None:
             err = obj("a message")
             assert str(err) == "a message"
     assert issubclass(litstream.FormatError, ValueError)
+    assert issubclass(litstream.EncryptionError, litstream.FormatError)
     assert issubclass(litstream.DatasetNotFoundError, FileNotFoundError)

@@ -10,6 +10,7 @@ from ._dataloader import StreamingDataLoader as StreamingDataLoader
 from ._dataset import StreamingDataset as StreamingDataset
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatasetNotFoundError as DatasetNotFoundError
+from ._errors import EncryptionError as EncryptionError
 from ._errors import FormatError as FormatError
 from ._errors import LitstreamError as LitstreamError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
@@ -20,6 +21,9 @@ from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
 from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
 from ._split import train_test_split as train_test_split
+from .format._encryption import Encryption as Encryption
+from .format._encryption import FernetEncryption as FernetEncryption
+from .format._encryption import RSAEncryption as RSAEncryption
 from .format._loaders import PyTreeLoader as PyTreeLoader
 from .format._loaders import TokensLoader as TokensLoader
 from .format._parquet import ParquetLoader as ParquetLoader
@@ -48,6 +52,9 @@ __all__ = [
     "ConfigurationError",
     "DatasetNotFoundError",
     "Dir",
+    "Encryption",
+    "EncryptionError",
+    "FernetEncryption",
     "FormatError",
     "LitstreamError",
     "LocalFileStore",
@@ -57,6 +64,7 @@ __all__ = [
     "ParallelStreamingDataset",
     "ParquetLoader",
     "PlanError",
+    "RSAEncryption",
     "RetriesExhaustedError",
     "SampleStream",
     "StorageError",

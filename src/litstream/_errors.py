@@ -6,6 +6,7 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
 
     LitstreamError
     ├── FormatError (ValueError)        bytes, index.json or a sample that cannot be encoded/decoded
+    │   └── EncryptionError             an encrypted dataset read without its key, or with a wrong one
     ├── PlanError (ValueError)          bad sharding / shuffle / resume arguments
     ├── ConfigurationError (ValueError) bad arguments to optimize, astream, StreamingDataset, ...
     ├── DatasetNotFoundError (FileNotFoundError)   no index.json where a dataset was expected
@@ -29,6 +30,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = [
     "ConfigurationError",
     "DatasetNotFoundError",
+    "EncryptionError",
     "FormatError",
     "LitstreamError",
     "ObjectNotFoundError",
@@ -46,6 +48,10 @@ class LitstreamError(Exception):
 
 class FormatError(LitstreamError, ValueError):
     """Bytes, an index or a sample that cannot be encoded or decoded."""
+
+
+class EncryptionError(FormatError):
+    """An encrypted dataset read without ``encryption=``, with a wrong key, or a key that does not match it."""
 
 
 class PlanError(LitstreamError, ValueError):

@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
 from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
+from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
+from ..format._mds import decompress_shard, is_mds_config, read_index
+from ..format._mds_encodings import MdsDecoder
 from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._tokens import TokenLayout, check_item_loader
 from ..storage._base import mapped_errors
@@ -29,7 +32,7 @@ from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
 from ._verify import check_chunk, check_chunk_file, has_checksum
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
@@ -116,7 +119,7 @@ async def load_index(store: Store) -> Index:
                 raw = path.read_bytes()
         else:
             raw = await store.get(INDEX_FILENAME)
-        return Index.from_json(raw, source=f"{store.url}/{INDEX_FILENAME}")
+        return read_index(raw, f"{store.url}/{INDEX_FILENAME}")
     except ObjectNotFoundError:
         pass
     names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
@@ -145,7 +148,7 @@ async def load_local_index(index_path: str | os.PathLike[str]) -> Index:
             f"index_path={os.fspath(index_path)!r}: no index file at {path}; pass the index.json that "
             "index_parquet_dataset or optimize wrote (or the directory holding it)"
         ) from None
-    return Index.from_json(text, source=str(path))
+    return read_index(text, str(path))
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,7 @@ class DatasetSource:
 
     store: Store
     index: Index
-    decoder: SampleDecoder | TokenLayout | RowDecoder
+    decoder: SampleDecoder | TokenLayout | RowDecoder | MdsDecoder
     _cumulative: list[int] = field(default_factory=list)
     max_decoded_bytes: int = 256 * 2**20
     _chunks: OrderedDict[int, ChunkView] = field(default_factory=OrderedDict)
@@ -187,6 +190,9 @@ class DatasetSource:
     downloader: Downloader | None = None
     tokens: TokenLayout | None = None
     parquet: ParquetLoader | None = None
+    encryption: Any = None
+    encryption_level: str | None = None
+    unpack: Callable[[bytes | memoryview, str], bytes] = decompress  # whole-file decompression
 
     @classmethod
     async def open(
@@ -196,6 +202,7 @@ class DatasetSource:
         cache: CacheSettings | None = None,
         item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
         index_path: str | os.PathLike[str] | None = None,
+        encryption: Any = None,
     ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
 
@@ -208,23 +215,36 @@ class DatasetSource:
                 ``ParquetLoader()``; must match the loader the dataset was written with.
             index_path: Read the index from this local file (or directory holding ``index.json``)
                 instead of from ``store`` — for a Parquet directory indexed elsewhere.
+            encryption: The ``FernetEncryption`` / ``RSAEncryption`` an encrypted dataset was written
+                with (``format/_encryption.py``); ``None`` for a plain dataset.
 
         Raises:
             DatasetNotFoundError: no index. FormatError: an index litstream cannot decode.
             ConfigurationError: ``item_loader`` does not match the dataset.
+            EncryptionError: an encrypted dataset without (or with a mismatched) ``encryption``.
             FileNotFoundError: nothing at ``index_path``.
         """
         index = await (load_index(store) if index_path is None else load_local_index(index_path))
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
+        level = check_encryption(index.config.encryption, encryption, store.url)
+        if level is not None and item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
+            raise ConfigurationError(
+                f"item_loader={item_loader!r} cannot read the encrypted dataset at {store.url}; use PyTreeLoader()"
+            )
         parquet = check_parquet_loader(store.url, index.config, item_loader)
-        if parquet is not None:
+        if is_mds_config(index.config):  # a Mosaic MDS directory: its own decoder and codecs
+            if item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
+                raise ConfigurationError(f"item_loader={item_loader!r} cannot read the MDS dataset at {store.url}")
+            source = cls(store, index, MdsDecoder(index.config), unpack=decompress_shard)
+        elif parquet is not None:
             source = cls(store, index, RowDecoder(), parquet=parquet)
         else:
             tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
             decoder = tokens if tokens is not None else SampleDecoder(index.config, serializers)
             source = cls(store, index, decoder, tokens=tokens)
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
+        source.encryption, source.encryption_level = encryption, level
         if cache is not None:
             source.cache, source.downloader = await anyio.to_thread.run_sync(_open_cache, store, index, cache)
         return source
@@ -281,7 +301,11 @@ class DatasetSource:
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
             await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
         if compression:
-            data = await anyio.to_thread.run_sync(decompress, memoryview(data), compression)
+            data = await anyio.to_thread.run_sync(self.unpack, memoryview(data), compression)
+        if self.encryption_level is not None:
+            self._check_length(chunk_index, data)  # chunk_bytes counts the encrypted bytes
+            where = f"{self.store.url}/{info.filename}"
+            data = await anyio.to_thread.run_sync(decrypt_chunk, self.encryption, self.encryption_level, data, where)
         return self._checked_view(chunk_index, data, keep)
 
     def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
@@ -293,6 +317,8 @@ class DatasetSource:
         """
         config = self.index.config
         if not isinstance(self.store, LocalFileStore) or self.cache is not None or (config and config.compression):
+            return None
+        if self.encryption_level is not None:
             return None
         cached = self._chunks.get(chunk_index)
         if cached is not None:
@@ -308,13 +334,18 @@ class DatasetSource:
             check_chunk(data, self.index.chunks[chunk_index], path, str(path))
         return self._checked_view(chunk_index, data, False)
 
-    def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
+    def _check_length(self, chunk_index: int, data: bytes | mmap.mmap) -> None:
         info = self.index.chunks[chunk_index]
         if len(data) < info.chunk_bytes:
             raise FormatError(
                 f"{info.filename} holds {len(data)} bytes but index.json records chunk_bytes="
                 f"{info.chunk_bytes}; the file is incomplete — re-run optimize"
             )
+
+    def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
+        info = self.index.chunks[chunk_index]
+        if self.encryption_level is None:  # else checked before decryption
+            self._check_length(chunk_index, data)
         view: ChunkView
         if self.parquet is not None:
             view = ParquetChunk(data, columns=self.parquet.columns)
@@ -341,8 +372,20 @@ class DatasetSource:
         """The bytes of one item. Uncompressed chunks are read with two range reads (the item's
         offsets, then its bytes) instead of the whole chunk."""
         config = self.index.config
-        if (config is not None and config.compression) or chunk_index in self._chunks or self.parquet is not None:
+        if (
+            (config is not None and config.compression)
+            or chunk_index in self._chunks
+            or self.parquet is not None
+            or self.encryption_level == "chunk"
+        ):
             return (await self.read_chunk(chunk_index, keep=True)).item(item)
+        raw = await self._read_raw_item(chunk_index, item)
+        if self.encryption_level is None:
+            return raw
+        where = f"{self.store.url}/{self.index.chunks[chunk_index].filename} item {item}"
+        return decrypt_item(self.encryption, raw, where)
+
+    async def _read_raw_item(self, chunk_index: int, item: int) -> bytes | memoryview:
         info = self.index.chunks[chunk_index]
         if self.tokens is not None:
             begin, length = self.tokens.block_span(chunk_index, item)

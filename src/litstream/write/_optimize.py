@@ -19,6 +19,7 @@ from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._checksum import check_checksum_argument
 from ..format._compression import validate_compression
+from ..format._encrypted import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Mapping, Sequence
 
+    from ..format._encryption import Encryption
     from ..format._serializers import Serializer
     from ..storage._resolver import Dir
     from ..storage._store import Store
@@ -69,6 +71,7 @@ def optimize(
     storage_options: Mapping[str, Any] | None = None,
     verbose: bool = True,
     checksum: str | None = None,
+    encryption: Encryption | None = None,
 ) -> None:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
@@ -119,6 +122,10 @@ def optimize(
         checksum: ``None`` (default, as LitData) or ``"sha256"``/``"blake2b"``: record each chunk file's digest
             in ``index.json`` (under a key LitData ignores); litstream's readers verify it when a chunk is
             downloaded or first opened in a process and raise ``FormatError`` naming a corrupt chunk.
+        encryption: ``FernetEncryption(password, level)`` or ``RSAEncryption(password, level)``
+            (LitData's): encrypt each item (``level="sample"``) or each chunk (``"chunk"``), before
+            any compression; ``index.json`` records the algorithm and level, never the key. Save the
+            key file (``encryption.save(path)``): reading needs it. See ``docs/format.md``.
 
     Raises:
         ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
@@ -133,6 +140,7 @@ def optimize(
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     validate_compression(compression)
     check_checksum_argument(checksum)
+    check_writer_encryption(encryption, item_loader)
     if mode not in _MODES:
         raise ConfigurationError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
     if item_loader is not None and not isinstance(item_loader, (PyTreeLoader, TokensLoader)):
@@ -168,6 +176,9 @@ def optimize(
     jobs = _jobs(plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression, item_loader, serializers)
     if checksum is not None:  # only then, so jobs pickle as before for every other run
         jobs = [replace(job, writer_kwargs={**job.writer_kwargs, "checksum": checksum}) for job in jobs]
+    if encryption is not None:
+        for job in jobs:
+            job.writer_kwargs["encryption"] = encryption
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
         run_jobs(

@@ -29,6 +29,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from ..format._checksum import CHECKSUM_KEY, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import compress, validate_compression
+from ..format._encrypted import check_writer_encryption, encrypt_chunk
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
 from ..format._tokens import TokenEncoder
@@ -69,17 +70,21 @@ def check_chunking(chunk_size: int | None, chunk_bytes: int | str | None) -> tup
     return chunk_size, None if chunk_bytes is None else parse_bytes(chunk_bytes)
 
 
-def pack_and_compress(items: list[bytes], compression: str | None) -> tuple[bytes, int]:
+def pack_and_compress(items: list[bytes], compression: str | None, encryption: Any = None) -> tuple[bytes, int]:
     """Chunk bytes ready to store, and their length before compression (``index.json``'s ``chunk_bytes``).
 
     Pure CPU work, meant for a worker thread. ``items`` is emptied once packed, so the item bytes can be
-    freed while the chunk is compressed and uploaded.
+    freed while the chunk is compressed and uploaded. With a ``"chunk"``-level ``encryption`` the
+    packed chunk is encrypted before compression (LitData's order; ``chunk_bytes`` counts the ciphertext).
 
     Raises:
-        FormatError: the chunk would exceed the 4 GiB format limit.
+        FormatError: the chunk would exceed the 4 GiB format limit (``EncryptionError``: RSA cannot
+            encrypt it).
     """
     data = pack_chunk(items)
     items.clear()
+    if encryption is not None and encryption.level == "chunk":
+        data = encrypt_chunk(encryption, data)
     size = len(data)
     if compression is None:
         return data, size
@@ -93,6 +98,7 @@ def dataset_config(
     chunk_bytes: int | None,
     compression: str | None,
     item_loader: PyTreeLoader | TokensLoader,
+    encryption: Any = None,
 ) -> DatasetConfig:
     """The ``config`` of ``index.json`` for samples encoded by ``encoder`` (its format fixed by a first sample)."""
     return DatasetConfig(
@@ -101,6 +107,7 @@ def dataset_config(
         chunk_size=chunk_size,
         chunk_bytes=chunk_bytes,
         compression=compression,
+        encryption=None if encryption is None else encryption.state_dict(),
         item_loader=type(item_loader).__name__,
     )
 
@@ -124,9 +131,11 @@ class ChunkWriter:
         on_commit: Awaited after each chunk is stored, with its entry; the next chunk waits for it.
         checksum: ``None`` (default) or ``"sha256"``/``"blake2b"``: record each stored chunk file's digest in
             its ``index.json`` entry (see :mod:`litstream.format._checksum`); readers then verify it.
+        encryption: A ``FernetEncryption`` / ``RSAEncryption``: items (level ``"sample"``) or whole
+            chunks (level ``"chunk"``) are encrypted; ``index.json`` records its ``state_dict()``.
 
     Raises:
-        ConfigurationError: invalid chunking or compression arguments.
+        ConfigurationError: invalid chunking, compression or encryption arguments.
     """
 
     def __init__(
@@ -144,10 +153,12 @@ class ChunkWriter:
         resume: Index | None = None,
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
         checksum: str | None = None,
+        encryption: Any = None,
     ) -> None:
         self._checksum = check_checksum_argument(checksum)
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
         validate_compression(compression)
+        self._encryption = check_writer_encryption(encryption, item_loader)
         self._store = store
         self._rank = rank
         self._compression = compression
@@ -206,6 +217,8 @@ class ChunkWriter:
             FormatError: the sample cannot be encoded or differs in structure from the first one.
         """
         item, dim = self._encoder.encode_item(sample)
+        if self._encryption is not None and self._encryption.level == "sample":
+            item = self._encryption.encrypt(bytes(item))
         self.num_samples += 1
         # An empty token array counts as one toward chunk_size, as in LitData.
         await self._emit(self._builder.add(item, dim or None))
@@ -227,7 +240,7 @@ class ChunkWriter:
             async for name, items, dim in receive:
                 count = len(items)
                 put_parts = getattr(self._store, "put_parts", None)
-                if self._compression is None and put_parts is not None:
+                if self._compression is None and self._encryption is None and put_parts is not None:
                     # header and items go to the file one after the other: no 64 MB joined copy
                     header = chunk_header(items)
                     size = len(header) + sum(len(item) for item in items)
@@ -235,7 +248,9 @@ class ChunkWriter:
                     digest = await self._digest(parts)
                     await put_parts(name, parts)
                 else:
-                    payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
+                    payload, size = await anyio.to_thread.run_sync(
+                        pack_and_compress, items, self._compression, self._encryption
+                    )
                     digest = await self._digest([payload])
                     await self._store.put(name, payload)
                 self.written_files.append(name)
@@ -266,6 +281,7 @@ class ChunkWriter:
             chunk_bytes=self._chunk_bytes,
             compression=self._compression,
             item_loader=self._item_loader,
+            encryption=self._encryption,
         )
 
     async def _write_partial_index(self) -> None:
