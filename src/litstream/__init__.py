@@ -34,6 +34,8 @@ from .write._map import map as map
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
 from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
+from .write._summary import RunSummary as RunSummary
+from .write._summary import WorkerSummary as WorkerSummary
 from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics
 from .write._writer import ChunkWriter as ChunkWriter
@@ -56,6 +58,7 @@ __all__ = [
     "ParallelStreamingDataset",
     "ParquetLoader",
     "PlanError",
+    "RunSummary",
     "SampleStream",
     "StorageError",
     "Store",
@@ -64,6 +67,7 @@ __all__ = [
     "TokensLoader",
     "UploaderStatistics",
     "WorkerError",
+    "WorkerSummary",
     "astream",
     "complete_dataset",
     "index_parquet_dataset",

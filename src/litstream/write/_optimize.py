@@ -12,6 +12,7 @@ without ``use_checkpoint`` the files of this run are removed, with it they stay 
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
@@ -25,6 +26,7 @@ from ._inputs import split_inputs
 from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
 from ._runner import run_jobs
+from ._summary import summarize
 from ._worker import OptimizeJob
 from ._writer import check_chunking
 
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from ..storage._resolver import Dir
     from ..storage._store import Store
     from ._env import OptimizerEnv
+    from ._summary import RunSummary
 
 __all__ = ["optimize", "split_inputs"]
 
@@ -66,7 +69,7 @@ def optimize(
     executor: concurrent.futures.Executor | None = None,
     storage_options: Mapping[str, Any] | None = None,
     verbose: bool = True,
-) -> None:
+) -> RunSummary:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
     Matches LitData's ``optimize`` for the arguments it shares (names, defaults, the ordered input split,
@@ -114,15 +117,22 @@ def optimize(
             chunks are uploaded as they are written and ``index.json`` last.
         verbose: Show a tqdm progress bar.
 
+    Returns:
+        A :class:`~litstream.RunSummary` of this node's work: inputs finished, samples, chunk files, bytes
+        stored, seconds. LitData returns ``None``; code that ignores the result is unaffected.
+
     Raises:
         ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
             written. Also when checkpoints were made by a different run.
         OutputNotEmptyError: ``output_dir`` already holds files and ``mode`` is ``None``.
-        WorkerError: ``fn`` or the writer failed in a worker; names the input and chains the worker's
-            exception. Without ``use_checkpoint`` no ``index.json`` is written and this run's files are
-            removed; with it they stay for a re-run.
+        WorkerError: an input was lost: ``fn`` or the writer failed in a worker (names the input and
+            chains the worker's exception), a worker process died, an executor task was cancelled, a queue
+            input raised or held an item that cannot be pickled. No ``index.json`` is written (in append
+            mode the previous one stays as it was); without ``use_checkpoint`` this run's files are
+            removed, with it they stay for a re-run. See ``docs/write.md``.
         StorageError: on N nodes, the last node waited ``DATA_OPTIMIZER_TIMEOUT`` s for another node.
     """
+    started = time.monotonic()
     fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     validate_compression(compression)
@@ -161,7 +171,7 @@ def optimize(
     jobs = _jobs(plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression, item_loader, serializers)
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
-        run_jobs(
+        workers = run_jobs(
             jobs,
             total=total,
             num_workers=num_workers,
@@ -171,12 +181,14 @@ def optimize(
             queue_timeout=plan.env.timeout,
             verbose=verbose,
         )
-        run_sync(finish_node, store, assignment.global_ranks, plan.env, prepared.existing, use_checkpoint)
+        expected = {w.rank: w.indexed_chunks for w in workers}
+        run_sync(finish_node, store, assignment.global_ranks, plan.env, prepared.existing, use_checkpoint, expected)
     except BaseException:
         if not use_checkpoint:
             run_sync(_discard, store, assignment.global_ranks, prepared)
         raise
     run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint)
+    return summarize(workers, seconds=time.monotonic() - started, output=store.url)
 
 
 def _jobs(

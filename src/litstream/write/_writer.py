@@ -159,6 +159,8 @@ class ChunkWriter:
         self._task_group: TaskGroup | None = None
         self._send: MemoryObjectSendStream[tuple[str, list[bytes], int | None]] | None = None
         self.num_samples = 0
+        self.chunks_written = 0
+        self.bytes_written = 0
         self.partial_index: Index | None = None
         self.written_files: list[str] = []
 
@@ -227,10 +229,14 @@ class ChunkWriter:
                     header = chunk_header(items)
                     size = len(header) + sum(len(item) for item in items)
                     await put_parts(name, [header, *items])
+                    stored = size
                 else:
                     payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
+                    stored = len(payload)
                     await self._store.put(name, payload)
                 self.written_files.append(name)
+                self.chunks_written += 1
+                self.bytes_written += stored
                 info = ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim)
                 self._chunks.append(info)
                 if self._on_commit is not None:
