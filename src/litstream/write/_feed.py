@@ -2,9 +2,9 @@
 
 A worker's event loop encodes samples and drives the uploads; ``fn`` (the user's code, often slow and
 blocking) and blocking queue reads run in one worker thread instead, so a slow ``fn`` never stalls the
-uploads of the chunks before it. :func:`run_ahead` has the thread compute the next batch of inputs while
-the loop writes the current one; a batch ends after ``_BATCH_SECONDS`` of ``fn`` time or
-``_BATCH_OUTPUTS`` outputs, so a fast ``fn`` costs one thread hop per batch, not per input.
+uploads of the chunks before it. :func:`run_ahead` lets the thread run up to ``_AHEAD`` inputs ahead of
+the loop, handing each result over as soon as it exists; the loop takes waiting results without a
+thread hop, so a fast ``fn`` costs no thread hop per input.
 
 Queue inputs sent to worker processes travel as :class:`Packed` (cloudpickled by the sender), so an
 input that cannot be pickled fails the run where it is sent, naming it, instead of being dropped by
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["END", "FedQueue", "Packed", "QueueInputs", "SequenceInputs", "pack", "run_ahead"]
 
-_BATCH_SECONDS = 0.02
-_BATCH_OUTPUTS = 256
+_AHEAD = 16
+"""Results of ``fn`` (one per input) that may wait for the writer; bounds a worker's memory."""
 _POLL_S = 0.2
 """Longest blocking queue read before the reader checks whether it should stop."""
 
@@ -73,8 +73,8 @@ class SequenceInputs:
         self._positions = positions
         self._next = start
 
-    def take(self, block: bool) -> Taken | None:
-        """The next input, or :data:`END`. Never blocks."""
+    def take(self) -> Taken | None:
+        """The next input, or :data:`END`."""
         offset = self._next
         if offset >= len(self._items):
             return END
@@ -100,8 +100,8 @@ class QueueInputs:
         self._halt = halt or threading.Event()
         self.received = 0
 
-    def take(self, block: bool) -> Taken | str | None:
-        """The next item; ``"empty"`` when none is waiting and ``block`` is False.
+    def take(self) -> Taken | None:
+        """The next item, or :data:`END` (also when ``halt`` is set).
 
         Raises:
             WorkerError: the queue raised, or a forwarded item cannot be unpickled; names the item.
@@ -110,11 +110,9 @@ class QueueInputs:
         while True:
             wait = _POLL_S if deadline is None else min(_POLL_S, deadline - time.monotonic())
             try:
-                item = self._queue.get(timeout=wait) if block and wait > 0 else self._queue.get_nowait()
+                item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
                 break
             except queue_module.Empty:
-                if not block:
-                    return "empty"
                 if self._halt.is_set() or (deadline is not None and time.monotonic() >= deadline):
                     return END
             except Exception as exc:
@@ -148,66 +146,102 @@ def pack(item: Any, where: str) -> Packed:
         ) from exc
 
 
-def _fill(
-    source: SequenceInputs | QueueInputs, call: Callable[[Any, str, bool], tuple[Any, int]], halt: threading.Event
-) -> tuple[list[tuple[Any, str, Any]], bool]:
-    """Run ``call`` over the next inputs (in a worker thread); returns the batch and whether the inputs ended."""
-    out: list[tuple[Any, str, Any]] = []
-    weight = 0
-    deadline = time.monotonic() + _BATCH_SECONDS
+_DONE = object()
+"""Put by the producer thread after its last result (also after a failure, which the task group raises)."""
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: Exception
+
+
+def _put(out: queue_module.Queue[Any], entry: Any, halt: threading.Event) -> bool:
+    """Put ``entry``, waiting while ``out`` is full; False when the consumer stopped (``halt``)."""
     while not halt.is_set():
-        taken = source.take(block=not out)
-        if taken == "empty":
-            return out, False
-        if taken is END:
-            return out, True
-        assert isinstance(taken, tuple)
-        item, where, last = taken
-        result, size = call(item, where, last)
-        out.append((item, where, result))
-        weight += max(size, 1)
-        if weight >= _BATCH_OUTPUTS or time.monotonic() >= deadline:
-            return out, False
-    return out, True
+        try:
+            out.put(entry, timeout=_POLL_S)
+            return True
+        except queue_module.Full:
+            continue
+    return False
+
+
+def _produce(
+    source: SequenceInputs | QueueInputs,
+    call: Callable[[Any, str, bool], Any],
+    out: queue_module.Queue[Any],
+    halt: threading.Event,
+) -> None:
+    """Run ``call`` over every input (in a worker thread), each result handed over as soon as it exists.
+
+    A failure is handed over in its place too, so the results before it are handled (and, with
+    checkpoints, committed) before the run stops, as if ``fn`` ran on the loop.
+    """
+    try:
+        while not halt.is_set():
+            taken = source.take()
+            if taken is END:
+                return
+            item, where, last = taken
+            if not _put(out, (item, where, call(item, where, last)), halt):
+                return
+    except Exception as exc:
+        _put(out, _Failed(exc), halt)
+    finally:
+        _put(out, _DONE, halt)
+
+
+def _wait(out: queue_module.Queue[Any], halt: threading.Event) -> Any:
+    """The next entry, blocking (in a worker thread) until there is one or the run stops."""
+    while not halt.is_set():
+        try:
+            return out.get(timeout=_POLL_S)
+        except queue_module.Empty:
+            continue
+    return _DONE
 
 
 async def run_ahead(
     source: SequenceInputs | QueueInputs,
-    call: Callable[[Any, str, bool], tuple[Any, int]],
+    call: Callable[[Any, str, bool], Any],
     handle: Callable[[Any, str, Any], Awaitable[None]],
     halt: threading.Event,
 ) -> None:
     """``handle(item, where, result)`` on this loop for every ``call(item, where, is_last)`` run in a worker thread.
 
-    ``call`` returns its result and a size (outputs it made) that bounds a batch. The thread computes the
-    next batch while ``handle`` works through the current one. Returns once every input was handled.
+    The thread runs at most ``_AHEAD`` results ahead of ``handle``; each result is handed over as soon as
+    it exists. The loop takes waiting results without a thread hop and blocks in a thread only when
+    none is waiting. Returns once every input was handled.
 
     Raises:
         The first failure of ``call``, of reading the inputs, or of ``handle``, as itself.
     """
-    send, receive = anyio.create_memory_object_stream[list[tuple[Any, str, Any]]](0)
+    out: queue_module.Queue[Any] = queue_module.Queue(_AHEAD)
 
-    async def produce() -> None:
-        async with send:
+    async def consume() -> None:
+        try:
             while True:
-                batch, finished = await anyio.to_thread.run_sync(_fill, source, call, halt)
-                if halt.is_set():
-                    return  # the consumer failed and raises
-                if batch:
-                    await send.send(batch)
-                if finished:
+                try:
+                    entry = out.get_nowait()
+                except queue_module.Empty:
+                    entry = await anyio.to_thread.run_sync(_wait, out, halt)
+                if entry is _DONE:
                     return
+                if isinstance(entry, _Failed):
+                    raise entry.error
+                item, where, result = entry
+                await handle(item, where, result)
+        except BaseException:
+            halt.set()  # stops the producer thread (a blocked queue read, a full hand-over queue)
+            raise
 
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(produce)
+            tg.start_soon(consume)
             try:
-                async with receive:
-                    async for batch in receive:
-                        for item, where, result in batch:
-                            await handle(item, where, result)
+                await anyio.to_thread.run_sync(_produce, source, call, out, halt)
             except BaseException:
-                halt.set()  # unblocks a thread waiting on a queue
+                halt.set()
                 raise
     except BaseExceptionGroup as group:
         single = collapse_exception_group(group)

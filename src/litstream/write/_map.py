@@ -77,7 +77,7 @@ class MapJob:
         params = inspect.signature(fn).parameters
         inputs = files = stored = 0
 
-        def call(item: Any, where: str, is_last: bool) -> tuple[str, int]:
+        def call(item: Any, where: str, is_last: bool) -> str:
             kwargs: dict[str, Any] = {}
             if "device" in params:
                 kwargs["device"] = _device(self.rank)
@@ -100,7 +100,7 @@ class MapJob:
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
-            return tmp, 1
+            return tmp
 
         async def handle(item: Any, where: str, tmp: str) -> None:
             nonlocal inputs, files, stored

@@ -222,12 +222,11 @@ class _Pump:
     def _run(self) -> None:
         try:
             while True:
-                taken = self._inputs.take(block=True)
+                taken = self._inputs.take()
                 if self.stop.is_set():
                     return  # the run failed; no ALL_DONE, the workers are stopped
                 if taken is None:
                     break
-                assert isinstance(taken, tuple)
                 item, where, _ = taken
                 self._target.put(pack(item, where))
                 self.forwarded += 1

@@ -128,14 +128,14 @@ class OptimizeJob:
         done = 0  # inputs finished but not reported yet: progress goes out at most every 0.1 s, not per input
         next_report = time.monotonic() + _REPORT_EVERY_S
 
-        def call(item: Any, where: str, last: bool) -> tuple[list[Any], int]:
+        def call(item: Any, where: str, last: bool) -> list[Any]:
             try:
                 samples = list(iter_samples(fn, item))
             except Exception as exc:
                 raise WorkerError(
                     f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): {type(exc).__name__}: {exc}"
                 ) from exc
-            return samples, len(samples)
+            return samples
 
         async def handle(item: Any, where: str, samples: list[Any]) -> None:
             nonlocal skip, finished, done, next_report
