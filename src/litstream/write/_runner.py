@@ -312,7 +312,10 @@ def _run_on_executor(
     failure: tuple[int, str, BaseException | None] | None = None
     pending = set(futures)
     while pending:
-        done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+        done, pending = concurrent.futures.wait(pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
+        # A future cancelled without notifying its waiters (not through its executor) never counts as done.
+        cancelled = {future for future in pending if future.cancelled()}
+        done, pending = done | cancelled, pending - cancelled
         for future in done:
             job = futures[future]
             if future.cancelled():
