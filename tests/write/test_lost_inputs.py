@@ -21,7 +21,13 @@ import pytest
 import sniffio
 from write_targets import TARGETS, Target, make_target
 
-from litstream import RunSummary, StreamingDataset, WorkerError, map, optimize
+from litstream import LocalFileStore, RunSummary, StreamingDataset, WorkerError, WorkerSummary, map, optimize
+from litstream._sync import run_sync
+from litstream.write._env import OptimizerEnv
+from litstream.write._feed import SequenceInputs, run_ahead
+from litstream.write._nodes import finish_node
+from litstream.write._runner import check_accounting
+from litstream.write._worker import OptimizeJob
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -123,6 +129,10 @@ def run(target: Target, fn: Callable[[Any], Any], inputs: Any, workers: int, **k
         verbose=False,
         **kwargs,
     )
+
+
+def make_local(path: Path) -> Target:
+    return Target("local", str(path), None, LocalFileStore(path))
 
 
 @pytest.fixture(params=TARGETS)
@@ -262,3 +272,48 @@ def test_map_returns_a_summary_and_raises_on_a_lost_input(tmp_path: Path) -> Non
         map(write_one, filled(FailingQueue(ok=2), [1, 2, 3]), tmp_path / "q", num_workers=2, verbose=False)
     with pytest.raises(WorkerError, match=r"fn failed on input 5"):
         map(write_one, list(range(8)), tmp_path / "f", num_workers=2, verbose=False)
+
+
+def test_a_worker_that_finished_fewer_inputs_than_given_is_an_error() -> None:
+    job = OptimizeJob(3, [10, 11, 12], [4, 5, 6], b"", None, {})  # type: ignore[arg-type]
+    check_accounting([job], [WorkerSummary(rank=3, inputs=3)], None, "optimize")
+    with pytest.raises(WorkerError, match=r"optimize worker 3 finished 2 of its 3 inputs \(inputs at index 4\.\.6\)"):
+        check_accounting([job], [WorkerSummary(rank=3, inputs=2)], None, "optimize")
+    queue_job = OptimizeJob(0, None, [], b"", None, {})  # type: ignore[arg-type]
+    with pytest.raises(WorkerError, match=r"the workers finished 4 of the 5 queue items sent to them"):
+        check_accounting([queue_job, queue_job], [WorkerSummary(0, inputs=1), WorkerSummary(0, inputs=3)], 5, "map")
+
+
+def test_a_missing_partial_index_stops_the_merge(tmp_path: Path) -> None:
+    run(make_local(tmp_path / "a"), sample, list(range(N)), 1)  # a dataset to take a partial index from
+    store = LocalFileStore(tmp_path / "b")
+    (tmp_path / "b").mkdir()
+    index = (tmp_path / "a" / "index.json").read_bytes()
+    (tmp_path / "b" / "0.index.json").write_bytes(index)
+    missing = r"worker 1 reported 2 chunk\(s\), but its partial index 1.index.json .* is missing"
+    with pytest.raises(WorkerError, match=missing):
+        run_sync(finish_node, store, [0, 1], OptimizerEnv(), None, False, {0: 6, 1: 2})
+    different = r"worker 0 reported 5 chunk\(s\), but its partial index 0.index.json .* lists 6"
+    with pytest.raises(WorkerError, match=different):
+        run_sync(finish_node, store, [0, 1], OptimizerEnv(), None, False, {0: 5, 1: 0})
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["0.index.json"]
+
+
+async def test_run_ahead_hands_over_in_order_and_fails_in_order(anyio_backend: str) -> None:
+    seen: list[tuple[int, str, int]] = []
+
+    async def handle(item: int, where: str, result: int) -> None:
+        seen.append((item, where, result))
+
+    def call(item: int, where: str, last: bool) -> int:
+        if item == 30:
+            raise KeyError(item)
+        return item * 2
+
+    halt = threading.Event()
+    await run_ahead(SequenceInputs(list(range(25)), list(range(25))), call, handle, halt)
+    assert seen == [(i, f"index {i}", 2 * i) for i in range(25)]
+    seen.clear()
+    with pytest.raises(KeyError):
+        await run_ahead(SequenceInputs(list(range(40)), list(range(40))), call, handle, threading.Event())
+    assert [s[0] for s in seen] == list(range(30))  # every input before the failing one was handled

@@ -122,6 +122,11 @@ class ChunkWriter:
             partial index (``use_checkpoint`` resume).
         on_commit: Awaited after each chunk is stored, with its entry; the next chunk waits for it.
 
+    Attributes:
+        num_samples: Samples added so far.
+        chunks_written: Chunk files stored so far (``resume`` chunks not counted).
+        bytes_written: Bytes of those chunk files as stored (after compression).
+
     Raises:
         ConfigurationError: invalid chunking or compression arguments.
     """
