@@ -317,3 +317,12 @@ async def test_run_ahead_hands_over_in_order_and_fails_in_order(anyio_backend: s
     with pytest.raises(KeyError):
         await run_ahead(SequenceInputs(list(range(40)), list(range(40))), call, handle, threading.Event())
     assert [s[0] for s in seen] == list(range(30))  # every input before the failing one was handled
+
+
+def test_a_queue_longer_than_the_feed_reaches_every_worker(tmp_path: Path) -> None:
+    # 60 items through a feed bounded at 8 per worker: the forwarder waits for the workers, loses nothing.
+    source = filled(queue.Queue(), list(range(60)))
+    summary = optimize(sample, source, tmp_path, chunk_size=4, num_workers=2, verbose=False)
+    assert (summary.inputs, summary.samples) == (60, 60)
+    assert sorted(s["i"] for s in StreamingDataset(tmp_path)) == list(range(60))
+    assert sum(w.inputs for w in summary.workers) == 60

@@ -206,6 +206,10 @@ def _run_here(job: Job, num_workers: int, bar: Any, source: Any, queue_timeout: 
                 os.environ[key] = value
 
 
+_FEED_PER_WORKER = 8
+"""Queue items forwarded but not yet taken, per worker process."""
+
+
 class _Pump:
     """Forwards a user's queue to the workers (in a thread of this process), each item pickled here."""
 
@@ -219,6 +223,16 @@ class _Pump:
         self._events = events
         self.thread = threading.Thread(target=self._run, name="litstream-queue-pump", daemon=True)
 
+    def _put(self, entry: Any) -> bool:
+        """Put ``entry`` on the bounded feed, waiting while it is full; False once the run is stopped."""
+        while not self.stop.is_set():
+            try:
+                self._target.put(entry, timeout=0.2)
+                return True
+            except queue_module.Full:
+                continue
+        return False
+
     def _run(self) -> None:
         try:
             while True:
@@ -228,10 +242,12 @@ class _Pump:
                 if taken is None:
                     break
                 item, where, _ = taken
-                self._target.put(pack(item, where))
+                if not self._put(pack(item, where)):
+                    return
                 self.forwarded += 1
             for _ in range(self._num_workers):
-                self._target.put(ALL_DONE)
+                if not self._put(ALL_DONE):
+                    return
         except BaseException as exc:
             self.error = exc
             self._events.put(("source_error",))  # wakes the runner
@@ -242,7 +258,8 @@ def _run_processes(
 ) -> tuple[list[WorkerSummary], int | None]:
     ctx: Any = multiprocessing.get_context(start_method)
     events = ctx.Queue()
-    feed = ctx.Queue() if source is not None else None
+    # Bounded: a fast producer waits for the workers instead of filling this process's memory.
+    feed = ctx.Queue(_FEED_PER_WORKER * len(jobs)) if source is not None else None
     if feed is not None:
         feed.cancel_join_thread()  # items left for dead workers must not block this process's exit
     processes = [
