@@ -9,10 +9,13 @@ processes.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import queue
 import signal
+import subprocess
+import sys
 import threading
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -326,3 +329,36 @@ def test_a_queue_longer_than_the_feed_reaches_every_worker(tmp_path: Path) -> No
     assert (summary.inputs, summary.samples) == (60, 60)
     assert sorted(s["i"] for s in StreamingDataset(tmp_path)) == list(range(60))
     assert sum(w.inputs for w in summary.workers) == 60
+
+
+KILLED_SCRIPT = """
+import json, os, signal, sys
+
+from litstream import optimize
+
+
+def fn(i):
+    if i == 7:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"i": i}
+
+
+optimize(fn, list(range(12)), sys.argv[1], chunk_size=2, num_workers=1, storage_options=json.loads(sys.argv[2]) or None,
+         verbose=False)
+"""
+
+
+def test_a_one_worker_run_killed_in_its_own_process(target: Target, tmp_path: Path) -> None:
+    # One worker runs in the calling process: SIGKILL ends the call itself, and nothing is committed.
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(
+        [sys.executable, str(script), target.location, json.dumps(target.options or {})],
+        env=env,
+        capture_output=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    assert "index.json" not in target.files()
