@@ -362,3 +362,10 @@ def test_a_one_worker_run_killed_in_its_own_process(target: Target, tmp_path: Pa
     )
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
     assert "index.json" not in target.files()
+
+
+def test_a_worker_process_killed_while_reading_a_queue(tmp_path: Path) -> None:
+    source = filled(queue.Queue(), list(range(N)))
+    with pytest.raises(WorkerError, match=r"optimize worker \d failed: the worker process died \(exit code -9\)"):
+        optimize(killed_on_7, source, tmp_path, chunk_size=2, num_workers=2, verbose=False)
+    assert [p.name for p in tmp_path.iterdir()] == []
