@@ -3,8 +3,8 @@
 A worker's event loop encodes samples and drives the uploads; ``fn`` (the user's code, often slow and
 blocking) and blocking queue reads run in one worker thread instead, so a slow ``fn`` never stalls the
 uploads of the chunks before it. :func:`run_ahead` lets the thread run up to ``_AHEAD`` inputs ahead of
-the loop, handing each result over as soon as it exists; the loop takes waiting results without a
-thread hop, so a fast ``fn`` costs no thread hop per input.
+the loop, handing each result over as soon as it exists; the loop takes all waiting results at once
+without a thread hop, so a fast ``fn`` costs no thread hop per input.
 
 Queue inputs sent to worker processes travel as :class:`Packed` (cloudpickled by the sender), so an
 input that cannot be pickled fails the run where it is sent, naming it, instead of being dropped by
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["END", "FedQueue", "Packed", "QueueInputs", "SequenceInputs", "pack", "run_ahead"]
 
-_AHEAD = 16
+_AHEAD = 32
 """Results of ``fn`` (one per input) that may wait for the writer; bounds a worker's memory."""
 _POLL_S = 0.2
 """Longest blocking queue read before the reader checks whether it should stop."""
@@ -155,50 +155,66 @@ class _Failed:
     error: Exception
 
 
-def _put(out: queue_module.Queue[Any], entry: Any, halt: threading.Event) -> bool:
-    """Put ``entry``, waiting while ``out`` is full; False when the consumer stopped (``halt``)."""
-    while not halt.is_set():
-        try:
-            out.put(entry, timeout=_POLL_S)
+class _Handover:
+    """Results passed from the producer thread to the loop: appended one by one, taken all at once.
+
+    At most ``limit`` results wait; the producer blocks beyond that. One lock operation per result and
+    one per take keep a fast ``fn`` cheap: the loop takes whatever has accumulated in one go.
+    """
+
+    def __init__(self, limit: int, halt: threading.Event) -> None:
+        self._cond = threading.Condition()
+        self._entries: list[Any] = []
+        self._limit = limit
+        self._halt = halt
+
+    def put(self, entry: Any) -> bool:
+        """Append ``entry``, waiting while ``limit`` results wait; False once the run is stopped."""
+        with self._cond:
+            while len(self._entries) >= self._limit and not self._halt.is_set():
+                self._cond.wait(_POLL_S)
+            if self._halt.is_set():
+                return False
+            self._entries.append(entry)
+            self._cond.notify_all()
             return True
-        except queue_module.Full:
-            continue
-    return False
+
+    def take_nowait(self) -> list[Any]:
+        """Every waiting entry (maybe none); never blocks."""
+        with self._cond:
+            entries, self._entries = self._entries, []
+            if entries:
+                self._cond.notify_all()
+            return entries
+
+    def take(self) -> list[Any]:
+        """Every waiting entry, blocking (in a worker thread) until there is one; ``[]`` once the run is stopped."""
+        with self._cond:
+            while not self._entries and not self._halt.is_set():
+                self._cond.wait(_POLL_S)
+            entries, self._entries = self._entries, []
+            self._cond.notify_all()
+            return entries
 
 
-def _produce(
-    source: SequenceInputs | QueueInputs,
-    call: Callable[[Any, str, bool], Any],
-    out: queue_module.Queue[Any],
-    halt: threading.Event,
-) -> None:
+def _produce(source: SequenceInputs | QueueInputs, call: Callable[[Any, str, bool], Any], out: _Handover) -> None:
     """Run ``call`` over every input (in a worker thread), each result handed over as soon as it exists.
 
     A failure is handed over in its place too, so the results before it are handled (and, with
     checkpoints, committed) before the run stops, as if ``fn`` ran on the loop.
     """
     try:
-        while not halt.is_set():
+        while True:
             taken = source.take()
             if taken is END:
                 return
             item, where, last = taken
-            if not _put(out, (item, where, call(item, where, last)), halt):
+            if not out.put((item, where, call(item, where, last))):
                 return
     except Exception as exc:
-        _put(out, _Failed(exc), halt)
+        out.put(_Failed(exc))
     finally:
-        _put(out, _DONE, halt)
-
-
-def _wait(out: queue_module.Queue[Any], halt: threading.Event) -> Any:
-    """The next entry, blocking (in a worker thread) until there is one or the run stops."""
-    while not halt.is_set():
-        try:
-            return out.get(timeout=_POLL_S)
-        except queue_module.Empty:
-            continue
-    return _DONE
+        out.put(_DONE)
 
 
 async def run_ahead(
@@ -210,36 +226,36 @@ async def run_ahead(
     """``handle(item, where, result)`` on this loop for every ``call(item, where, is_last)`` run in a worker thread.
 
     The thread runs at most ``_AHEAD`` results ahead of ``handle``; each result is handed over as soon as
-    it exists. The loop takes waiting results without a thread hop and blocks in a thread only when
-    none is waiting. Returns once every input was handled.
+    it exists. The loop takes all waiting results at once without a thread hop, and blocks in a thread
+    only when none is waiting. Returns once every input was handled.
 
     Raises:
         The first failure of ``call``, of reading the inputs, or of ``handle``, as itself.
     """
-    out: queue_module.Queue[Any] = queue_module.Queue(_AHEAD)
+    out = _Handover(_AHEAD, halt)
 
     async def consume() -> None:
         try:
             while True:
-                try:
-                    entry = out.get_nowait()
-                except queue_module.Empty:
-                    entry = await anyio.to_thread.run_sync(_wait, out, halt)
-                if entry is _DONE:
-                    return
-                if isinstance(entry, _Failed):
-                    raise entry.error
-                item, where, result = entry
-                await handle(item, where, result)
+                entries = out.take_nowait() or await anyio.to_thread.run_sync(out.take)
+                if not entries:
+                    return  # stopped: the producer's failure is raised by the task group
+                for entry in entries:
+                    if entry is _DONE:
+                        return
+                    if isinstance(entry, _Failed):
+                        raise entry.error
+                    item, where, result = entry
+                    await handle(item, where, result)
         except BaseException:
-            halt.set()  # stops the producer thread (a blocked queue read, a full hand-over queue)
+            halt.set()  # stops the producer thread (a blocked queue read, a full hand-over)
             raise
 
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
             try:
-                await anyio.to_thread.run_sync(_produce, source, call, out, halt)
+                await anyio.to_thread.run_sync(_produce, source, call, out)
             except BaseException:
                 halt.set()
                 raise
