@@ -39,6 +39,8 @@ from .write._map import map as map
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
 from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
+from .write._summary import RunSummary as RunSummary
+from .write._summary import WorkerSummary as WorkerSummary
 from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics
 from .write._writer import ChunkWriter as ChunkWriter
@@ -66,6 +68,7 @@ __all__ = [
     "PlanError",
     "RSAEncryption",
     "RetriesExhaustedError",
+    "RunSummary",
     "SampleStream",
     "StorageError",
     "Store",
@@ -74,6 +77,7 @@ __all__ = [
     "TokensLoader",
     "UploaderStatistics",
     "WorkerError",
+    "WorkerSummary",
     "astream",
     "complete_dataset",
     "index_parquet_dataset",

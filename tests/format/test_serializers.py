@@ -32,6 +32,7 @@ from litstream.format._serializers import (
     select_serializer,
     serializer_for_format,
 )
+from peer import require_peer
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -70,7 +71,7 @@ TORCH_NUMPY_DTYPES = [dtype for dtype in NUMPY_DTYPES if dtype not in (np.uint32
 
 @pytest.fixture(scope="module")
 def litdata() -> ModuleType:
-    module: ModuleType = pytest.importorskip("litdata.streaming.serializers")
+    module: ModuleType = require_peer("litdata.streaming.serializers")
     return module
 
 
@@ -535,7 +536,7 @@ def test_tensor_round_trip(array: np.ndarray[Any, Any]) -> None:
     )
 )
 def test_array_bytes_match_litdata(array: np.ndarray[Any, Any]) -> None:
-    litdata = pytest.importorskip("litdata.streaming.serializers")
+    litdata = require_peer("litdata.streaming.serializers")
     tensor = torch.from_numpy(array.copy())
     for value in (array, tensor):
         ours = select_serializer(value, default_serializers())

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._errors import ObjectNotFoundError, StorageError
+from .._errors import ObjectNotFoundError, StorageError, WorkerError
 from ..format._index import INDEX_FILENAME, Index, merge_partial_indexes, partial_index_name
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from ..storage._store import Store
     from ._env import OptimizerEnv
@@ -54,20 +54,26 @@ async def finish_node(
     env: OptimizerEnv,
     existing: Index | None,
     sweep: bool = False,
+    expected_chunks: Mapping[int, int] | None = None,
 ) -> Index | None:
     """Merge this node's partial indexes: into ``index.json`` on one node, else into ``{node_rank}-index.json``.
 
     With ``sweep``, chunk files of this node's ranks that no partial (or ``existing``) names are deleted
-    first: chunks a killed run stored after its last checkpoint.
+    first: chunks a killed run stored after its last checkpoint. With ``expected_chunks`` (rank → chunks
+    its worker reported in its partial index), a partial that is missing or lists another number of
+    chunks stops the merge before anything is written.
 
     Returns:
         The final index on a single node, else ``None``.
 
     Raises:
         FormatError: two partials carry different configs.
+        WorkerError: a partial index does not match what its worker reported.
     """
     own = [partial_index_name(r) for r in ranks]
     partials = await _read_partials(store, own)
+    if expected_chunks is not None:
+        _check_partials(store, partials, expected_chunks)
     if sweep:
         keep = {c.filename for _, part in partials for c in part.chunks} | set(own)
         if existing is not None:
@@ -82,6 +88,17 @@ async def finish_node(
     for name, _ in partials:
         await store.delete(name)
     return merged
+
+
+def _check_partials(store: Store, partials: list[tuple[str, Index]], expected: Mapping[int, int]) -> None:
+    found = {int(name.split(".", 1)[0]): len(index.chunks) for name, index in partials}
+    for rank, count in sorted(expected.items()):
+        if found.get(rank, 0) != count:
+            got = "is missing" if rank not in found else f"lists {found[rank]} chunk(s)"
+            raise WorkerError(
+                f"worker {rank} reported {count} chunk(s), but its partial index {partial_index_name(rank)} in "
+                f"{store.url} {got}; nothing was committed"
+            )
 
 
 async def merge_nodes(store: Store, env: OptimizerEnv, existing: Index | None, poll_interval: float = 0.2) -> Index:

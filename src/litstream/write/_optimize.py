@@ -12,6 +12,7 @@ without ``use_checkpoint`` the files of this run are removed, with it they stay 
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from ._inputs import split_inputs
 from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
 from ._runner import run_jobs
+from ._summary import summarize
 from ._worker import OptimizeJob
 from ._writer import check_chunking
 
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from ..storage._resolver import Dir
     from ..storage._store import Store
     from ._env import OptimizerEnv
+    from ._summary import RunSummary
 
 __all__ = ["optimize", "split_inputs"]
 
@@ -72,7 +75,7 @@ def optimize(
     verbose: bool = True,
     checksum: str | None = None,
     encryption: Encryption | None = None,
-) -> None:
+) -> RunSummary:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
     Matches LitData's ``optimize`` for the arguments it shares (names, defaults, the ordered input split,
@@ -127,15 +130,22 @@ def optimize(
             any compression; ``index.json`` records the algorithm and level, never the key. Save the
             key file (``encryption.save(path)``): reading needs it. See ``docs/format.md``.
 
+    Returns:
+        A :class:`~litstream.RunSummary` of this node's work: inputs finished, samples, chunk files, bytes
+        stored, seconds. LitData returns ``None``; code that ignores the result is unaffected.
+
     Raises:
         ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
             written. Also when checkpoints were made by a different run.
         OutputNotEmptyError: ``output_dir`` already holds files and ``mode`` is ``None``.
-        WorkerError: ``fn`` or the writer failed in a worker; names the input and chains the worker's
-            exception. Without ``use_checkpoint`` no ``index.json`` is written and this run's files are
-            removed; with it they stay for a re-run.
+        WorkerError: an input was lost: ``fn`` or the writer failed in a worker (names the input and
+            chains the worker's exception), a worker process died, an executor task was cancelled, a queue
+            input raised or held an item that cannot be pickled. No ``index.json`` is written (in append
+            mode the previous one stays as it was); without ``use_checkpoint`` this run's files are
+            removed, with it they stay for a re-run. See ``docs/write.md``.
         StorageError: on N nodes, the last node waited ``DATA_OPTIMIZER_TIMEOUT`` s for another node.
     """
+    started = time.monotonic()
     fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     validate_compression(compression)
@@ -181,7 +191,7 @@ def optimize(
             job.writer_kwargs["encryption"] = encryption
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
-        run_jobs(
+        workers = run_jobs(
             jobs,
             total=total,
             num_workers=num_workers,
@@ -191,12 +201,14 @@ def optimize(
             queue_timeout=plan.env.timeout,
             verbose=verbose,
         )
-        run_sync(finish_node, store, assignment.global_ranks, plan.env, prepared.existing, use_checkpoint)
+        expected = {w.rank: w.indexed_chunks for w in workers}
+        run_sync(finish_node, store, assignment.global_ranks, plan.env, prepared.existing, use_checkpoint, expected)
     except BaseException:
         if not use_checkpoint:
             run_sync(_discard, store, assignment.global_ranks, prepared)
         raise
     run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint)
+    return summarize(workers, seconds=time.monotonic() - started, output=store.url)
 
 
 def _jobs(

@@ -9,6 +9,7 @@ starts from one on a re-run (see :mod:`._checkpoint`).
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ import cloudpickle
 from .._errors import WorkerError
 from ..format._index import Index
 from ._checkpoint import CommitTracker, WorkerCheckpoint, checkpoint_name
-from ._inputs import drain_queue
+from ._feed import QueueInputs, SequenceInputs, run_ahead
+from ._summary import WorkerSummary
 from ._writer import ChunkWriter
 
 if TYPE_CHECKING:
@@ -80,17 +82,18 @@ class OptimizeJob:
         done = self.checkpoint.inputs_done if self.checkpoint is not None else 0
         return len(self.items) - done
 
-    def _inputs(self, source: Any) -> Iterator[tuple[Any, str]]:
+    def _source(self, source: Any, halt: threading.Event) -> SequenceInputs | QueueInputs:
         if self.items is None:
-            for count, item in enumerate(drain_queue(source, self.queue_timeout)):
-                yield item, f"queue item {count}"
-            return
+            return QueueInputs(source, self.queue_timeout, halt)
         start = self.checkpoint.inputs_done if self.checkpoint is not None else 0
-        for offset in range(start, len(self.items)):
-            yield self.items[offset], f"index {self.positions[offset]}"
+        return SequenceInputs(self.items, self.positions, start)
 
-    async def run(self, report: Report, source: Any = None) -> None:
-        """Process every input; raises :class:`WorkerError` naming the input that failed."""
+    async def run(self, report: Report, source: Any = None) -> WorkerSummary:
+        """Process every input; returns what was done, or raises :class:`WorkerError` naming the input that failed.
+
+        ``fn`` runs in a worker thread, a batch of inputs ahead of the writer (see :mod:`._feed`), so the
+        uploads on this loop go on while it computes.
+        """
         fn = cloudpickle.loads(self.fn_pickle)
         ckpt = self.checkpoint
         tracker = CommitTracker(ckpt) if ckpt is not None else None
@@ -113,7 +116,7 @@ class OptimizeJob:
 
         async def wait_committed() -> None:
             # With checkpoints, a closed chunk is stored (and its checkpoint saved) before the next
-            # input runs: the checkpoint then trails fn by less than one chunk, whatever fn does.
+            # input is written: the checkpoint then trails fn by less than one chunk, whatever fn does.
             while next_number < writer.next_chunk_index:
                 await stored.wait()
 
@@ -121,37 +124,55 @@ class OptimizeJob:
             self.store, rank=self.rank, resume=resume, on_commit=on_commit if tracker else None, **kwargs
         )
         skip = ckpt.samples_skip if ckpt is not None else 0
+        finished = 0
         done = 0  # inputs finished but not reported yet: progress goes out at most every 0.1 s, not per input
         next_report = time.monotonic() + _REPORT_EVERY_S
+
+        def call(item: Any, where: str, last: bool) -> list[Any]:
+            try:
+                samples = list(iter_samples(fn, item))
+            except Exception as exc:
+                raise WorkerError(
+                    f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): {type(exc).__name__}: {exc}"
+                ) from exc
+            return samples
+
+        async def handle(item: Any, where: str, samples: list[Any]) -> None:
+            nonlocal skip, finished, done, next_report
+            if tracker is not None:
+                tracker.start_input()
+                tracker.add_samples(len(samples))
+            for sample in samples[skip:]:
+                try:
+                    await writer.add(sample)
+                except Exception as exc:
+                    raise WorkerError(
+                        f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+            skip = 0
+            if tracker is not None:
+                tracker.end_input()
+                await wait_committed()
+            finished += 1
+            done += 1
+            if time.monotonic() >= next_report:
+                report(("progress", self.rank, done))
+                done, next_report = 0, time.monotonic() + _REPORT_EVERY_S
+
+        halt = threading.Event()
         try:
             async with writer:
-                for item, where in self._inputs(source):
-                    try:
-                        samples = list(iter_samples(fn, item))
-                    except Exception as exc:
-                        raise WorkerError(
-                            f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): "
-                            f"{type(exc).__name__}: {exc}"
-                        ) from exc
-                    if tracker is not None:
-                        tracker.start_input()
-                        tracker.add_samples(len(samples))
-                    for sample in samples[skip:]:
-                        try:
-                            await writer.add(sample)
-                        except Exception as exc:
-                            raise WorkerError(
-                                f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "
-                                f"{type(exc).__name__}: {exc}"
-                            ) from exc
-                    skip = 0
-                    if tracker is not None:
-                        tracker.end_input()
-                        await wait_committed()
-                    done += 1
-                    if time.monotonic() >= next_report:
-                        report(("progress", self.rank, done))
-                        done, next_report = 0, time.monotonic() + _REPORT_EVERY_S
+                await run_ahead(self._source(source, halt), call, handle, halt)
         finally:
             if done:
                 report(("progress", self.rank, done))
+        partial = writer.partial_index
+        return WorkerSummary(
+            rank=self.rank,
+            inputs=finished,
+            samples=writer.num_samples,
+            chunks=writer.chunks_written,
+            bytes=writer.bytes_written,
+            indexed_chunks=0 if partial is None else len(partial.chunks),
+        )

@@ -134,6 +134,11 @@ class ChunkWriter:
         encryption: A ``FernetEncryption`` / ``RSAEncryption``: items (level ``"sample"``) or whole
             chunks (level ``"chunk"``) are encrypted; ``index.json`` records its ``state_dict()``.
 
+    Attributes:
+        num_samples: Samples added so far.
+        chunks_written: Chunk files stored so far (``resume`` chunks not counted).
+        bytes_written: Bytes of those chunk files as stored (after compression).
+
     Raises:
         ConfigurationError: invalid chunking, compression or encryption arguments.
     """
@@ -175,6 +180,8 @@ class ChunkWriter:
         self._task_group: TaskGroup | None = None
         self._send: MemoryObjectSendStream[tuple[str, list[bytes], int | None]] | None = None
         self.num_samples = 0
+        self.chunks_written = 0
+        self.bytes_written = 0
         self.partial_index: Index | None = None
         self.written_files: list[str] = []
 
@@ -247,13 +254,17 @@ class ChunkWriter:
                     parts = [header, *items]
                     digest = await self._digest(parts)
                     await put_parts(name, parts)
+                    stored = size
                 else:
                     payload, size = await anyio.to_thread.run_sync(
                         pack_and_compress, items, self._compression, self._encryption
                     )
+                    stored = len(payload)
                     digest = await self._digest([payload])
                     await self._store.put(name, payload)
                 self.written_files.append(name)
+                self.chunks_written += 1
+                self.bytes_written += stored
                 extra = {CHECKSUM_KEY: digest} if digest is not None else {}
                 info = ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim, extra=extra)
                 self._chunks.append(info)
