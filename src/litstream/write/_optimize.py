@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
+from ..format._arrow import pyarrow_module
+from ..format._arrow_write import check_chunk_format
 from ..format._compression import validate_compression
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
@@ -66,6 +68,7 @@ def optimize(
     executor: concurrent.futures.Executor | None = None,
     storage_options: Mapping[str, Any] | None = None,
     verbose: bool = True,
+    chunk_format: str | None = None,
 ) -> None:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
@@ -113,6 +116,13 @@ def optimize(
         storage_options: Credentials and client options when ``output_dir`` is an object-store URL;
             chunks are uploaded as they are written and ``index.json`` last.
         verbose: Show a tqdm progress bar.
+        chunk_format: ``None`` (default) writes the pytree layout; ``"arrow"`` writes LitData's Arrow
+            chunks (the layout LitData >= 0.2.7x writes by default for dict samples of JSON-like values,
+            see ``docs/format.md``): every sample a ``dict`` of ``None``/``bool``/``int``/``float``/
+            ``str``/``bytes``, lists and nested dicts of those, each field keeping one type. Needs
+            pyarrow (``pip install "litstream[arrow]"``). With ``compression`` the Arrow buffers are
+            compressed (``config.ipc_compression``) and file names keep ``.bin``. LitData has no such
+            argument (it picks Arrow itself); this one is litstream's.
 
     Raises:
         ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
@@ -133,6 +143,10 @@ def optimize(
     if not isinstance(use_checkpoint, bool):
         raise ConfigurationError(f"use_checkpoint must be True or False, got {use_checkpoint!r}")
     check_start_method(start_method)
+    if check_chunk_format(chunk_format) == "arrow":
+        if isinstance(item_loader, TokensLoader):
+            raise ConfigurationError("chunk_format='arrow' stores dict samples; it cannot be used with TokensLoader()")
+        pyarrow_module()  # fail now, naming the extra, rather than in a worker
     plan, num_workers = plan_inputs(
         inputs,
         queue,
@@ -159,6 +173,9 @@ def optimize(
         )
     prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
     jobs = _jobs(plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression, item_loader, serializers)
+    if chunk_format == "arrow":
+        for job in jobs:
+            job.writer_kwargs["chunk_format"] = "arrow"
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
         run_jobs(
