@@ -123,6 +123,11 @@ def test_stream_payload_and_uneven_batches() -> None:
         view = read_chunk_view(slim_header(10) + footer(payload))
         assert isinstance(view, ArrowChunk)
         assert view.rows([9, 0, 4, 3]) == [{"v": v, "s": str(v)} for v in (9, 0, 4, 3)]
+    # as many batches as LitData's layout would cut (2 for 300 rows), but not every 256 rows
+    table = pa.Table.from_pylist([{"v": i} for i in range(300)])
+    for ids in ([299], [0], [140, 160, 7], list(range(300))):
+        view = read_chunk_view(slim_header(300) + footer(ipc_file(table, batch_rows=150)))
+        assert view.rows(ids) == [{"v": i} for i in ids]
 
 
 def test_rows_outside_the_chunk() -> None:

@@ -127,6 +127,10 @@ def _rows_of(batch: Any) -> list[dict[str, Any]]:
     return rows
 
 
+class _Relayout(Exception):
+    """Internal: a record batch was not where LitData's 256-row layout puts it (the ends are now known)."""
+
+
 @dataclass(frozen=True)
 class ArrowChunk(ChunkView):
     """A chunk whose items are the rows of an Arrow IPC payload (layout in the module docstring).
@@ -230,19 +234,17 @@ class ArrowChunk(ChunkView):
             except _arrow_errors(pa) as exc:
                 raise FormatError(f"record batch {b} of a chunk's Arrow payload is corrupt: {exc}") from exc
             expected = int(ends[b]) - (int(ends[b - 1]) if b else 0)
-            if batch.num_rows != expected:
-                raise FormatError(
-                    f"record batch {b} of a chunk's Arrow payload holds {batch.num_rows} rows; LitData's layout "
-                    f"({ARROW_BATCH_ROWS} rows a batch for {self.num_items} items) needs {expected}"
-                )
+            if batch.num_rows != expected:  # not LitData's 256-row layout: learn the real one
+                self.__dict__["_ends"] = self._decode_all()
+                raise _Relayout
             self._batches[b] = batch
             return batch
 
     def rows(self, items: Sequence[int] | np.ndarray[Any, Any]) -> list[dict[str, Any]]:
         """Rows ``items`` (chunk-local ids, any order, repeats allowed) as new dicts, in that order.
 
-        Only the record batches holding them are decompressed; each column is converted to Python
-        values once per call.
+        Only the record batches holding them are decompressed; Arrow converts them to Python values
+        a batch (or a slice of one) at a time.
 
         Raises:
             FormatError: an id is outside ``[0, num_items)`` or a needed batch is corrupt.
@@ -254,6 +256,12 @@ class ArrowChunk(ChunkView):
         if int(ids.min()) < 0 or int(ids.max()) >= n:
             bad = int(ids[(ids < 0) | (ids >= n)][0])
             raise FormatError(f"item {bad} is outside this chunk of {n} items")
+        try:
+            return self._rows(ids)
+        except _Relayout:  # the batches were cut elsewhere than every 256 rows; now they are all known
+            return self._rows(ids)
+
+    def _rows(self, ids: np.ndarray[Any, Any]) -> list[dict[str, Any]]:
         ends = self._ends
         which = np.searchsorted(ends, ids, side="right")
         needed = np.unique(which).tolist()
