@@ -277,3 +277,18 @@ def test_compression_shrinks_repetitive_payloads() -> None:
     raw, packed = pack_arrow_chunk(samples, None), pack_arrow_chunk(samples, "zstd")
     assert len(packed) < len(raw) // 5
     assert read_chunk_view(packed).rows(range(500)) == samples
+
+
+def test_decompression_bomb_is_refused_before_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoded size comes from the IPC message headers (each compressed buffer's int64 length);
+    a payload that would inflate past ``MAX_INFLATION`` x its size (and the floor) is refused."""
+    import litstream.format._arrow as arrow
+
+    samples = [{"s": "x" * 200_000} for _ in range(20)]  # 4 MB of text that zstd squeezes to a few KB
+    data = pack_arrow_chunk(samples, "zstd")
+    assert read_chunk_view(data).rows([19]) == [samples[19]]  # under the 1 GiB floor: read
+    monkeypatch.setattr(arrow, "MAX_DECODED_FLOOR", 0)
+    with pytest.raises(FormatError, match=r"would decode to \d+ bytes, more than the \d+ allowed \(128x"):
+        read_chunk_view(data)
+    plain = pack_arrow_chunk(samples, None)  # uncompressed: decodes to its own size
+    assert read_chunk_view(plain).rows([0]) == [samples[0]]
