@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import FormatError
+from .._errors import FormatError, LitstreamError
 from ._chunk import ChunkView, header_length
 
 if TYPE_CHECKING:
@@ -392,13 +392,14 @@ class ArrowRowsOnly:
         error: That error.
     """
 
-    def __init__(self, error: FormatError) -> None:
+    def __init__(self, error: LitstreamError) -> None:
         self.error = error
 
     def decode(self, item: bytes | memoryview) -> Any:
-        """Raise the set-up error: this dataset has a plain (non-Arrow) chunk litstream cannot decode.
+        """Raise (a new copy of) the set-up error: this dataset has a plain (non-Arrow) chunk that
+        litstream cannot decode.
 
         Raises:
-            FormatError: always.
+            LitstreamError: always, of the set-up error's type (e.g. ``FormatError``).
         """
-        raise FormatError(str(self.error))
+        raise type(self.error)(str(self.error))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
 from ..format._arrow import ArrowChunk, ArrowRowsOnly, read_chunk_view
 from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
@@ -156,8 +156,8 @@ def _sample_decoder(
     set-up error to the first plain item (its Arrow chunks need no pytree decoder)."""
     try:
         return SampleDecoder(config, serializers)
-    except FormatError as exc:
-        if not config.extra.get("types"):
+    except (FormatError, ConfigurationError) as exc:
+        if not (getattr(config, "types", None) or config.extra.get("types")):
             raise
         return ArrowRowsOnly(exc)
 
