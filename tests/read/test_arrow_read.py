@@ -165,3 +165,20 @@ def test_chunk_bytes_counts_row_estimates(tmp_path: Path) -> None:
     index = json.loads((out / "index.json").read_text())
     assert [c["chunk_size"] for c in index["chunks"]] == [7, 7, 6]
     assert list(litstream.StreamingDataset(out)) == [plain(i) for i in range(20)]
+
+
+
+_SHARED: dict[str, Any] = {"i": 0, "l": []}
+
+
+def shared(i: int) -> dict[str, Any]:
+    """Returns one module-level dict, mutated on every call."""
+    _SHARED["i"] = i
+    _SHARED["l"].append(i)
+    return _SHARED
+
+
+def test_samples_are_kept_as_fn_returned_them(tmp_path: Path) -> None:
+    out = tmp_path / "shared"
+    litstream.optimize(shared, list(range(7)), out, chunk_size=5, num_workers=1, verbose=False, chunk_format="arrow")
+    assert list(litstream.StreamingDataset(out)) == [{"i": i, "l": list(range(i + 1))} for i in range(7)]

@@ -27,7 +27,7 @@ from ._arrow import ARROW_BATCH_ROWS, ARROW_FOOTER_MAGIC, pyarrow_module
 from ._chunk import header_length
 from ._pytree import spec_to_json, tree_flatten
 
-__all__ = ["CHUNK_FORMATS", "ArrowEncoder", "check_chunk_format", "ipc_codec", "pack_arrow_chunk"]
+__all__ = ["CHUNK_FORMATS", "ArrowEncoder", "check_chunk_format", "ipc_codec", "pack_arrow_chunk", "snapshot"]
 
 CHUNK_FORMATS = (None, "pytree", "arrow")
 """Values of ``optimize(chunk_format=...)``; ``None`` and ``"pytree"`` are the default layout."""
@@ -215,6 +215,16 @@ class ArrowEncoder:
         if self._type is None:
             return None
         return {name: t.to_json() for name, t in self._type.fields}
+
+
+def snapshot(value: Any) -> Any:
+    """A copy of a checked sample's dicts and lists (its scalars are immutable), so a sample kept until
+    its chunk is packed cannot change if ``fn`` reuses and mutates the object it returned."""
+    if isinstance(value, dict):
+        return {key: snapshot(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [snapshot(item) for item in value]
+    return bytes(value) if isinstance(value, bytearray) else value
 
 
 def _estimate(value: Any) -> int:

@@ -26,7 +26,7 @@ from .._errors import ConfigurationError, FormatError, collapse_exception_group
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
-from ..format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk
+from ..format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk, snapshot
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import compress, validate_compression
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
@@ -215,7 +215,7 @@ class ChunkWriter:
             self.num_samples += 1
             closed = self._builder.add(b"", None, size=size)
             rows = self._take_rows() if closed is not None else []
-            self._rows.append(sample)
+            self._rows.append(snapshot(sample))  # kept until the chunk closes: fn may reuse its dict
             await self._emit(None if closed is None else (rows, closed[1]))
             return
         item, dim = self._encoder.encode_item(sample)
