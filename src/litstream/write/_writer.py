@@ -280,7 +280,12 @@ class ChunkWriter:
                 chunk_bytes=self._chunk_bytes,
                 compression=None,
                 item_loader=type(self._item_loader).__name__,
-                extra={"ipc_compression": ipc_codec(self._compression)[0], "types": self._arrow.types_json()},
+                extra={  # every key LitData 0.2.76 writes for such a dataset
+                    "compression_batch_size": None,
+                    "compression_level": None,
+                    "ipc_compression": ipc_codec(self._compression)[0],
+                    "types": self._arrow.types_json(),
+                },
             )
         if self._encoder.data_spec is None:
             return self._resume_config
