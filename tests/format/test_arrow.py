@@ -292,3 +292,11 @@ def test_decompression_bomb_is_refused_before_decoding(monkeypatch: pytest.Monke
         read_chunk_view(data)
     plain = pack_arrow_chunk(samples, None)  # uncompressed: decodes to its own size
     assert read_chunk_view(plain).rows([0]) == [samples[0]]
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_ipc_compression_codecs_litdata_may_record(codec: str) -> None:
+    """LitData records ``ipc_compression`` "zstd" or "lz4"; both codecs decode."""
+    table = pa.Table.from_pylist([row(i) for i in range(300)])
+    view = read_chunk_view(slim_header(300) + footer(ipc_file(table, compression=codec)))
+    assert view.rows([299, 0, 256]) == [row(299), row(0), row(256)]
