@@ -300,3 +300,14 @@ def test_ipc_compression_codecs_litdata_may_record(codec: str) -> None:
     table = pa.Table.from_pylist([row(i) for i in range(300)])
     view = read_chunk_view(slim_header(300) + footer(ipc_file(table, compression=codec)))
     assert view.rows([299, 0, 256]) == [row(299), row(0), row(256)]
+
+
+@pytest.mark.parametrize("compression", [None, "zstd", "lz4"])
+def test_decoded_size_read_from_headers_equals_arrow_buffers(compression: str | None) -> None:
+    from litstream.format._arrow_ipc import decoded_bytes
+
+    table = pa.Table.from_pylist([row(i) for i in range(600)])
+    payload = memoryview(ipc_file(table, compression=compression))
+    decoded = pa.ipc.open_file(pa.py_buffer(payload)).read_all()
+    buffers = sum(b.size for column in decoded.columns for chunk in column.chunks for b in chunk.buffers() if b)
+    assert decoded_bytes(pa, payload) == buffers
