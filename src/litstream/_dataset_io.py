@@ -22,7 +22,7 @@ __all__ = ["_close", "_get_item_at", "_inside_worker", "_make_stream", "_open_no
 
 
 async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
-    return source.decoder.decode(await source.read_item_bytes(chunk, item))
+    return await source.read_sample(chunk, item)
 
 
 def _open_now(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from ..format._arrow import ArrowChunk, ArrowRowsOnly, read_chunk_view
 from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import decompress
 from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
@@ -34,6 +35,7 @@ from ._verify import check_chunk, check_chunk_file, has_checksum
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ..format._index import DatasetConfig
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
     from ..storage._store import Store
@@ -151,6 +153,19 @@ async def load_local_index(index_path: str | os.PathLike[str]) -> Index:
     return read_index(text, str(path))
 
 
+def _sample_decoder(
+    config: DatasetConfig, serializers: Mapping[str, Serializer] | None
+) -> SampleDecoder | ArrowRowsOnly:
+    """The pytree decoder; for an index whose ``types`` mark Arrow rows, a decoder that defers the
+    set-up error to the first plain item (its Arrow chunks need no pytree decoder)."""
+    try:
+        return SampleDecoder(config, serializers)
+    except (FormatError, ConfigurationError) as exc:
+        if not (getattr(config, "types", None) or config.extra.get("types")):
+            raise
+        return ArrowRowsOnly(exc)
+
+
 @dataclass(frozen=True)
 class CacheSettings:
     """Where and how much of a remote dataset is kept on local disk.
@@ -181,7 +196,7 @@ class DatasetSource:
 
     store: Store
     index: Index
-    decoder: SampleDecoder | TokenLayout | RowDecoder | MdsDecoder
+    decoder: SampleDecoder | TokenLayout | RowDecoder | MdsDecoder | ArrowRowsOnly
     _cumulative: list[int] = field(default_factory=list)
     max_decoded_bytes: int = 256 * 2**20
     _chunks: OrderedDict[int, ChunkView] = field(default_factory=OrderedDict)
@@ -241,7 +256,7 @@ class DatasetSource:
             source = cls(store, index, RowDecoder(), parquet=parquet)
         else:
             tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
-            decoder = tokens if tokens is not None else SampleDecoder(index.config, serializers)
+            decoder = tokens if tokens is not None else _sample_decoder(index.config, serializers)
             source = cls(store, index, decoder, tokens=tokens)
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         source.encryption, source.encryption_level = encryption, level
@@ -349,6 +364,8 @@ class DatasetSource:
         view: ChunkView
         if self.parquet is not None:
             view = ParquetChunk(data, columns=self.parquet.columns)
+        elif self.tokens is None:
+            view = read_chunk_view(data)  # an ArrowChunk when LitData stored the samples as Arrow
         else:
             view = ChunkView(data)
         if view.num_items != info.chunk_size:
@@ -412,7 +429,25 @@ class DatasetSource:
         end = int.from_bytes(span[4:], "little")
         return await self.store.get_range(info.filename, begin, end - begin)
 
+    def decode_in(self, view: ChunkView, item: int) -> Any:
+        """Decode item ``item`` (chunk-local) of ``view``: an Arrow chunk's row, else the item bytes."""
+        if isinstance(view, ArrowChunk):
+            return view.item(item)
+        return self.decoder.decode(view.item(item))
+
+    async def read_sample(self, chunk_index: int, item: int) -> Any:
+        """Decode one item (``ds[i]``). Uncompressed chunks: two range reads of the item's bytes; an
+        empty item (an Arrow chunk's: its samples live in the Arrow payload at the chunk's end) or a
+        compressed chunk: the whole chunk, kept for the next reads."""
+        config = self.index.config
+        if (config is not None and config.compression) or chunk_index in self._chunks or self.parquet is not None:
+            return self.decode_in(await self.read_chunk(chunk_index, keep=True), item)
+        raw = await self.read_item_bytes(chunk_index, item)
+        if len(raw) == 0 and self.tokens is None:
+            return self.decode_in(await self.read_chunk(chunk_index, keep=True), item)
+        return self.decoder.decode(raw)
+
     async def get_item(self, index: int) -> Any:
         """Decode the item at global ``index``."""
         chunk, item = self.locate(index)
-        return self.decoder.decode(await self.read_item_bytes(chunk, item))
+        return await self.read_sample(chunk, item)

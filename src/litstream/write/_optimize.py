@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._checksum import check_checksum_argument
+from ..format._arrow import pyarrow_module
+from ..format._arrow_write import check_chunk_format
 from ..format._compression import validate_compression
 from ..format._encrypted import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index
@@ -75,6 +77,7 @@ def optimize(
     verbose: bool = True,
     checksum: str | None = None,
     encryption: Encryption | None = None,
+    chunk_format: str | None = None,
 ) -> RunSummary:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
@@ -130,6 +133,14 @@ def optimize(
             any compression; ``index.json`` records the algorithm and level, never the key. Save the
             key file (``encryption.save(path)``): reading needs it. See ``docs/format.md``.
 
+        chunk_format: ``None`` (default) writes the pytree layout; ``"arrow"`` writes LitData's Arrow
+            chunks (the layout LitData >= 0.2.7x writes by default for dict samples of JSON-like values,
+            see ``docs/format.md``): every sample a ``dict`` of ``None``/``bool``/``int``/``float``/
+            ``str``/``bytes``, lists and nested dicts of those, each field keeping one type. Needs
+            pyarrow (``pip install "litstream[arrow]"``). With ``compression`` the Arrow buffers are
+            compressed (``config.ipc_compression``) and file names keep ``.bin``. LitData has no such
+            argument (it picks Arrow itself); this one is litstream's.
+
     Returns:
         A :class:`~litstream.RunSummary` of this node's work: inputs finished, samples, chunk files, bytes
         stored, seconds. LitData returns ``None``; code that ignores the result is unaffected.
@@ -158,6 +169,10 @@ def optimize(
     if not isinstance(use_checkpoint, bool):
         raise ConfigurationError(f"use_checkpoint must be True or False, got {use_checkpoint!r}")
     check_start_method(start_method)
+    if check_chunk_format(chunk_format) == "arrow":
+        if isinstance(item_loader, TokensLoader):
+            raise ConfigurationError("chunk_format='arrow' stores dict samples; it cannot be used with TokensLoader()")
+        pyarrow_module()  # fail now, naming the extra, rather than in a worker
     plan, num_workers = plan_inputs(
         inputs,
         queue,
@@ -189,6 +204,9 @@ def optimize(
     if encryption is not None:
         for job in jobs:
             job.writer_kwargs["encryption"] = encryption
+    if chunk_format == "arrow":
+        for job in jobs:
+            job.writer_kwargs["chunk_format"] = "arrow"
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
         workers = run_jobs(

@@ -27,6 +27,7 @@ from .._errors import ConfigurationError, FormatError, collapse_exception_group
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 from ..format._checksum import CHECKSUM_KEY, check_checksum_argument, chunk_digest
+from ..format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk, snapshot
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import compress, validate_compression
 from ..format._encrypted import check_writer_encryption, encrypt_chunk
@@ -134,13 +135,17 @@ class ChunkWriter:
         encryption: A ``FernetEncryption`` / ``RSAEncryption``: items (level ``"sample"``) or whole
             chunks (level ``"chunk"``) are encrypted; ``index.json`` records its ``state_dict()``.
 
+        chunk_format: ``None`` (the pytree layout) or ``"arrow"``: LitData's Arrow chunks, for dict
+            samples of JSON-like values (``format._arrow_write``); ``compression`` then compresses the
+            Arrow buffers and ``chunk_bytes`` counts LitData's row estimate.
+
     Attributes:
         num_samples: Samples added so far.
         chunks_written: Chunk files stored so far (``resume`` chunks not counted).
         bytes_written: Bytes of those chunk files as stored (after compression).
 
     Raises:
-        ConfigurationError: invalid chunking, compression or encryption arguments.
+        ConfigurationError: invalid chunking, compression, encryption or chunk format arguments.
     """
 
     def __init__(
@@ -159,6 +164,7 @@ class ChunkWriter:
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
         checksum: str | None = None,
         encryption: Any = None,
+        chunk_format: str | None = None,
     ) -> None:
         self._checksum = check_checksum_argument(checksum)
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
@@ -171,6 +177,15 @@ class ChunkWriter:
             TokenEncoder(serializers) if isinstance(item_loader, TokensLoader) else SampleEncoder(serializers)
         )
         self._item_loader = item_loader or PyTreeLoader()
+        self._arrow = ArrowEncoder() if check_chunk_format(chunk_format) == "arrow" else None
+        if self._arrow is not None and isinstance(item_loader, TokensLoader):
+            raise ConfigurationError("chunk_format='arrow' stores dict samples; it cannot be used with TokensLoader()")
+        if self._arrow is not None and self._encryption is not None:
+            raise ConfigurationError(
+                "chunk_format='arrow' cannot be combined with encryption= (LitData cannot read encrypted Arrow "
+                "chunks back either); drop one of the two"
+            )
+        self._rows: list[Any] = []  # samples of the open Arrow chunk
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
         self._next_chunk = start_chunk
         self._chunks: list[ChunkInfo] = list(resume.chunks) if resume is not None else []
@@ -178,7 +193,7 @@ class ChunkWriter:
         self._on_commit = on_commit
         self._max_pending = max_pending_chunks
         self._task_group: TaskGroup | None = None
-        self._send: MemoryObjectSendStream[tuple[str, list[bytes], int | None]] | None = None
+        self._send: MemoryObjectSendStream[tuple[str, list[Any], int | None]] | None = None
         self.num_samples = 0
         self.chunks_written = 0
         self.bytes_written = 0
@@ -186,7 +201,7 @@ class ChunkWriter:
         self.written_files: list[str] = []
 
     async def __aenter__(self) -> ChunkWriter:
-        send, receive = anyio.create_memory_object_stream[tuple[str, list[bytes], int | None]](self._max_pending)
+        send, receive = anyio.create_memory_object_stream[tuple[str, list[Any], int | None]](self._max_pending)
         self._send = send
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -200,7 +215,8 @@ class ChunkWriter:
         assert self._send is not None
         try:
             if exc_type is None:
-                await self._emit(self._builder.flush())
+                closed = self._builder.flush()
+                await self._emit(closed if self._arrow is None or closed is None else (self._take_rows(), closed[1]))
             await self._send.aclose()
         finally:
             if exc_type is not None:
@@ -223,6 +239,14 @@ class ChunkWriter:
         Raises:
             FormatError: the sample cannot be encoded or differs in structure from the first one.
         """
+        if self._arrow is not None:
+            size = self._arrow.add(sample)
+            self.num_samples += 1
+            closed = self._builder.add(b"", None, size=size)
+            rows = self._take_rows() if closed is not None else []
+            self._rows.append(snapshot(sample))  # kept until the chunk closes: fn may reuse its dict
+            await self._emit(None if closed is None else (rows, closed[1]))
+            return
         item, dim = self._encoder.encode_item(sample)
         if self._encryption is not None and self._encryption.level == "sample":
             item = self._encryption.encrypt(bytes(item))
@@ -230,24 +254,35 @@ class ChunkWriter:
         # An empty token array counts as one toward chunk_size, as in LitData.
         await self._emit(self._builder.add(item, dim or None))
 
-    async def _emit(self, closed: tuple[list[bytes], list[int | None]] | None) -> None:
+    def _take_rows(self) -> list[Any]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    async def _emit(self, closed: tuple[list[Any], list[int | None]] | None) -> None:
         if closed is None:
             return
         if self._send is None:
             raise RuntimeError("use ChunkWriter as `async with ChunkWriter(...) as writer:`")
         items, dims = closed
-        name = chunk_filename(self._rank, self._next_chunk, self._compression)
+        # Arrow chunks compress their buffers inside: the file name carries no compression infix
+        name = chunk_filename(self._rank, self._next_chunk, None if self._arrow else self._compression)
         self._next_chunk += 1
         # TokensLoader chunks record their token count (index.json's ``dim``); others ``None``.
         tokens = sum(d or 0 for d in dims) if isinstance(self._encoder, TokenEncoder) else None
         await self._send.send((name, items, tokens))
 
-    async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[bytes], int | None]]) -> None:
+    async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[Any], int | None]]) -> None:
         async with receive:
             async for name, items, dim in receive:
                 count = len(items)
                 put_parts = getattr(self._store, "put_parts", None)
-                if self._compression is None and self._encryption is None and put_parts is not None:
+                if self._arrow is not None:
+                    payload = await anyio.to_thread.run_sync(pack_arrow_chunk, items, self._compression)
+                    size = len(payload)
+                    stored = size
+                    digest = await self._digest([payload])
+                    await self._store.put(name, payload)
+                elif self._compression is None and self._encryption is None and put_parts is not None:
                     # header and items go to the file one after the other: no 64 MB joined copy
                     header = chunk_header(items)
                     size = len(header) + sum(len(item) for item in items)
@@ -284,6 +319,23 @@ class ChunkWriter:
 
     def config(self) -> DatasetConfig | None:
         """The dataset config fixed by the first sample (or by ``resume``); ``None`` before any sample."""
+        if self._arrow is not None:
+            if self._arrow.data_spec is None:
+                return self._resume_config
+            return DatasetConfig(
+                data_format=self._arrow.data_format,
+                data_spec=self._arrow.data_spec,
+                chunk_size=self._chunk_size,
+                chunk_bytes=self._chunk_bytes,
+                compression=None,
+                item_loader=type(self._item_loader).__name__,
+                extra={  # every key LitData 0.2.76 writes for such a dataset
+                    "compression_batch_size": None,
+                    "compression_level": None,
+                    "ipc_compression": ipc_codec(self._compression)[0],
+                    "types": self._arrow.types_json(),
+                },
+            )
         if self._encoder.data_spec is None:
             return self._resume_config
         return dataset_config(
