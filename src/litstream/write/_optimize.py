@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
-from ..format._checksum import check_checksum_argument
 from ..format._arrow import pyarrow_module
 from ..format._arrow_write import check_chunk_format
+from ..format._checksum import check_checksum_argument
 from ..format._compression import validate_compression
 from ..format._encrypted import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index

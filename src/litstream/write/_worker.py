@@ -38,6 +38,14 @@ Report = Callable[[tuple[Any, ...]], None]
 """How a job tells its runner about progress: ``("progress", rank, inputs_finished)``."""
 
 
+class _EncodeFailed(Exception):
+    """Carries a failure of encoding a sample out of ``fn``'s loop (to tell it from a failure of ``fn``)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def iter_samples(fn: Callable[[Any], Any], item: Any) -> Iterator[Any]:
     """The samples ``fn(item)`` gives: a generator's non-None yields, or the result unless it is None."""
     result = fn(item)
@@ -129,13 +137,26 @@ class OptimizeJob:
         next_report = time.monotonic() + _REPORT_EVERY_S
 
         def call(item: Any, where: str, last: bool) -> list[Any]:
+            # In fn's thread: each sample is encoded as soon as fn made it, as LitData does, so a fn that
+            # reuses its dict or array for the next input cannot change samples waiting for the writer.
+            encoded = []
             try:
-                samples = list(iter_samples(fn, item))
+                for sample in iter_samples(fn, item):
+                    try:
+                        encoded.append(writer.encode(sample))
+                    except Exception as exc:
+                        raise _EncodeFailed(exc) from exc
+            except _EncodeFailed as failed:
+                error = failed.error
+                raise WorkerError(
+                    f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "
+                    f"{type(error).__name__}: {error}"
+                ) from error
             except Exception as exc:
                 raise WorkerError(
                     f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): {type(exc).__name__}: {exc}"
                 ) from exc
-            return samples
+            return encoded
 
         async def handle(item: Any, where: str, samples: list[Any]) -> None:
             nonlocal skip, finished, done, next_report
@@ -144,7 +165,7 @@ class OptimizeJob:
                 tracker.add_samples(len(samples))
             for sample in samples[skip:]:
                 try:
-                    await writer.add(sample)
+                    await writer.add_encoded(sample)
                 except Exception as exc:
                     raise WorkerError(
                         f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "

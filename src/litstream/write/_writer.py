@@ -17,7 +17,8 @@ Usage::
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -26,8 +27,8 @@ from .._errors import ConfigurationError, FormatError, collapse_exception_group
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
-from ..format._checksum import CHECKSUM_KEY, check_checksum_argument, chunk_digest
 from ..format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk, snapshot
+from ..format._checksum import CHECKSUM_KEY, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import compress, validate_compression
 from ..format._encrypted import check_writer_encryption, encrypt_chunk
@@ -113,6 +114,16 @@ def dataset_config(
     )
 
 
+class EncodedSample(NamedTuple):
+    """One sample as :meth:`ChunkWriter.encode` made it: a pytree ``item`` (bytes) and its token ``dim``,
+    or, for Arrow chunks, the row's estimated ``size`` and a ``row`` snapshot."""
+
+    item: bytes
+    dim: int | None
+    size: int | None
+    row: Any
+
+
 class ChunkWriter:
     """Writes samples as LitData-format chunks into a :class:`~litstream.storage.Store`.
 
@@ -186,6 +197,7 @@ class ChunkWriter:
                 "chunks back either); drop one of the two"
             )
         self._rows: list[Any] = []  # samples of the open Arrow chunk
+        self._encode_lock = threading.Lock()  # encode() may run in fn's thread while config() runs here
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
         self._next_chunk = start_chunk
         self._chunks: list[ChunkInfo] = list(resume.chunks) if resume is not None else []
@@ -233,26 +245,43 @@ class ChunkWriter:
             await self._write_partial_index()
         return result
 
-    async def add(self, sample: Any) -> None:
-        """Encode ``sample`` and buffer it; waits while the upload queue is full (backpressure).
+    def encode(self, sample: Any) -> EncodedSample:
+        """Encode ``sample`` now, with no I/O, so that it no longer depends on the object ``fn`` returned (a
+        ``fn`` may reuse and mutate its dict or array for the next input). Call it from one thread at a
+        time (``optimize`` calls it in the thread that runs ``fn``); pass the result to :meth:`add_encoded`
+        in order.
 
         Raises:
             FormatError: the sample cannot be encoded or differs in structure from the first one.
         """
-        if self._arrow is not None:
-            size = self._arrow.add(sample)
-            self.num_samples += 1
-            closed = self._builder.add(b"", None, size=size)
-            rows = self._take_rows() if closed is not None else []
-            self._rows.append(snapshot(sample))  # kept until the chunk closes: fn may reuse its dict
-            await self._emit(None if closed is None else (rows, closed[1]))
-            return
-        item, dim = self._encoder.encode_item(sample)
+        with self._encode_lock:
+            if self._arrow is not None:
+                return EncodedSample(b"", None, self._arrow.add(sample), snapshot(sample))
+            item, dim = self._encoder.encode_item(sample)
         if self._encryption is not None and self._encryption.level == "sample":
             item = self._encryption.encrypt(bytes(item))
-        self.num_samples += 1
         # An empty token array counts as one toward chunk_size, as in LitData.
-        await self._emit(self._builder.add(item, dim or None))
+        return EncodedSample(item, dim or None, None, None)
+
+    async def add_encoded(self, encoded: EncodedSample) -> None:
+        """Buffer a sample made by :meth:`encode`; waits while the upload queue is full (backpressure)."""
+        self.num_samples += 1
+        if self._arrow is not None:
+            closed = self._builder.add(b"", None, size=encoded.size)
+            rows = self._take_rows() if closed is not None else []
+            self._rows.append(encoded.row)
+            await self._emit(None if closed is None else (rows, closed[1]))
+            return
+        await self._emit(self._builder.add(encoded.item, encoded.dim))
+
+    async def add(self, sample: Any) -> None:
+        """Encode ``sample`` and buffer it (:meth:`encode` then :meth:`add_encoded`); waits while the upload
+        queue is full (backpressure).
+
+        Raises:
+            FormatError: the sample cannot be encoded or differs in structure from the first one.
+        """
+        await self.add_encoded(self.encode(sample))
 
     def _take_rows(self) -> list[Any]:
         rows, self._rows = self._rows, []
@@ -319,6 +348,10 @@ class ChunkWriter:
 
     def config(self) -> DatasetConfig | None:
         """The dataset config fixed by the first sample (or by ``resume``); ``None`` before any sample."""
+        with self._encode_lock:
+            return self._config()
+
+    def _config(self) -> DatasetConfig | None:
         if self._arrow is not None:
             if self._arrow.data_spec is None:
                 return self._resume_config
