@@ -105,7 +105,8 @@ def test_iter_webdataset_tar_refuses_a_non_tar(tmp_path: Path) -> None:
 def _assert_same(a: Any, b: Any) -> None:
     assert type(a) is type(b)
     if isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype and torch.equal(a, b)
+        assert a.dtype == b.dtype
+        assert torch.equal(a, b)
     elif isinstance(a, dict):
         assert list(a) == list(b)
         for key in a:

@@ -311,14 +311,17 @@ def test_litstream_decodes_audio_samples_and_video_frames(datasets: dict[str, Pa
     )
     samples, rate = ds[1]["audio"]
     assert rate == 8000
-    assert samples.dtype == torch.float32 and tuple(samples.shape) == (1, 800)
+    assert samples.dtype == torch.float32
+    assert tuple(samples.shape) == (1, 800)
     assert torch.allclose(samples[0], torch.from_numpy(_tone(1)), atol=2 / 32767)
     heavy = litstream.StreamingDataset(
         datasets["litdata_heavy"], shuffle=False, serializers={"video": LsVideo(decode="all")}
     )
     frames, audio, meta = heavy[2]["video"]
-    assert frames.dtype == torch.uint8 and tuple(frames.shape) == (4, 24, 32, 3)
-    assert meta["num_frames"] == 4 and meta["fps"] == 5.0
+    assert frames.dtype == torch.uint8
+    assert tuple(frames.shape) == (4, 24, 32, 3)
+    assert meta["num_frames"] == 4
+    assert meta["fps"] == 5.0
     assert tuple(audio.shape) == (1, 0)
     means = [float(frames[k].float().mean()) for k in range(4)]
     assert np.allclose(means, [20, 60, 100, 140], atol=2.5)  # flat frames through lossy YUV 4:2:0
