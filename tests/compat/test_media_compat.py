@@ -231,7 +231,8 @@ def assert_core_same(ours: dict[str, Any], theirs: dict[str, Any], i: int) -> No
         ("tensor_raw", torch.arange(4 + i, dtype=torch.int32)),
     ):
         assert ours[key].dtype == theirs[key].dtype == expected.dtype, key
-        assert torch.equal(ours[key], expected) and torch.equal(theirs[key], expected), key
+        assert torch.equal(ours[key], expected), key
+        assert torch.equal(theirs[key], expected), key
     samples, rate = _decode_audio(theirs["audio"])
     assert ours["audio"]["sampling_rate"] == rate == 8000
     assert np.array_equal(ours["audio"]["array"], samples[0])
