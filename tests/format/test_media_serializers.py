@@ -231,8 +231,8 @@ def _comparable(value: Any) -> Any:
         value.close()
         return result
     if type(value).__name__ == "Graph":
-        return ("graph", {k: _comparable(getattr(value, k)) for k in ("x", "edge_index", "edge_attr", "y", "pos", "batch")},
-                _comparable(value.data))  # fmt: skip
+        fields = {k: _comparable(getattr(value, k)) for k in ("x", "edge_index", "edge_attr", "y", "pos", "batch")}
+        return ("graph", fields, _comparable(value.data))
     if isinstance(value, dict):
         return {k: _comparable(v) for k, v in value.items()}
     if isinstance(value, memoryview):
