@@ -174,7 +174,9 @@ def test_a_missing_extra_names_the_pip_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # the package is absent: importing it fails
     monkeypatch.setitem(sys.modules, f"{module}.decoders", None)
-    with pytest.raises(ModuleNotFoundError, match=rf"optional package '{module}'.*pip install \"litstream\[{extra}\]\""):
+    with pytest.raises(
+        ModuleNotFoundError, match=rf"optional package '{module}'.*pip install \"litstream\[{extra}\]\""
+    ):
         decode()  # type: ignore[operator]
 
 
