@@ -306,3 +306,24 @@ def test_an_image_column_takes_other_image_kinds(files: dict[str, str]) -> None:
         mesh = SampleEncoder()
         mesh.encode(litstream.Mesh(path=files["glb"]))
         mesh.encode(litstream.Mesh(mesh=trimesh.creation.box(), file_type="stl"))
+
+
+@pytest.mark.parametrize("build", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+def test_litdata_wrappers_are_written_as_litstream_wrappers(
+    files: dict[str, str], build: Callable[[Any, dict[str, str]], Any]
+) -> None:
+    """``litdata.Image(...)`` given to litstream is stored as ``litstream.Image(...)`` is, never pickled."""
+    ours_format, ours = _litstream_write(build(litstream, files))
+    assert _litstream_write(build(litdata, files)) == (ours_format, ours)
+    assert ours_format != "pickle"
+
+
+def test_litdata_wrappers_in_optimize(tmp_path: Path) -> None:
+    litstream.optimize(_litdata_wrapped, [0, 1], tmp_path / "out", chunk_bytes="1MB", num_workers=1, verbose=False)
+    ds = litstream.StreamingDataset(tmp_path / "out", shuffle=False)
+    assert [ds[i]["caption"] for i in range(2)] == ["caption 0", "caption 1"]
+    assert ds[1]["ids"].tolist() == [0, 1, 2]
+
+
+def _litdata_wrapped(i: int) -> dict[str, Any]:
+    return {"caption": litdata.Text(text=f"caption {i}"), "ids": litdata.Tensor(array=torch.arange(3))}

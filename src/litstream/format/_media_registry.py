@@ -6,8 +6,9 @@ LitData offers a leaf to its serializers in this order (the first that accepts i
     pil jpeg jpeg_array bytes no_header_numpy numpy no_header_tensor tensor json pickle
 
 :func:`with_media_serializers` inserts the media keys into a registry of the core encodings at those
-places, swaps ``tensor`` / ``no_header_tensor`` for versions that also take ``Tensor`` wrappers, and
-appends ``tiff`` (LitData's name for ``Tiff`` wrappers, read here, never written).
+places, swaps ``tensor`` / ``no_header_tensor`` for versions that also take ``Tensor`` wrappers, puts
+``litdata_types`` (LitData's own wrapper objects, written as litstream's; never recorded) just before
+``pickle``, and appends ``tiff`` (LitData's name for ``Tiff`` wrappers, read here, never written).
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ def with_media_serializers(core: dict[str, Serializer]) -> dict[str, Serializer]
     media = media_serializers()
     registry: dict[str, Serializer] = {}
     for key, serializer in core.items():
+        if key == "pickle":  # LitData's own wrapper classes, written as litstream's twins rather than pickled
+            from ._media_foreign import LitdataWrapperSerializer
+
+            registry["litdata_types"] = LitdataWrapperSerializer()
         registry[key] = media.get(key, serializer) if key in ("tensor", "no_header_tensor") else serializer
         for extra in _AFTER.get(key, ()):
             if extra in media:
