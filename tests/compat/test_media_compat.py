@@ -326,3 +326,59 @@ def test_litstream_decodes_audio_samples_and_video_frames(datasets: dict[str, Pa
     assert tuple(audio.shape) == (1, 0)
     means = [float(frames[k].float().mean()) for k in range(4)]
     assert np.allclose(means, [20, 60, 100, 140], atol=2.5)  # flat frames through lossy YUV 4:2:0
+
+
+# -- bare values: path strings and lists of JPEGs, claimed as LitData claims them -----------------------
+
+_BARE: dict[str, str] = {}
+
+
+def _bare_sample(i: int) -> dict[str, Any]:
+    frames = [PILImage.open(_BARE["jpg"]), PILImage.open(_BARE["jpg"])]
+    for frame in frames:
+        frame.load()
+    return {
+        "frames": frames,  # one jpeg_array leaf, not a list node
+        "png": _BARE["png"],
+        "wav": _BARE["wav"],
+        "notes": _BARE["txt"],  # a string in litstream, a pickled string in LitData: "notes" either way
+        "caption": f"sample {i}: see photo.jpg",
+    }
+
+
+@pytest.fixture(scope="module")
+def bare_datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("bare")
+    PILImage.fromarray(_pixels(0)).save(root / "p.png")
+    PILImage.fromarray(_pixels(1)).save(root / "p.jpg", quality=90)
+    sf.write(str(root / "t.wav"), _tone(0), 8000, subtype="PCM_16")
+    (root / "n.txt").write_text("notes")
+    _BARE.update(png=str(root / "p.png"), jpg=str(root / "p.jpg"), wav=str(root / "t.wav"), txt=str(root / "n.txt"))
+    out = {"litdata": root / "litdata", "litstream": root / "litstream"}
+    litdata.optimize(fn=_bare_sample, inputs=list(range(NUM)), output_dir=str(out["litdata"]), chunk_bytes="64MB",
+                     num_workers=1, start_method="fork", verbose=False)  # fmt: skip
+    litstream.optimize(_bare_sample, list(range(NUM)), out["litstream"], chunk_bytes="64MB", num_workers=1,
+                       start_method="fork", verbose=False)  # fmt: skip
+    return out
+
+
+def test_bare_values_are_claimed_as_in_litdata(bare_datasets: dict[str, Path]) -> None:
+    def config(directory: Path) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads((directory / "index.json").read_text())["config"]
+        return result
+
+    ours, theirs = config(bare_datasets["litstream"]), config(bare_datasets["litdata"])
+    assert ours["data_spec"] == theirs["data_spec"]
+    assert theirs["data_format"] == ["jpeg_array", "image:png", "audio:wav", "pickle", "str"]
+    assert ours["data_format"] == ["jpeg_array", "image:png", "audio:wav", "str", "str"]
+    for directory in bare_datasets.values():
+        for read in (litstream_read(directory), litdata_read(directory)):
+            for i, sample in enumerate(read):
+                assert [tuple(f.shape) for f in sample["frames"]] == [(3, 12, 20)] * 2
+                assert torch.equal(sample["frames"][0], _pillow_chw(Path(_BARE["jpg"]).read_bytes()))
+                assert torch.equal(sample["png"], torch.from_numpy(_pixels(0).transpose(2, 0, 1).copy()))
+                wav = sample["wav"] if isinstance(sample["wav"], (bytes, memoryview)) else None
+                samples = _decode_audio(wav)[0][0] if wav is not None else sample["wav"]["array"]
+                assert np.abs(samples - _tone(0)).max() < 2 / 32767
+                assert sample["notes"] == _BARE["txt"]
+                assert sample["caption"] == f"sample {i}: see photo.jpg"
