@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._collate import fast_collate
 from .format._media_graph import Graph, is_pyg_data
 
 __all__ = ["litdata_collate"]
@@ -44,4 +43,6 @@ def litdata_collate(items: list[Any]) -> Any:
         return Batch.from_data_list([item.to_pyg() if isinstance(item, Graph) else item for item in items])
     if isinstance(first, Mapping) and any(_is_graph(first[key]) for key in first):
         return {key: litdata_collate([item[key] for item in items]) for key in first}
+    from ._collate import fast_collate  # torch is imported on first use, not with litstream
+
     return fast_collate(items)

@@ -327,3 +327,18 @@ def test_litdata_wrappers_in_optimize(tmp_path: Path) -> None:
 
 def _litdata_wrapped(i: int) -> dict[str, Any]:
     return {"caption": litdata.Text(text=f"caption {i}"), "ids": litdata.Tensor(array=torch.arange(3))}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"quality": q} for q in (1, 10, 49, 50, 75, 90, 95, 96, 100)]
+    + [{"quality": "web_high"}, {"qtables": [[3 * (i % 7) + 1 for i in range(64)]]}],
+)
+def test_jpeg_quality_estimate_matches_litdata(options: dict[str, Any]) -> None:
+    from litstream.format._media_image_codec import estimate_jpeg_quality, keep_jpeg_under
+
+    data = _encoded("JPEG", **options)
+    assert estimate_jpeg_quality(data) == lds._estimate_jpeg_quality(data)
+    for cap in (50, 90, 95):
+        assert keep_jpeg_under(data, cap) == lds._keep_jpeg_under_max_quality(data, cap)
+    assert estimate_jpeg_quality(_encoded("PNG")) is None

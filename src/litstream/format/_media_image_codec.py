@@ -16,6 +16,7 @@ Rules, as LitData 0.2.76 applies them:
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import warnings
@@ -53,8 +54,12 @@ def _scaled_table(quality: int) -> tuple[int, ...]:
     return tuple(min(255, max(1, (c * scale + 50) // 100)) for c in _STD_LUMA)
 
 
-_TABLES = tuple(_scaled_table(q) for q in range(1, 101))
-_QUALITY_OF = {table: q for q, table in enumerate(_TABLES, start=1)}
+@functools.cache
+def _tables() -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], int]]:
+    """The IJG luminance table of every quality 1-100, and the quality of each table."""
+    tables = tuple(_scaled_table(q) for q in range(1, 101))
+    return tables, {table: q for q, table in enumerate(tables, start=1)}
+
 _PIL_ARRAY_DTYPES = tuple(
     np.dtype(d)
     for d in ("|b1", "|u1", "<u2", ">u2", "<i2", ">i2", "<u4", ">u4", "<i4", ">i4", "<f4", ">f4", "<f8", ">f8")
@@ -89,10 +94,11 @@ def estimate_jpeg_quality(data: bytes) -> int | None:
     if table is None or len(table) != 64:
         return None
     key = tuple(int(v) for v in table)
-    exact = _QUALITY_OF.get(key)
+    tables, quality_of = _tables()
+    exact = quality_of.get(key)
     if exact is not None:
         return exact
-    errors = [sum(abs(a - b) for a, b in zip(key, candidate, strict=True)) for candidate in _TABLES]
+    errors = [sum(abs(a - b) for a, b in zip(key, candidate, strict=True)) for candidate in tables]
     return errors.index(min(errors)) + 1
 
 
