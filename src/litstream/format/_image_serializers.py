@@ -81,10 +81,12 @@ class PilSerializer(Serializer):
         except struct.error as exc:
             raise FormatError(f"pil payload too short ({len(data)} bytes)") from exc
         start = self._header.size + mode_length
+        if width * height > 8 * max(len(data) - start, 0):  # at least 1 bit per pixel: bound the allocation
+            raise FormatError(f"pil payload of {len(data)} bytes cannot hold a {width}x{height} image")
         try:
             mode = bytes(data[self._header.size : start]).decode("ascii")
             return Image.frombytes(mode, (width, height), bytes(data[start:]))
-        except ValueError as exc:
+        except (ValueError, MemoryError) as exc:  # MemoryError: Pillow refuses absurd sizes before using memory
             raise FormatError(f"invalid pil payload: {exc}") from exc
 
 
