@@ -291,8 +291,7 @@ def test_selection_priority() -> None:
         (torch.tensor(1.0), "tensor"),
         (torch.zeros(3), "no_header_tensor"),
         (torch.zeros((1, 3)), "tensor"),
-        (b"%PDF-1.4", "pdf"),  # LitData's pdf encoding claims bytes with the PDF magic
-        (b"%PD", "bytes"),
+        (b"%PDF-1.4", "bytes"),  # LitData stores it as "pdf"; bare bytes stay bytes here (docs/media.md)
         (bytearray(b"x"), "pickle"),
         (__file__, "str"),
         (Image.open(png), "pil"),

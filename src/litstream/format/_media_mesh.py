@@ -121,7 +121,7 @@ def _pdf_stream_bytes(pdf: Any) -> bytes:
 
 
 class PdfSerializer(Serializer):
-    """``Pdf`` wrappers, ``pdfplumber.PDF`` objects, ``bytes`` starting with ``%PDF`` and ``.pdf`` paths."""
+    """``Pdf`` wrappers, ``pdfplumber.PDF`` objects and ``.pdf`` path strings (not bare ``bytes``)."""
 
     name = "pdf"
 
@@ -129,10 +129,10 @@ class PdfSerializer(Serializer):
         self.decode = decode
 
     def can_serialize(self, obj: object) -> bool:
+        # LitData also claims bare bytes starting with b"%PDF"; litstream keeps bare bytes as ``bytes``
+        # so that any byte string reads back as written (LitData reads such a leaf as bytes too).
         pdf_type = loaded_class("pdfplumber.pdf", "PDF")
         if isinstance(obj, Pdf) or (pdf_type is not None and isinstance(obj, pdf_type)):
-            return True
-        if isinstance(obj, (bytes, bytearray)) and bytes(obj[:4]) == b"%PDF":
             return True
         return has_media_extension(obj, ("pdf",))
 
