@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import string
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,13 @@ from litdata.streaming import serializers as lds  # noqa: E402
 from PIL import Image as PILImage  # noqa: E402
 
 pytestmark = pytest.mark.litdata
+
+
+@pytest.fixture(autouse=True)
+def _without_torch_geometric(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graphs decode to ``Graph`` (the path without PyG, which is not installed here) even where PyG is."""
+    monkeypatch.setitem(sys.modules, "torch_geometric", None)
+
 
 NUM = 3
 TEXT_FILE = string.__file__  # a UTF-8 source file of the standard library

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import os
 import string
+import sys
 import wave
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,13 @@ pdfplumber = pytest.importorskip("pdfplumber")
 matplotlib = pytest.importorskip("matplotlib")
 
 pytestmark = pytest.mark.litdata
+
+
+@pytest.fixture(autouse=True)
+def _without_torch_geometric(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graphs decode to ``Graph`` (the path without PyG, which is not installed here) even where PyG is."""
+    monkeypatch.setitem(sys.modules, "torch_geometric", None)
+
 
 NIFTI_GZ = os.path.join(os.path.dirname(nib.__file__), "tests", "data", "example4d.nii.gz")
 NIFTI = os.path.join(os.path.dirname(nib.__file__), "tests", "data", "anatomical.nii")
