@@ -29,7 +29,9 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = [
     "ConfigurationError",
     "DatasetNotFoundError",
+    "DuplicateKeyError",
     "FormatError",
+    "KeyNotFoundError",
     "LitstreamError",
     "ObjectNotFoundError",
     "OutputNotEmptyError",
@@ -82,6 +84,17 @@ class RetriesExhaustedError(StorageError):
 
 class WorkerError(LitstreamError, RuntimeError):
     """An ``optimize`` worker failed; the message names the input and carries the traceback."""
+
+
+class KeyNotFoundError(LitstreamError, KeyError):
+    """``ds[key]`` / ``get_by_key`` / ``dataset_update`` named a key the dataset's ``keys/`` sidecar lacks."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateKeyError(LitstreamError, ValueError):
+    """``key_fn`` gave two samples the same key; the message names the key and both inputs."""
 
 
 def collapse_exception_group(exc: BaseException) -> BaseException:

@@ -20,7 +20,9 @@ import cloudpickle
 from .._errors import WorkerError
 from ..format._index import Index
 from ._checkpoint import CommitTracker, WorkerCheckpoint, checkpoint_name
+from ..format._loaders import SampleDecoder
 from ._inputs import drain_queue
+from ._keys import KeyRecorder
 from ._writer import ChunkWriter
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ class OptimizeJob:
         checkpoint: ``None`` without ``use_checkpoint``; else where this worker stands (an empty one on a
             first run).
         queue_timeout: Seconds without a queue item after which a queue input counts as finished.
+        key_fn_pickle: ``key_fn`` cloudpickled, or ``None``: the keys go to ``{rank}.keys.parquet``.
     """
 
     rank: int
@@ -71,6 +74,7 @@ class OptimizeJob:
     writer_kwargs: dict[str, Any]
     checkpoint: WorkerCheckpoint | None = None
     queue_timeout: float = 300.0
+    key_fn_pickle: bytes | None = None
 
     @property
     def num_inputs(self) -> int | None:
@@ -120,6 +124,9 @@ class OptimizeJob:
         writer = ChunkWriter(
             self.store, rank=self.rank, resume=resume, on_commit=on_commit if tracker else None, **kwargs
         )
+        keys = KeyRecorder(cloudpickle.loads(self.key_fn_pickle)) if self.key_fn_pickle is not None else None
+        if keys is not None and resume is not None and resume.config is not None:
+            await keys.resume(self.store, self.rank, resume, SampleDecoder(resume.config, kwargs.get("serializers")).decode)
         skip = ckpt.samples_skip if ckpt is not None else 0
         done = 0  # inputs finished but not reported yet: progress goes out at most every 0.1 s, not per input
         next_report = time.monotonic() + _REPORT_EVERY_S
@@ -138,6 +145,8 @@ class OptimizeJob:
                         tracker.add_samples(len(samples))
                     for sample in samples[skip:]:
                         try:
+                            if keys is not None:
+                                keys.add(sample, where)
                             await writer.add(sample)
                         except Exception as exc:
                             raise WorkerError(
@@ -155,3 +164,5 @@ class OptimizeJob:
         finally:
             if done:
                 report(("progress", self.rank, done))
+        if keys is not None:
+            await keys.save(self.store, self.rank)

@@ -1,0 +1,261 @@
+"""Writing the ``keys/`` sidecar (layout in :mod:`litstream.format._keys`).
+
+* In a worker, :class:`KeyRecorder` applies ``key_fn`` to every sample it writes and stores the keys, in
+  sample order, as ``{rank}.keys.parquet`` when the worker finishes. A resumed worker (``use_checkpoint``)
+  takes the committed prefix from the interrupted run's file, or recomputes it from its stored chunks.
+* At the end of the run, :func:`publish_keys` maps every rank's keys to global indices through the
+  merged index (chunks ``chunk-{rank}-*`` in order), puts the previous sidecar first (``mode="append"``),
+  refuses duplicate keys naming both inputs, writes ``keys/shard-*.parquet`` and returns the ``keys``
+  section that goes into ``index.json`` — written after the shards, so a reader never sees an index
+  whose sidecar is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._errors import FormatError, ObjectNotFoundError
+from ..format._keys import (
+    KeyTable,
+    decode_key_table,
+    encode_key_table,
+    keys_config,
+    normalize_key,
+    rank_keys_name,
+    section_of,
+    shard_name,
+    shard_split,
+    sorted_table,
+    table_from_values,
+)
+from ._nodes import chunk_rank
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from ..format._index import Index
+    from ..storage._store import Store
+    from ._nodes import BeforeIndex
+
+__all__ = ["KeyRecorder", "load_sidecar", "publish_keys", "write_sidecar"]
+
+
+@dataclass
+class KeyRecorder:
+    """The keys of one writer rank, in the order its samples were written."""
+
+    key_fn: Callable[[Any], Any]
+    keys: list[str | int] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+
+    def add(self, sample: Any, where: str) -> None:
+        """Record ``key_fn(sample)``; ``where`` names the input (for a duplicate-key message).
+
+        Raises:
+            ConfigurationError: ``key_fn`` returned something that is not a str or int key.
+        """
+        self.keys.append(normalize_key(self.key_fn(sample), argument=f"key_fn(sample of {where})"))
+        self.inputs.append(where)
+
+    async def resume(self, store: Store, rank: int, committed: Index, decode: Callable[[Any], Any]) -> None:
+        """Start from the ``committed`` chunks of an interrupted run: their keys come first.
+
+        Uses the interrupted run's ``{rank}.keys.parquet`` when it covers them (it is written when a
+        worker finishes), else decodes the chunks and applies ``key_fn`` again.
+        """
+        count = committed.num_items
+        try:
+            raw = await store.get(rank_keys_name(rank))
+            keys, _, inputs = decode_key_table(raw, source=rank_keys_name(rank), num_items=2**62, partial=True)
+            if len(keys) >= count:
+                self.keys = keys.slice(0, count).to_pylist()
+                self.inputs = (inputs or [f"sample {i} of rank {rank}" for i in range(len(keys))])[:count]
+                return
+        except (ObjectNotFoundError, FormatError):
+            pass
+        from ..format._chunk import ChunkView
+        from ..format._compression import decompress
+
+        compression = committed.config.compression if committed.config is not None else None
+        for chunk in committed.chunks:
+            data = await store.get(chunk.filename)
+            if compression:
+                data = decompress(data, compression)
+            view = ChunkView(data)
+            for i in range(view.num_items):
+                self.add(decode(view.item(i)), f"item {i} of {chunk.filename}")
+
+    async def save(self, store: Store, rank: int) -> None:
+        """Store this rank's keys as ``{rank}.keys.parquet`` (key, rank-local index, input)."""
+        keys, indices = table_from_values(self.keys, source=f"rank {rank}", inputs=self.inputs)
+        await store.put(rank_keys_name(rank), encode_key_table(keys, indices, inputs=self.inputs))
+
+
+def _rank_positions(index: Index, first_new: int) -> dict[int, list[tuple[int, int]]]:
+    """Per writer rank, ``(global start, items)`` of each of its chunks after ``first_new``, in order."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    start = sum(c.chunk_size for c in index.chunks[:first_new])
+    for chunk in index.chunks[first_new:]:
+        rank = chunk_rank(chunk.filename)
+        if rank is None:
+            raise FormatError(f"cannot attribute {chunk.filename} to a writer rank to place its keys")
+        out.setdefault(rank, []).append((start, chunk.chunk_size))
+        start += chunk.chunk_size
+    return out
+
+
+async def load_sidecar(store: Store, index: Index, *, source: str | None = None) -> tuple[KeyTable, int] | None:
+    """The whole sidecar of the dataset in ``store`` (all shards), and its shard count; ``None`` if it has none.
+
+    Raises:
+        FormatError: a shard is malformed or points outside ``index``.
+        DuplicateKeyError: a key appears twice.
+    """
+    import numpy as np
+
+    where = source or store.url
+    num_shards = section_of(index.extra, source=f"{where}/index.json")
+    if num_shards is None:
+        try:
+            await store.head(shard_name(0))
+        except ObjectNotFoundError:
+            return None
+        num_shards = 1
+    parts = []
+    for s in range(num_shards):
+        name = shard_name(s)
+        raw = await store.get(name)
+        parts.append(decode_key_table(raw, source=f"{where}/{name}", num_items=index.num_items)[:2])
+    pa = __import__("pyarrow")
+    keys = pa.concat_arrays([k.cast(parts[0][0].type) for k, _ in parts])
+    indices = np.concatenate([i for _, i in parts])
+    return sorted_table(keys, indices, source=f"{where}/keys"), num_shards
+
+
+async def write_sidecar(store: Store, table: KeyTable, index: Index, num_shards: int) -> dict[str, Any]:
+    """Put ``keys/shard-*.parquet`` for ``table`` and return the ``keys`` section for ``index.json``."""
+    import itertools
+
+    starts = [0, *itertools.accumulate(c.chunk_size for c in index.chunks)][:-1]
+    for s, part in enumerate(shard_split(table, num_shards)):
+        await store.put(shard_name(s), encode_key_table(part.keys, part.indices, chunk_starts=starts))
+    return keys_config(num_shards)
+
+
+async def publish_keys(
+    store: Store,
+    index: Index,
+    existing: Index | None,
+    *,
+    existing_sidecar: tuple[KeyTable, int] | None = None,
+) -> Mapping[str, Any]:
+    """Merge every rank's ``{rank}.keys.parquet`` into the dataset's sidecar; returns ``index.json``'s extra.
+
+    Args:
+        store: The output location.
+        index: The merged index about to be written (previous chunks first in append mode).
+        existing: The previous index (append mode), else ``None``.
+        existing_sidecar: The previous sidecar (read before the run), for append mode.
+
+    Raises:
+        DuplicateKeyError: two samples share a key (names both inputs).
+        FormatError: a rank's key file is missing or does not match its chunks.
+    """
+    import numpy as np
+
+    pa = __import__("pyarrow")
+    first_new = len(existing.chunks) if existing is not None else 0
+    key_parts: list[Any] = []
+    index_parts: list[Any] = []
+    inputs: list[str] = []
+    if existing_sidecar is not None:
+        old = existing_sidecar[0]
+        key_parts.append(old.keys)
+        index_parts.append(old.indices)
+        inputs.extend(f"sample {int(i)} of the previous dataset" for i in old.indices)
+    names = []
+    for rank, spans in sorted(_rank_positions(index, first_new).items()):
+        name = rank_keys_name(rank)
+        names.append(name)
+        try:
+            raw = await store.get(name)
+        except ObjectNotFoundError:
+            raise FormatError(f"{store.url}/{name} is missing: rank {rank} wrote chunks but no keys") from None
+        keys, _, rank_inputs = decode_key_table(raw, source=name, num_items=2**62, partial=True)
+        total = sum(n for _, n in spans)
+        if len(keys) != total:
+            raise FormatError(f"{name} lists {len(keys)} keys but rank {rank} wrote {total} samples")
+        key_parts.append(keys)
+        index_parts.append(np.concatenate([np.arange(s, s + n, dtype=np.int64) for s, n in spans]))
+        inputs.extend(rank_inputs or [f"sample {i} of rank {rank}" for i in range(total)])
+    kinds = {str(k.type) for k in key_parts if len(k)}
+    if len(kinds) > 1:
+        raise FormatError(f"key_fn returned keys of several types ({sorted(kinds)}); every key must have one type")
+    keys_all = pa.concat_arrays([k.cast(key_parts[0].type) for k in key_parts]) if key_parts else pa.array([])
+    indices_all = np.concatenate(index_parts) if index_parts else np.zeros(0, dtype=np.int64)
+    if len(keys_all) != index.num_items:
+        raise FormatError(
+            f"the sidecar would list {len(keys_all)} keys for {index.num_items} samples; the previous dataset's "
+            "keys/ is incomplete — rebuild it with build_keys_index"
+        )
+    table = sorted_table(keys_all, indices_all, source=store.url, inputs=inputs)
+    num_shards = existing_sidecar[1] if existing_sidecar is not None else 1
+    section = await write_sidecar(store, table, index, num_shards)
+    for name in names:
+        await store.delete(name)
+    return {"keys": section}
+
+
+async def discard_rank_keys(store: Store, ranks: Sequence[int]) -> None:
+    """Delete the ``{rank}.keys.parquet`` of ``ranks`` (a failed run leaves nothing behind)."""
+    for rank in ranks:
+        try:
+            await store.delete(rank_keys_name(rank))
+        except ObjectNotFoundError:
+            pass
+
+
+async def has_sidecar(store: Store) -> bool:
+    """Whether ``store`` holds ``keys/shard-00000.parquet``."""
+    try:
+        await store.head(shard_name(0))
+    except ObjectNotFoundError:
+        return False
+    return True
+
+
+async def check_append_keys(store: Store, with_key_fn: bool) -> None:
+    """Refuse an append that would leave the sidecar out of step with the samples.
+
+    Raises:
+        ConfigurationError: ``key_fn`` given but the dataset has no sidecar, or the reverse.
+    """
+    from .._errors import ConfigurationError
+    from ..format._index import INDEX_FILENAME
+
+    try:
+        await store.head(INDEX_FILENAME)
+    except ObjectNotFoundError:
+        return
+    present = await has_sidecar(store)
+    if with_key_fn and not present:
+        raise ConfigurationError(
+            f"key_fn given with mode='append' but the dataset in {store.url} has no keys/ sidecar, so its "
+            "samples would have no keys; run build_keys_index on it first, or drop key_fn"
+        )
+    if present and not with_key_fn:
+        raise ConfigurationError(
+            f"the dataset in {store.url} has a keys/ sidecar; pass key_fn= with mode='append' so the new "
+            "samples get keys too"
+        )
+
+
+async def keys_hook(store: Store, existing: Index | None) -> BeforeIndex:
+    """The ``before_index`` hook of a run with ``key_fn``: publishes the sidecar before ``index.json``."""
+    sidecar = await load_sidecar(store, existing) if existing is not None else None
+
+    async def hook(index: Index) -> Mapping[str, Any]:
+        return await publish_keys(store, index, existing, existing_sidecar=sidecar)
+
+    return hook
