@@ -50,8 +50,8 @@ _INT64 = (-(2**63), 2**63 - 1)
 def _pyarrow() -> Any:
     try:
         import pyarrow as pa
-        import pyarrow.compute  # noqa: F401  (registers pa.compute)
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow.compute
+        import pyarrow.parquet
     except ImportError:  # pragma: no cover - pyarrow is a dependency of the keys extra
         raise ImportError("keyed datasets need pyarrow: pip install 'litstream[keys]'") from None
     return pa
@@ -80,7 +80,7 @@ def normalize_key(key: object, *, argument: str = "key") -> str | int:
         return key
     if isinstance(key, bool) or key is None:
         raise ConfigurationError(f"{argument}={key!r}: keys must be str or int")
-    if isinstance(key, int) or type(key).__module__ == "numpy" and hasattr(key, "__index__"):
+    if isinstance(key, int) or (type(key).__module__ == "numpy" and hasattr(key, "__index__")):
         value = int(key)
         if not _INT64[0] <= value <= _INT64[1]:
             raise ConfigurationError(f"{argument}={value}: int keys must fit in int64")

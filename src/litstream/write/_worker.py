@@ -19,8 +19,8 @@ import cloudpickle
 
 from .._errors import WorkerError
 from ..format._index import Index
-from ._checkpoint import CommitTracker, WorkerCheckpoint, checkpoint_name
 from ..format._loaders import SampleDecoder
+from ._checkpoint import CommitTracker, WorkerCheckpoint, checkpoint_name
 from ._inputs import drain_queue
 from ._keys import KeyRecorder
 from ._writer import ChunkWriter
@@ -126,7 +126,8 @@ class OptimizeJob:
         )
         keys = KeyRecorder(cloudpickle.loads(self.key_fn_pickle)) if self.key_fn_pickle is not None else None
         if keys is not None and resume is not None and resume.config is not None:
-            await keys.resume(self.store, self.rank, resume, SampleDecoder(resume.config, kwargs.get("serializers")).decode)
+            decoder = SampleDecoder(resume.config, kwargs.get("serializers"))
+            await keys.resume(self.store, self.rank, resume, decoder.decode)
         skip = ckpt.samples_skip if ckpt is not None else 0
         done = 0  # inputs finished but not reported yet: progress goes out at most every 0.1 s, not per input
         next_report = time.monotonic() + _REPORT_EVERY_S
