@@ -10,7 +10,9 @@ from ._dataloader import StreamingDataLoader as StreamingDataLoader
 from ._dataset import StreamingDataset as StreamingDataset
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatasetNotFoundError as DatasetNotFoundError
+from ._errors import DuplicateKeyError as DuplicateKeyError
 from ._errors import FormatError as FormatError
+from ._errors import KeyNotFoundError as KeyNotFoundError
 from ._errors import LitstreamError as LitstreamError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
 from ._errors import OutputNotEmptyError as OutputNotEmptyError
@@ -35,6 +37,8 @@ from .write._map import map as map
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
 from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
+from .write._update import build_keys_index as build_keys_index
+from .write._update import dataset_update as dataset_update
 from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics
 from .write._writer import ChunkWriter as ChunkWriter
@@ -48,7 +52,9 @@ __all__ = [
     "ConfigurationError",
     "DatasetNotFoundError",
     "Dir",
+    "DuplicateKeyError",
     "FormatError",
+    "KeyNotFoundError",
     "LitstreamError",
     "LocalFileStore",
     "ObjectNotFoundError",
@@ -67,7 +73,9 @@ __all__ = [
     "UploaderStatistics",
     "WorkerError",
     "astream",
+    "build_keys_index",
     "complete_dataset",
+    "dataset_update",
     "index_parquet_dataset",
     "map",
     "merge_datasets",
