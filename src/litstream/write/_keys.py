@@ -207,6 +207,31 @@ async def publish_keys(
     return {"keys": section}
 
 
+def merge_key_tables(parts: Sequence[tuple[str, KeyTable, int]], *, source: str) -> KeyTable:
+    """Concatenate key tables of datasets served one after the other: ``(name, table, num_items)`` each.
+
+    Raises:
+        FormatError: the tables hold keys of different types.
+        DuplicateKeyError: a key appears twice (names both datasets and samples).
+    """
+    import numpy as np
+
+    pa = __import__("pyarrow")
+    types = {str(t.keys.type) for _, t, _ in parts if len(t)}
+    if len(types) > 1:
+        raise FormatError(f"{source}: the datasets' keys have different types ({sorted(types)})")
+    base = 0
+    keys: list[Any] = []
+    indices: list[Any] = []
+    inputs: list[str] = []
+    for name, table, num_items in parts:
+        keys.append(table.keys.cast(parts[0][1].keys.type))
+        indices.append(table.indices + base)
+        inputs.extend(f"{name} sample {int(i)}" for i in table.indices)
+        base += num_items
+    return sorted_table(pa.concat_arrays(keys), np.concatenate(indices), source=source, inputs=inputs)
+
+
 async def discard_rank_keys(store: Store, ranks: Sequence[int]) -> None:
     """Delete the ``{rank}.keys.parquet`` of ``ranks`` (a failed run leaves nothing behind)."""
     for rank in ranks:
