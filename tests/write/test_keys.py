@@ -312,3 +312,28 @@ def test_s3_write_lookup_update_and_build(s3_server: S3Server) -> None:
     assert path == f"{url}/keys"
     assert_same(StreamingDataset(url, storage_options=options).get_by_key(-5), new)
     assert_same(StreamingDataset(url, storage_options=options).get_by_key(9), sample(8))
+
+
+@pytest.mark.anyio
+async def test_async_uploader_keeps_the_sidecar_with_each_commit(tmp_path: Path) -> None:
+    from litstream import AsyncUploader
+
+    async with AsyncUploader(tmp_path, chunk_size=3, key_fn=key_of) as up:
+        for i in range(7):
+            await up.add(sample(i))
+        assert await up.flush() == 7
+        assert_same(StreamingDataset(tmp_path)["id-6"], sample(6))
+        with pytest.raises(DuplicateKeyError, match=r"duplicate key 'id-2': sample 7 of this uploader and sample 2"):
+            await up.add(sample(2))
+        await up.add(sample(7))
+    async with AsyncUploader(tmp_path, chunk_size=3, key_fn=key_of) as up:
+        await up.add(sample(8))
+        with pytest.raises(DuplicateKeyError, match="previous dataset"):
+            await up.add(sample(0))
+    ds = StreamingDataset(tmp_path)
+    assert len(ds) == 9
+    for i in range(9):
+        assert_same(ds[f"id-{i}"], sample(i))
+    with pytest.raises(ConfigurationError, match="pass key_fn="):
+        async with AsyncUploader(tmp_path, chunk_size=3) as up:
+            pass
