@@ -8,6 +8,8 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
     ├── FormatError (ValueError)        bytes, index.json or a sample that cannot be encoded/decoded
     ├── PlanError (ValueError)          bad sharding / shuffle / resume arguments
     ├── ConfigurationError (ValueError) bad arguments to optimize, astream, StreamingDataset, ...
+    ├── DuplicateKeyError (ValueError)  key_fn gave two samples one key (names both inputs)
+    ├── KeyNotFoundError (KeyError)     ds["id"] / get_by_key / dataset_update: no such key
     ├── DatasetNotFoundError (FileNotFoundError)   no index.json where a dataset was expected
     ├── OutputNotEmptyError (RuntimeError)         optimize into a directory that holds a dataset
     ├── StorageError (OSError)          a store operation failed (foreign errors mapped once)

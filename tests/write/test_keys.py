@@ -337,3 +337,18 @@ async def test_async_uploader_keeps_the_sidecar_with_each_commit(tmp_path: Path)
     with pytest.raises(ConfigurationError, match="pass key_fn="):
         async with AsyncUploader(tmp_path, chunk_size=3) as up:
             pass
+
+
+def test_three_nodes_merge_their_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "ds"
+    for rank in range(3):
+        monkeypatch.setenv("DATA_OPTIMIZER_NUM_NODES", "3")
+        monkeypatch.setenv("DATA_OPTIMIZER_NODE_RANK", str(rank))
+        make(out, n=31)
+        if rank < 2:  # the key files wait for the last node
+            assert not (out / "keys").exists()
+    assert sorted(p.name for p in out.glob("*keys*")) == ["keys"]
+    ds = StreamingDataset(out)
+    assert len(ds) == 31
+    for i in range(31):
+        assert_same(ds[f"id-{i}"], sample(i))
