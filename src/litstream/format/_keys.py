@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .._errors import DuplicateKeyError, FormatError
@@ -140,6 +141,10 @@ class KeyTable:
     def __len__(self) -> int:
         return len(self.indices)
 
+    @cached_property
+    def _int_keys(self) -> Any:
+        return self.keys.to_numpy(zero_copy_only=False)
+
     def find(self, key: str | int) -> int | None:
         """The global index of ``key``, or ``None`` (binary search: O(log n) element reads)."""
         is_str = self.keys.type in (_pyarrow().string(), _pyarrow().large_string())
@@ -148,7 +153,7 @@ class KeyTable:
         if not is_str:
             import numpy as np
 
-            values = self.keys.to_numpy(zero_copy_only=False)
+            values = self._int_keys
             pos = int(np.searchsorted(values, key))
             return int(self.indices[pos]) if pos < len(values) and int(values[pos]) == key else None
         assert isinstance(key, str)
@@ -197,8 +202,14 @@ def decode_key_table(
     """
     pa = _pyarrow()
     try:
-        table = pa.parquet.read_table(pa.BufferReader(bytes(data)))
+        parquet = pa.parquet.ParquetFile(pa.BufferReader(bytes(data)))
+        rows = parquet.metadata.num_rows
+        if not partial and rows > num_items:  # bound the allocation before decoding anything
+            raise FormatError(f"{source} lists {rows} keys for a dataset of {num_items} samples; rebuild it")
+        table = parquet.read()
     except (pa.ArrowException, OSError, ValueError) as exc:
+        if isinstance(exc, FormatError):
+            raise
         raise FormatError(f"{source} is not a readable Parquet file ({exc}); rebuild it with build_keys_index") from exc
     for name in ("key", "index"):
         if name not in table.column_names:
