@@ -287,7 +287,7 @@ def test_kill_9_during_dataset_update_leaves_old_or_new(tmp_path: Path, seed: in
         else:
             np.testing.assert_array_equal(got["x"], [-i, -i, -i])
             states.add("new")
-    assert len(states) == 1  # all old or all new: never a mix
+    assert len(states) == 1, states  # all old or all new: never a mix
     dataset_update(str(out), {"id-0": {"id": "id-0", "x": np.array([7, 7, 7], dtype=np.int64)}})
     np.testing.assert_array_equal(StreamingDataset(out)["id-0"]["x"], [7, 7, 7])
 
@@ -352,3 +352,14 @@ def test_three_nodes_merge_their_keys(tmp_path: Path, monkeypatch: pytest.Monkey
     assert len(ds) == 31
     for i in range(31):
         assert_same(ds[f"id-{i}"], sample(i))
+
+
+def test_a_pickled_dataset_loads_its_own_key_shard(tmp_path: Path) -> None:
+    import pickle
+
+    make(tmp_path, n=8)
+    ds = StreamingDataset(tmp_path)
+    assert_same(ds["id-2"], sample(2))
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.__dict__.get("_key_reader") is not ds.__dict__["_key_reader"]
+    assert_same(copy["id-5"], sample(5))
