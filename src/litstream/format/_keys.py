@@ -17,6 +17,7 @@ Pure and synchronous: bytes in, tables out (pyarrow, imported lazily). Every fie
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import DuplicateKeyError, FormatError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 __all__ = [
     "KEYS_DIR",
@@ -183,7 +184,7 @@ def _column_array(table: Any, name: str, source: str) -> Any:
 
 def decode_key_table(
     data: bytes | memoryview, *, source: str, num_items: int, partial: bool = False
-) -> tuple[Any, Any, list[str] | None]:
+) -> tuple[Any, Any, Any]:
     """Parse one key Parquet file (a shard or a writer's partial) and check every value.
 
     Args:
@@ -195,7 +196,7 @@ def decode_key_table(
 
     Returns:
         ``(keys, indices, inputs)``: a pyarrow string/int64 array, a numpy int64 array, the ``input``
-        column as a list (``None`` when absent or not ``partial``).
+        column as a pyarrow array (``None`` when absent or not ``partial``).
 
     Raises:
         FormatError: not Parquet, a missing column or one of another type, nulls, an index out of range.
@@ -235,11 +236,33 @@ def decode_key_table(
         if not np.array_equal(indices, np.arange(len(indices))):
             raise FormatError(f"{source}: a writer's key file must list indices 0..{len(indices) - 1} in order")
         if "input" in table.column_names:
-            inputs = [str(v) for v in table.column("input").to_pylist()]
+            inputs = table.column("input").combine_chunks()
     return keys, indices, inputs
 
 
-def sorted_table(keys: Any, indices: Any, *, source: str, inputs: Sequence[str] | None = None) -> KeyTable:
+class Labels:
+    """Names of concatenated rows (which input made each sample), built only when a message needs one."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._parts: list[Callable[[int], str]] = []
+        self._count = 0
+
+    def add(self, count: int, name: Callable[[int], str]) -> None:
+        """Append ``count`` rows; row ``j`` of them is called ``name(j)``."""
+        self._starts.append(self._count)
+        self._parts.append(name)
+        self._count += count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, position: int) -> str:
+        part = bisect.bisect_right(self._starts, position) - 1
+        return self._parts[part](position - self._starts[part])
+
+
+def sorted_table(keys: Any, indices: Any, *, source: str, inputs: Sequence[str] | Labels | None = None) -> KeyTable:
     """Sort ``(keys, indices)`` by key and refuse duplicates.
 
     Raises:

@@ -13,11 +13,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._errors import FormatError, ObjectNotFoundError
 from ..format._keys import (
     KeyTable,
+    Labels,
     decode_key_table,
     encode_key_table,
     keys_config,
@@ -39,6 +41,18 @@ if TYPE_CHECKING:
     from ._nodes import BeforeIndex
 
 __all__ = ["KeyRecorder", "load_sidecar", "publish_keys", "write_sidecar"]
+
+
+def _rank_label(rank: int, j: int) -> str:
+    return f"sample {j} of rank {rank}"
+
+
+def _column_label(names: Any, j: int) -> str:
+    return str(names[j].as_py())
+
+
+def _dataset_label(name: str, indices: Any, j: int) -> str:
+    return f"sample {int(indices[j])} of {name}"
 
 
 @dataclass
@@ -70,7 +84,8 @@ class KeyRecorder:
             keys, _, inputs = decode_key_table(raw, source=rank_keys_name(rank), num_items=2**62, partial=True)
             if len(keys) >= count:
                 self.keys = keys.slice(0, count).to_pylist()
-                self.inputs = (inputs or [f"sample {i} of rank {rank}" for i in range(len(keys))])[:count]
+                names = inputs.slice(0, count).to_pylist() if inputs is not None else None
+                self.inputs = [str(n) for n in names] if names else [_rank_label(rank, i) for i in range(count)]
                 return
         except (ObjectNotFoundError, FormatError):
             pass
@@ -168,12 +183,12 @@ async def publish_keys(
     first_new = len(existing.chunks) if existing is not None else 0
     key_parts: list[Any] = []
     index_parts: list[Any] = []
-    inputs: list[str] = []
+    inputs = Labels()
     if existing_sidecar is not None:
         old = existing_sidecar[0]
         key_parts.append(old.keys)
         index_parts.append(old.indices)
-        inputs.extend(f"sample {int(i)} of the previous dataset" for i in old.indices)
+        inputs.add(len(old), partial(_dataset_label, "the previous dataset", old.indices))
     names = []
     for rank, spans in sorted(_rank_positions(index, first_new).items()):
         name = rank_keys_name(rank)
@@ -188,7 +203,10 @@ async def publish_keys(
             raise FormatError(f"{name} lists {len(keys)} keys but rank {rank} wrote {total} samples")
         key_parts.append(keys)
         index_parts.append(np.concatenate([np.arange(s, s + n, dtype=np.int64) for s, n in spans]))
-        inputs.extend(rank_inputs or [f"sample {i} of rank {rank}" for i in range(total)])
+        if rank_inputs is not None:
+            inputs.add(total, partial(_column_label, rank_inputs))
+        else:
+            inputs.add(total, partial(_rank_label, rank))
     kinds = {str(k.type) for k in key_parts if len(k)}
     if len(kinds) > 1:
         raise FormatError(f"key_fn returned keys of several types ({sorted(kinds)}); every key must have one type")
@@ -223,11 +241,11 @@ def merge_key_tables(parts: Sequence[tuple[str, KeyTable, int]], *, source: str)
     base = 0
     keys: list[Any] = []
     indices: list[Any] = []
-    inputs: list[str] = []
+    inputs = Labels()
     for name, table, num_items in parts:
         keys.append(table.keys.cast(parts[0][1].keys.type))
         indices.append(table.indices + base)
-        inputs.extend(f"{name} sample {int(i)}" for i in table.indices)
+        inputs.add(len(table), partial(_dataset_label, name, table.indices))
         base += num_items
     return sorted_table(pa.concat_arrays(keys), np.concatenate(indices), source=source, inputs=inputs)
 
