@@ -363,3 +363,17 @@ def test_a_pickled_dataset_loads_its_own_key_shard(tmp_path: Path) -> None:
     copy = pickle.loads(pickle.dumps(ds))
     assert copy.__dict__.get("_key_reader") is not ds.__dict__["_key_reader"]
     assert_same(copy["id-5"], sample(5))
+
+
+def test_dataset_update_of_a_compressed_checksummed_dataset(tmp_path: Path) -> None:
+    make(tmp_path, n=9, compression="zstd", checksum="sha256")
+    new = {"id": "id-8", "x": np.array([3, 2, 1], dtype=np.int64)}
+    dataset_update(str(tmp_path), {"id-8": new}, delete_replaced=True)
+    index = json.loads((tmp_path / "index.json").read_text())
+    names = [c["filename"] for c in index["chunks"]]
+    assert sum("-u" in n for n in names) == 1
+    assert sorted(p.name for p in tmp_path.glob("chunk-*")) == sorted(names)  # the replaced file is gone
+    ds = StreamingDataset(tmp_path)
+    assert_same(ds["id-8"], new)
+    assert [s["id"] for s in ds] == [StreamingDataset(tmp_path)[i]["id"] for i in range(9)]
+    assert sorted(s["id"] for s in ds) == sorted(f"id-{i}" for i in range(9))
