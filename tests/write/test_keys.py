@@ -377,3 +377,8 @@ def test_dataset_update_of_a_compressed_checksummed_dataset(tmp_path: Path) -> N
     assert_same(ds["id-8"], new)
     assert [s["id"] for s in ds] == [StreamingDataset(tmp_path)[i]["id"] for i in range(9)]
     assert sorted(s["id"] for s in ds) == sorted(f"id-{i}" for i in range(9))
+    got = StreamingDataset(tmp_path).get_by_keys([f"id-{i}" for i in range(9)])  # concurrent reads, one chunk each
+    assert [s["id"] for s in got] == [f"id-{i}" for i in range(9)]
+    assert_same(got[8], new)
+    with pytest.raises(KeyNotFoundError, match="'id-77'"):
+        ds.get_by_keys(["id-1", "id-77"])

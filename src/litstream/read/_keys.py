@@ -9,9 +9,12 @@ DataLoader worker loads its own copy on first use.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError
+import anyio
+
+from .._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError, collapse_exception_group
 from ..format._keys import KeyTable, decode_key_table, key_shard, normalize_key, section_of, shard_name, sorted_table
 
 if TYPE_CHECKING:
@@ -20,7 +23,13 @@ if TYPE_CHECKING:
     from ._source import DatasetSource
     from ._subset import Selection
 
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
 __all__ = ["KeyReader", "read_by_keys"]
+
+_CONCURRENT_READS = 16
+"""Item reads of one ``get_by_keys`` call in flight at once."""
 
 
 class KeyReader:
@@ -100,10 +109,29 @@ async def read_by_keys(
         raise ConfigurationError(
             "keyed access reads whole samples; open the dataset with the default item_loader (PyTreeLoader)"
         )
-    out = []
-    for key in keys:
+    positions = []
+    for key in keys:  # all lookups first: a missing key fails before any sample is read
         chunk, item = source.locate(await reader.locate(source, key))
         if selection is not None and not _in_selection(selection, chunk, item):
             raise KeyNotFoundError(f"key {key!r} is in the dataset {source.store.url} but not in this subset")
-        out.append(source.decoder.decode(await source.read_item_bytes(chunk, item)))
+        positions.append((chunk, item))
+    if len(positions) == 1:
+        chunk, item = positions[0]
+        return [source.decoder.decode(await source.read_item_bytes(chunk, item))]
+    out: list[Any] = [None] * len(positions)
+    limiter = anyio.CapacityLimiter(_CONCURRENT_READS)
+
+    async def fetch(slot: int, chunk: int, item: int) -> None:
+        async with limiter:
+            out[slot] = source.decoder.decode(await source.read_item_bytes(chunk, item))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for slot, (chunk, item) in enumerate(positions):
+                tg.start_soon(fetch, slot, chunk, item)
+    except BaseExceptionGroup as group:
+        single = collapse_exception_group(group)
+        if single is group:
+            raise
+        raise single from None
     return out
