@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .._errors import DuplicateKeyError, FormatError
+from .._errors import ConfigurationError, DuplicateKeyError, FormatError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -76,8 +76,6 @@ def normalize_key(key: object, *, argument: str = "key") -> str | int:
         ConfigurationError: ``key`` is ``None``, a bool, another type, or an int outside int64. (A
             ``TypeError`` in LitData; ours is a ``ValueError`` naming the argument.)
     """
-    from .._errors import ConfigurationError
-
     if isinstance(key, str):
         return key
     if isinstance(key, bool) or key is None:
