@@ -382,3 +382,9 @@ def test_dataset_update_of_a_compressed_checksummed_dataset(tmp_path: Path) -> N
     assert_same(got[8], new)
     with pytest.raises(KeyNotFoundError, match="'id-77'"):
         ds.get_by_keys(["id-1", "id-77"])
+
+
+def test_key_fn_must_be_callable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="key_fn must be a callable"):
+        optimize(sample, [1], tmp_path, chunk_size=2, num_workers=1, key_fn="id", verbose=False)  # type: ignore[arg-type]
+    assert not list(tmp_path.iterdir())

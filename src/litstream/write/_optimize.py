@@ -160,6 +160,8 @@ def optimize(
         executor=executor,
         use_checkpoint=use_checkpoint,
     )
+    if key_fn is not None and not callable(key_fn):
+        raise ConfigurationError(f"key_fn must be a callable sample -> str | int, got {key_fn!r:.80}")
     key_fn_pickle = None if key_fn is None else pickle_fn(key_fn)
     store = output_store(output_dir, storage_options)
     if mode == "append":
