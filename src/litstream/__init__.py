@@ -10,8 +10,10 @@ from ._dataloader import StreamingDataLoader as StreamingDataLoader
 from ._dataset import StreamingDataset as StreamingDataset
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatasetNotFoundError as DatasetNotFoundError
+from ._errors import DuplicateKeyError as DuplicateKeyError
 from ._errors import EncryptionError as EncryptionError
 from ._errors import FormatError as FormatError
+from ._errors import KeyNotFoundError as KeyNotFoundError
 from ._errors import LitstreamError as LitstreamError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
 from ._errors import OutputNotEmptyError as OutputNotEmptyError
@@ -58,6 +60,8 @@ from .write._optimize import optimize as optimize
 from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
 from .write._summary import RunSummary as RunSummary
 from .write._summary import WorkerSummary as WorkerSummary
+from .write._update import build_keys_index as build_keys_index
+from .write._update import dataset_update as dataset_update
 from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics
 from .write._writer import ChunkWriter as ChunkWriter
@@ -72,6 +76,7 @@ __all__ = [
     "ConfigurationError",
     "DatasetNotFoundError",
     "Dir",
+    "DuplicateKeyError",
     "Encryption",
     "EncryptionError",
     "FernetEncryption",
@@ -81,6 +86,7 @@ __all__ = [
     "Image",
     "Jpeg",
     "JpegArray",
+    "KeyNotFoundError",
     "LitstreamError",
     "LocalFileStore",
     "Mesh",
@@ -110,7 +116,9 @@ __all__ = [
     "WorkerError",
     "WorkerSummary",
     "astream",
+    "build_keys_index",
     "complete_dataset",
+    "dataset_update",
     "index_parquet_dataset",
     "iter_webdataset_tar",
     "list_media_folder",

@@ -19,6 +19,7 @@ from torch.utils.data import IterableDataset
 from . import _portal
 from ._collate import shared_block
 from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
+from ._dataset_keys import KeyedMixin
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import collapse_exception_group
@@ -56,7 +57,7 @@ _REMOTE_MIN_PRE_DOWNLOAD = 4
 _HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
 
-class StreamingDataset(IterableDataset[Any], ResumeMixin):
+class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
     """Stream an optimized dataset (LitData format) into PyTorch.
 
     Iteration splits items between ranks and DataLoader workers in whole batches and orders them
@@ -273,12 +274,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         return self.get_len(self.num_workers, self.batch_size)
 
     # -- random access ----------------------------------------------------------------------------
-    def __getitem__(self, index: int | slice) -> Any:
-        """Sample ``index`` (0-based, index order across the whole dataset), or a list for a slice.
+    def __getitem__(self, index: int | slice | str) -> Any:
+        """Sample ``index`` (0-based, index order across the whole dataset), a list for a slice, or for a
+        ``str`` the sample with that key (:meth:`get_by_key`).
 
         Raises:
             IndexError: ``index`` is outside ``[-len, len)`` of the whole dataset.
         """
+        if isinstance(index, str):
+            return self.get_by_key(index)
         source = self._get_source()
         selection = self._selected()
         total = len(source) if selection is None else len(selection)

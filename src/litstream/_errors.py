@@ -9,6 +9,8 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
     │   └── EncryptionError             an encrypted dataset read without its key, or with a wrong one
     ├── PlanError (ValueError)          bad sharding / shuffle / resume arguments
     ├── ConfigurationError (ValueError) bad arguments to optimize, astream, StreamingDataset, ...
+    ├── DuplicateKeyError (ValueError)  key_fn gave two samples one key (names both inputs)
+    ├── KeyNotFoundError (KeyError)     ds["id"] / get_by_key / dataset_update: no such key
     ├── DatasetNotFoundError (FileNotFoundError)   no index.json where a dataset was expected
     ├── OutputNotEmptyError (RuntimeError)         optimize into a directory that holds a dataset
     ├── StorageError (OSError)          a store operation failed (foreign errors mapped once)
@@ -30,8 +32,10 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = [
     "ConfigurationError",
     "DatasetNotFoundError",
+    "DuplicateKeyError",
     "EncryptionError",
     "FormatError",
+    "KeyNotFoundError",
     "LitstreamError",
     "ObjectNotFoundError",
     "OutputNotEmptyError",
@@ -88,6 +92,17 @@ class RetriesExhaustedError(StorageError):
 
 class WorkerError(LitstreamError, RuntimeError):
     """An ``optimize`` worker failed; the message names the input and carries the traceback."""
+
+
+class KeyNotFoundError(LitstreamError, KeyError):
+    """``ds[key]`` / ``get_by_key`` / ``dataset_update`` named a key the dataset's ``keys/`` sidecar lacks."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateKeyError(LitstreamError, ValueError):
+    """``key_fn`` gave two samples the same key; the message names the key and both inputs."""
 
 
 def collapse_exception_group(exc: BaseException) -> BaseException:
