@@ -199,6 +199,8 @@ class OptimizeJob:
         finally:
             if done:
                 report(("progress", self.rank, done))
+        if keys is not None:
+            await keys.save(self.store, self.rank)
         partial = writer.partial_index
         return WorkerSummary(
             rank=self.rank,
@@ -208,5 +210,3 @@ class OptimizeJob:
             bytes=writer.bytes_written,
             indexed_chunks=0 if partial is None else len(partial.chunks),
         )
-        if keys is not None:
-            await keys.save(self.store, self.rank)
