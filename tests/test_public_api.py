@@ -20,6 +20,7 @@ def test_public_names_are_exactly_these() -> None:
         "OutputNotEmptyError",
         "ParallelStreamingDataset",
         "ParquetLoader",
+        "PickleRefusedError",
         "PlanError",
         "SampleStream",
         "StorageError",
@@ -35,6 +36,7 @@ def test_public_names_are_exactly_these() -> None:
         "map",
         "merge_datasets",
         "optimize",
+        "set_allow_pickle",
         "train_test_split",
         "walk",
     ]

@@ -14,6 +14,7 @@ from ._errors import FormatError as FormatError
 from ._errors import LitstreamError as LitstreamError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
 from ._errors import OutputNotEmptyError as OutputNotEmptyError
+from ._errors import PickleRefusedError as PickleRefusedError
 from ._errors import PlanError as PlanError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
@@ -24,6 +25,7 @@ from .format._loaders import TokensLoader as TokensLoader
 from .format._parquet import ParquetLoader as ParquetLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
+from .read._trust import set_allow_pickle as set_allow_pickle
 from .storage._resolver import Dir as Dir
 from .storage._store import LocalFileStore as LocalFileStore
 from .storage._store import ObstoreStore as ObstoreStore
@@ -55,6 +57,7 @@ __all__ = [
     "OutputNotEmptyError",
     "ParallelStreamingDataset",
     "ParquetLoader",
+    "PickleRefusedError",
     "PlanError",
     "SampleStream",
     "StorageError",
@@ -70,6 +73,7 @@ __all__ = [
     "map",
     "merge_datasets",
     "optimize",
+    "set_allow_pickle",
     "train_test_split",
     "walk",
 ]

@@ -20,7 +20,7 @@ from ._collate import shared_block
 from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
-from ._errors import collapse_exception_group
+from ._errors import raise_collapsed
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
 from .read._cache import parse_cache_size
@@ -29,6 +29,7 @@ from .read._plan import ChunkSlice, items_per_rank, worker_plan
 from .read._source import CacheSettings, DatasetSource
 from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
+from .read._trust import check_allow_pickle, resolve_allow_pickle
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._local import LocalFileStore
 from .storage._resolver import Dir, resolve_dir, store_for
@@ -92,6 +93,13 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             permuted by ``RandomState([seed])`` first when ``shuffle`` is not ``False`` (a prefix of
             the dataset otherwise); ``s > 1`` serves whole copies for each unit plus that fraction.
             Fixed once per dataset (``set_shuffle`` later does not change it).
+        index_path: A local ``index.json`` (or a directory holding one) to use instead of the one in
+            ``input_dir``.
+        allow_pickle: Whether leaves stored with ``pickle`` may be unpickled (which runs code the data
+            names). ``None`` (default): ``litstream.set_allow_pickle``, else ``LITSTREAM_ALLOW_PICKLE``,
+            else allowed for local and object-store data (LitData's behaviour) and refused for
+            ``hf://`` and ``http(s)://``. Refused data raises ``PickleRefusedError`` on first use, before
+            anything is unpickled. Decided here, in this process; see docs/security.md.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -116,11 +124,13 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         hedge_delay: float | None = None,
         subsample: float = 1.0,
         index_path: str | os.PathLike[str] | None = None,
+        allow_pickle: bool | None = None,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
         self.subsample = check_subsample(subsample)
         check_read_loader(item_loader)
+        check_allow_pickle(allow_pickle)
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
             self.input_dir = Dir(path=None, url=input_dir.url)
@@ -146,6 +156,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         self.serializers = dict(serializers) if serializers else None
         self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
         self.index_path = index_path
+        self.allow_pickle = resolve_allow_pickle(allow_pickle, self.input_dir.url or self.input_dir.path)
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -202,10 +213,16 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             and self.index_path is None
             and isinstance(self._store, LocalFileStore)
         ):
-            self._source = _open_now(self._store, self.serializers, self.item_loader)
+            self._source = _open_now(self._store, self.serializers, self.item_loader, self.allow_pickle)
         if self._source is None:
             self._source = _portal.call(
-                DatasetSource.open, self._store, self.serializers, self.cache, self.item_loader, self.index_path
+                DatasetSource.open,
+                self._store,
+                self.serializers,
+                self.cache,
+                self.item_loader,
+                self.index_path,
+                self.allow_pickle,
             )
         return self._source
 
@@ -363,10 +380,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             try:
                 future.result()
             except BaseExceptionGroup as group:
-                single = collapse_exception_group(group)
-                if single is group:
-                    raise
-                raise single from None
+                raise_collapsed(group)
         finally:
             if not sys.is_finalizing():  # at interpreter exit the loop thread may be gone
                 if not future.done():

@@ -195,6 +195,7 @@ class DatasetSource:
         cache: CacheSettings | None = None,
         item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
         index_path: str | os.PathLike[str] | None = None,
+        allow_pickle: bool = True,
     ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
 
@@ -207,10 +208,13 @@ class DatasetSource:
                 ``ParquetLoader()``; must match the loader the dataset was written with.
             index_path: Read the index from this local file (or directory holding ``index.json``)
                 instead of from ``store`` — for a Parquet directory indexed elsewhere.
+            allow_pickle: ``False`` refuses a dataset with pickled leaves here, before any chunk is
+                read (:class:`~litstream.PickleRefusedError`; see ``read/_trust.py``). Default ``True``.
 
         Raises:
             DatasetNotFoundError: no index. FormatError: an index litstream cannot decode.
             ConfigurationError: ``item_loader`` does not match the dataset.
+            PickleRefusedError: ``allow_pickle=False`` and the dataset stores pickled leaves.
             FileNotFoundError: nothing at ``index_path``.
         """
         index = await (load_index(store) if index_path is None else load_local_index(index_path))
@@ -221,7 +225,13 @@ class DatasetSource:
             source = cls(store, index, RowDecoder(), parquet=parquet)
         else:
             tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
-            decoder = tokens if tokens is not None else SampleDecoder(index.config, serializers)
+            decoder = (
+                tokens
+                if tokens is not None
+                else SampleDecoder(
+                    index.config, serializers, allow_pickle=allow_pickle, where=f"the dataset {store.url}"
+                )
+            )
             source = cls(store, index, decoder, tokens=tokens)
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         if cache is not None:

@@ -18,6 +18,7 @@ import anyio.to_thread
 
 from .._errors import ObjectNotFoundError
 from ._base import ObjectMeta, loop_limiter, mapped_errors, put_size
+from ._keys import check_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -67,7 +68,7 @@ class LocalFileStore:
         return self._limiter_obj[1]
 
     def _full(self, path: str) -> Path:
-        return self._root / path
+        return self._root / check_key(path, str(self._root))  # never outside the root, whatever the caller
 
     async def _run(self, operation: str, path: str, fn: Callable[[], T]) -> T:
         with mapped_errors(operation, str(self._full(path))):

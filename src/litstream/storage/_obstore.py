@@ -28,6 +28,7 @@ import anyio.to_thread
 
 from .._errors import ConfigurationError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
+from ._keys import check_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -266,6 +267,8 @@ class ObstoreStore:
             abandon_on_cancel: When the caller is cancelled, return at once and let the thread finish in
                 the background (reads); ``False`` waits for the call to finish (writes, deletes).
         """
+        if operation != "list":
+            check_key(path, self._url)  # no key outside the prefix, whatever the caller
         with mapped_errors(operation, f"{self._url}/{path}"):
             client = self._client()
             self._limiter_obj = loop_limiter(self._limiter_obj, self._max_threads)

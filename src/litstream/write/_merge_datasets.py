@@ -21,7 +21,7 @@ from .._errors import (
     DatasetNotFoundError,
     ObjectNotFoundError,
     OutputNotEmptyError,
-    collapse_exception_group,
+    raise_collapsed,
 )
 from .._sync import run_sync
 from ..format._chunk import chunk_filename
@@ -177,10 +177,7 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
                 for source, old, new in copies:
                     tg.start_soon(copy, source, old, new)
         except BaseExceptionGroup as group:
-            single = collapse_exception_group(group)
-            if single is group:
-                raise
-            raise single from None
+            raise_collapsed(group)
         merged = Index(chunks=tuple(chunks), config=config).stamped()
         await output.put(INDEX_FILENAME, merged.to_json().encode())
     except BaseException:

@@ -66,6 +66,7 @@ def optimize(
     executor: concurrent.futures.Executor | None = None,
     storage_options: Mapping[str, Any] | None = None,
     verbose: bool = True,
+    allow_pickle: bool = True,
 ) -> None:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
@@ -113,6 +114,9 @@ def optimize(
         storage_options: Credentials and client options when ``output_dir`` is an object-store URL;
             chunks are uploaded as they are written and ``index.json`` last.
         verbose: Show a tqdm progress bar.
+        allow_pickle: ``False`` refuses samples with a leaf only ``pickle`` can store
+            (:class:`~litstream.PickleRefusedError`, raised as a ``WorkerError``'s cause), so the
+            dataset can be read with ``allow_pickle=False``. Default ``True`` (LitData's behaviour).
 
     Raises:
         ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
@@ -132,6 +136,8 @@ def optimize(
         raise ConfigurationError(f"item_loader={item_loader!r} is not supported; use PyTreeLoader() or TokensLoader()")
     if not isinstance(use_checkpoint, bool):
         raise ConfigurationError(f"use_checkpoint must be True or False, got {use_checkpoint!r}")
+    if not isinstance(allow_pickle, bool):
+        raise ConfigurationError(f"allow_pickle must be True or False, got {allow_pickle!r}")
     check_start_method(start_method)
     plan, num_workers = plan_inputs(
         inputs,
@@ -159,6 +165,9 @@ def optimize(
         )
     prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
     jobs = _jobs(plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression, item_loader, serializers)
+    if not allow_pickle:
+        for job in jobs:
+            job.writer_kwargs["allow_pickle"] = False
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
         run_jobs(

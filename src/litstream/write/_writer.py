@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from .._errors import ConfigurationError, FormatError, collapse_exception_group
+from .._errors import ConfigurationError, FormatError, raise_collapsed
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -140,6 +140,7 @@ class ChunkWriter:
         max_pending_chunks: int = 0,
         resume: Index | None = None,
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
+        allow_pickle: bool = True,
     ) -> None:
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
         validate_compression(compression)
@@ -147,7 +148,9 @@ class ChunkWriter:
         self._rank = rank
         self._compression = compression
         self._encoder: SampleEncoder | TokenEncoder = (
-            TokenEncoder(serializers) if isinstance(item_loader, TokensLoader) else SampleEncoder(serializers)
+            TokenEncoder(serializers)
+            if isinstance(item_loader, TokensLoader)
+            else SampleEncoder(serializers, allow_pickle=allow_pickle)
         )
         self._item_loader = item_loader or PyTreeLoader()
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
@@ -185,11 +188,8 @@ class ChunkWriter:
             try:
                 result = await self._task_group.__aexit__(exc_type, exc, tb)
             except BaseExceptionGroup as group:
-                # Re-raise a single failure as itself (the caller's own exception, or the upload's).
-                single = collapse_exception_group(group)
-                if single is group:
-                    raise
-                raise single from single.__cause__
+                # The root cause as itself (the caller's own exception, or the upload's).
+                raise_collapsed(group)
         if exc_type is None:
             await self._write_partial_index()
         return result
