@@ -38,7 +38,7 @@ def check_key(key: str, where: str) -> str:
         or any(part in ("", ".", "..") for part in key.split("/"))
     ):
         raise ConfigurationError(
-            f"{where}: the object key {key!r} is refused; keys are relative '/'-separated paths inside the "
+            f"{where}: the object key {key!r} is refused: it must be a relative '/'-separated key inside the "
             "store's root, without '.', '..', empty segments, backslashes or control characters"
         )
     return key

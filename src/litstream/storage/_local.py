@@ -71,7 +71,7 @@ class LocalFileStore:
         return self._root / check_key(path, str(self._root))  # never outside the root, whatever the caller
 
     async def _run(self, operation: str, path: str, fn: Callable[[], T]) -> T:
-        with mapped_errors(operation, str(self._full(path))):
+        with mapped_errors(operation, str(self._root / path)):  # for the message; fn checked the key
             return await anyio.to_thread.run_sync(fn, limiter=self._limiter())
 
     async def get(self, path: str) -> bytes:
