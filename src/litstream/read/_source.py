@@ -26,6 +26,7 @@ from ..storage._hedged import HedgedStore
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
+from ._sizes import check_local_sizes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -220,6 +221,8 @@ class DatasetSource:
         index = await (load_index(store) if index_path is None else load_local_index(index_path))
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
+        if isinstance(store, LocalFileStore) and cache is None:
+            check_local_sizes(store.root, index)  # before any size from the index is used
         parquet = check_parquet_loader(store.url, index.config, item_loader)
         if parquet is not None:
             source = cls(store, index, RowDecoder(), parquet=parquet)
