@@ -364,7 +364,15 @@ class DatasetSource:
             raise FormatError(f"{info.filename} is shorter than its header ({header_length(info.chunk_size)} bytes)")
         begin = int.from_bytes(span[:4], "little")
         end = int.from_bytes(span[4:], "little")
-        return await self.store.get_range(info.filename, begin, end - begin)
+        if not header_length(info.chunk_size) <= begin <= end <= info.chunk_bytes:  # before asking for the bytes
+            raise FormatError(
+                f"item {item} of {info.filename} spans bytes [{begin}, {end}), outside the chunk's "
+                f"{info.chunk_bytes} bytes; the chunk is damaged — re-run optimize"
+            )
+        data = await self.store.get_range(info.filename, begin, end - begin)
+        if len(data) != end - begin:
+            raise FormatError(f"{info.filename} ends inside item {item}; the file is incomplete — re-run optimize")
+        return data
 
     async def get_item(self, index: int) -> Any:
         """Decode the item at global ``index``."""

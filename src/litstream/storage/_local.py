@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from .._errors import ObjectNotFoundError
+from .._errors import FormatError, ObjectNotFoundError
 from ._base import ObjectMeta, loop_limiter, mapped_errors, put_size
 from ._keys import check_key
 
@@ -88,7 +88,11 @@ class LocalFileStore:
 
         def read() -> list[bytes]:
             with open(full, "rb") as f:
-                return [os.pread(f.fileno(), length, start) for start, length in zip(starts, lengths, strict=True)]
+                size = os.fstat(f.fileno()).st_size  # never allocate more than the file holds
+                return [
+                    os.pread(f.fileno(), max(0, min(length, size - start)), start) if start < size else b""
+                    for start, length in zip(starts, lengths, strict=True)
+                ]
 
         return await self._run("get_range", path, read)
 
@@ -98,6 +102,7 @@ class LocalFileStore:
 
         Raises:
             ObjectNotFoundError: the file does not exist. StorageError: it is shorter than ``pointer + 8``.
+            FormatError: the offsets read point outside the file.
         """
         full = self._full(path)
 
@@ -107,7 +112,13 @@ class LocalFileStore:
                 if len(span) != 8:
                     raise OSError(f"{full} ends before byte {pointer + 8}")
                 begin, end = int.from_bytes(span[:4], "little"), int.from_bytes(span[4:], "little")
-                return os.pread(f.fileno(), max(end - begin, 0), begin)
+                size = os.fstat(f.fileno()).st_size  # offsets come from the file: read no further than its end
+                if begin > end or end > size:
+                    raise FormatError(
+                        f"{full}: the item at offset {pointer} spans bytes [{begin}, {end}) but the file "
+                        f"holds {size} bytes; the chunk is damaged — re-run optimize"
+                    )
+                return os.pread(f.fileno(), end - begin, begin)
 
         return await self._run("get_range", path, read)
 
