@@ -34,6 +34,7 @@ def test_public_names_are_exactly_these() -> None:
         "ParallelStreamingDataset",
         "ParquetLoader",
         "Pdf",
+        "PickleRefusedError",
         "Pil",
         "PlanError",
         "RSAEncryption",
@@ -63,6 +64,7 @@ def test_public_names_are_exactly_these() -> None:
         "map",
         "merge_datasets",
         "optimize",
+        "set_allow_pickle",
         "train_test_split",
         "walk",
     ]

@@ -17,6 +17,7 @@ from ._errors import KeyNotFoundError as KeyNotFoundError
 from ._errors import LitstreamError as LitstreamError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
 from ._errors import OutputNotEmptyError as OutputNotEmptyError
+from ._errors import PickleRefusedError as PickleRefusedError
 from ._errors import PlanError as PlanError
 from ._errors import RetriesExhaustedError as RetriesExhaustedError
 from ._errors import StorageError as StorageError
@@ -48,6 +49,7 @@ from .format._media_video import Video as Video
 from .format._parquet import ParquetLoader as ParquetLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
+from .read._trust import set_allow_pickle as set_allow_pickle
 from .storage._resolver import Dir as Dir
 from .storage._store import LocalFileStore as LocalFileStore
 from .storage._store import ObstoreStore as ObstoreStore
@@ -97,6 +99,7 @@ __all__ = [
     "ParallelStreamingDataset",
     "ParquetLoader",
     "Pdf",
+    "PickleRefusedError",
     "Pil",
     "PlanError",
     "RSAEncryption",
@@ -126,6 +129,7 @@ __all__ = [
     "map",
     "merge_datasets",
     "optimize",
+    "set_allow_pickle",
     "train_test_split",
     "walk",
 ]

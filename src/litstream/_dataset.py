@@ -22,7 +22,7 @@ from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _op
 from ._dataset_keys import KeyedMixin
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
-from ._errors import collapse_exception_group
+from ._errors import raise_collapsed
 from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
@@ -32,6 +32,7 @@ from .read._plan import ChunkSlice, items_per_rank, worker_plan
 from .read._source import CacheSettings, DatasetSource
 from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
+from .read._trust import check_allow_pickle, resolve_allow_pickle
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._local import LocalFileStore
 from .storage._resolver import Dir, resolve_dir, store_for
@@ -99,6 +100,13 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         encryption: For a dataset written with ``encryption=``, the same ``FernetEncryption`` /
             ``RSAEncryption``, usually ``FernetEncryption.load(key_file, password)`` (LitData's key
             files work too). Items are decrypted in memory; chunk files stay encrypted in the cache.
+        index_path: A local ``index.json`` (or a directory holding one) to use instead of the one in
+            ``input_dir``.
+        allow_pickle: Whether leaves stored with ``pickle`` may be unpickled (which runs code the data
+            names). ``None`` (default): ``litstream.set_allow_pickle``, else ``LITSTREAM_ALLOW_PICKLE``,
+            else allowed for local and object-store data (LitData's behaviour) and refused for
+            ``hf://`` and ``http(s)://``. Refused data raises ``PickleRefusedError`` on first use, before
+            anything is unpickled. Decided here, in this process; see docs/security.md.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -126,12 +134,14 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         subsample: float = 1.0,
         index_path: str | os.PathLike[str] | None = None,
         encryption: Encryption | None = None,
+        allow_pickle: bool | None = None,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
         self.subsample = check_subsample(subsample)
         check_read_loader(item_loader)
         check_reader_encryption(encryption)
+        check_allow_pickle(allow_pickle)
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
             self.input_dir = Dir(path=None, url=input_dir.url)
@@ -158,6 +168,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
         self.index_path = index_path
         self.encryption = encryption
+        self.allow_pickle = resolve_allow_pickle(allow_pickle, self.input_dir.url or self.input_dir.path)
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -214,7 +225,9 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
             and self.index_path is None
             and isinstance(self._store, LocalFileStore)
         ):
-            self._source = _open_now(self._store, self.serializers, self.item_loader, self.encryption)
+            self._source = _open_now(
+                self._store, self.serializers, self.item_loader, self.allow_pickle, self.encryption
+            )
         if self._source is None:
             self._source = _portal.call(
                 partial(DatasetSource.open, encryption=self.encryption),
@@ -223,6 +236,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
                 self.cache,
                 self.item_loader,
                 self.index_path,
+                self.allow_pickle,
             )
         return self._source
 
@@ -383,10 +397,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
             try:
                 future.result()
             except BaseExceptionGroup as group:
-                single = collapse_exception_group(group)
-                if single is group:
-                    raise
-                raise single from None
+                raise_collapsed(group)
         finally:
             if not sys.is_finalizing():  # at interpreter exit the loop thread may be gone
                 if not future.done():

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError, collapse_exception_group
+from .._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError, raise_collapsed
 from ..format._keys import KeyTable, decode_key_table, key_shard, normalize_key, section_of, shard_name, sorted_table
 
 if TYPE_CHECKING:
@@ -130,8 +130,5 @@ async def read_by_keys(
             for slot, (chunk, item) in enumerate(positions):
                 tg.start_soon(fetch, slot, chunk, item)
     except BaseExceptionGroup as group:
-        single = collapse_exception_group(group)
-        if single is group:
-            raise
-        raise single from None
+        raise_collapsed(group)
     return out

@@ -21,7 +21,7 @@ from .._errors import (
     DatasetNotFoundError,
     ObjectNotFoundError,
     OutputNotEmptyError,
-    collapse_exception_group,
+    raise_collapsed,
 )
 from .._sync import run_sync
 from ..format._chunk import chunk_filename
@@ -180,10 +180,7 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
                 for source, old, new in copies:
                     tg.start_soon(copy, source, old, new)
         except BaseExceptionGroup as group:
-            single = collapse_exception_group(group)
-            if single is group:
-                raise
-            raise single from None
+            raise_collapsed(group)
         merged = Index(chunks=tuple(chunks), config=config).stamped()
         if keys is not None:
             written.append(shard_name(0))

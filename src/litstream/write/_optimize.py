@@ -81,6 +81,7 @@ def optimize(
     encryption: Encryption | None = None,
     chunk_format: str | None = None,
     key_fn: Callable[[Any], Any] | None = None,
+    allow_pickle: bool = True,
 ) -> RunSummary:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
@@ -148,6 +149,9 @@ def optimize(
             ``ds.get_by_key(id)`` find a sample by it and ``dataset_update`` can replace it. Keys must be
             unique across the dataset (append and resumed runs included) and all of one type; needs
             pyarrow. In append mode the dataset must already have a sidecar exactly when ``key_fn`` is given.
+        allow_pickle: ``False`` refuses samples with a leaf only ``pickle`` can store
+            (:class:`~litstream.PickleRefusedError`, raised as a ``WorkerError``'s cause), so the
+            dataset can be read with ``allow_pickle=False``. Default ``True`` (LitData's behaviour).
 
     Returns:
         A :class:`~litstream.RunSummary` of this node's work: inputs finished, samples, chunk files, bytes
@@ -176,6 +180,8 @@ def optimize(
         raise ConfigurationError(f"item_loader={item_loader!r} is not supported; use PyTreeLoader() or TokensLoader()")
     if not isinstance(use_checkpoint, bool):
         raise ConfigurationError(f"use_checkpoint must be True or False, got {use_checkpoint!r}")
+    if not isinstance(allow_pickle, bool):
+        raise ConfigurationError(f"allow_pickle must be True or False, got {allow_pickle!r}")
     check_start_method(start_method)
     if check_chunk_format(chunk_format) == "arrow":
         if isinstance(item_loader, TokensLoader):
@@ -223,6 +229,9 @@ def optimize(
     if key_fn_pickle is not None:
         jobs = [replace(job, key_fn_pickle=key_fn_pickle) for job in jobs]
     before_index = None if key_fn is None else run_sync(keys_hook, store, prepared.existing)
+    if not allow_pickle:
+        for job in jobs:
+            job.writer_kwargs["allow_pickle"] = False
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
         workers = run_jobs(
