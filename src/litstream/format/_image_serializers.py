@@ -11,12 +11,12 @@ import struct
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .._errors import FormatError
 from ._serializer_base import Serializer, loaded_class
 
 if TYPE_CHECKING:
+    import torch
     from PIL import Image as PILImage
 
 __all__ = ["JpegSerializer", "PilSerializer"]
@@ -81,6 +81,7 @@ class JpegSerializer(Serializer):
         return buffer.getvalue(), None
 
     def deserialize(self, data: bytes | memoryview) -> torch.Tensor:
+        import torch
         from PIL import Image, ImageOps, UnidentifiedImageError
 
         try:
