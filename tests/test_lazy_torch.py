@@ -49,11 +49,17 @@ _BLOCKER = textwrap.dedent(
 )
 
 
-def _run_without_torch(body: str, cwd: Path) -> str:
-    """Run ``body`` in a fresh interpreter that cannot import torch; return its stdout."""
+def _env() -> dict[str, str]:
+    """This environment, with the tested package's source directory first on the path."""
     env = dict(os.environ)
     src = str(Path(litstream.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _run_without_torch(body: str, cwd: Path) -> str:
+    """Run ``body`` in a fresh interpreter that cannot import torch; return its stdout."""
+    env = _env()
     code = _BLOCKER + textwrap.dedent(body) + "\nassert 'torch' not in sys.modules, 'torch was imported'\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr
@@ -175,9 +181,7 @@ def test_the_facades_load_torch_on_first_use(tmp_path: Path) -> None:
             print(exc)
         """
     )
-    env = dict(os.environ)
-    src = str(Path(litstream.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=240)
+    cmd = [sys.executable, "-c", code]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "module 'litstream' has no attribute 'NoSuchName'"
