@@ -168,8 +168,12 @@ def test_the_facades_load_torch_on_first_use(tmp_path: Path) -> None:
         import sys
         import litstream
         assert "torch" not in sys.modules
-        from litstream import StreamingDataset
+        from litstream import StreamingDataLoader
         assert "torch" in sys.modules
+        # _dataloader imported _dataset: its public class is named "litstream" (pickles by that name) at once
+        assert sys.modules["litstream._dataset"].StreamingDataset.__module__ == "litstream"
+        assert StreamingDataLoader.__module__ == "litstream"
+        from litstream import StreamingDataset
         assert StreamingDataset.__module__ == "litstream"
         assert litstream.StreamingDataset is StreamingDataset
         for name in ("StreamingDataLoader", "CombinedStreamingDataset", "ParallelStreamingDataset", "train_test_split"):

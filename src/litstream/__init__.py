@@ -105,11 +105,16 @@ def __getattr__(name: str) -> Any:
     if module_name is None:
         raise AttributeError(f"module 'litstream' has no attribute {name!r}")
     import importlib
+    import sys
 
-    obj = getattr(importlib.import_module(module_name, __name__), name)
-    _fix_module_name(obj)
-    globals()[name] = obj
-    return obj
+    importlib.import_module(module_name, __name__)
+    # The module may have imported other facades (``_dataloader`` imports ``_dataset``): name them all.
+    for other, other_module in _LAZY.items():
+        loaded = sys.modules.get(__name__ + other_module)
+        if loaded is not None and other not in globals():
+            globals()[other] = getattr(loaded, other)
+            _fix_module_name(globals()[other])
+    return globals()[name]
 
 
 def __dir__() -> list[str]:
