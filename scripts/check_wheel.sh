@@ -11,7 +11,7 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 .venv/bin/python -m build --wheel --outdir "$WORK/dist" . >/dev/null
 "$PY" -m venv "$WORK/venv"
-"$WORK/venv/bin/python" -m pip install -q -c "$ROOT/requirements/constraints.txt" "$WORK"/dist/litstream-*.whl
+"$WORK/venv/bin/python" -m pip install -q --no-compile -c "$ROOT/requirements/constraints.txt" "$WORK"/dist/litstream-*.whl
 cd "$WORK"
 expected="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$ROOT/src/litstream/_version.py")"
 test "$("$WORK/venv/bin/litstream" --version)" = "litstream $expected"

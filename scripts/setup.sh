@@ -16,13 +16,15 @@ PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade "pip>=24" >/dev/null
+.venv/bin/python -m pip install -q --no-compile --upgrade "pip>=24" >/dev/null
 # torch is pinned through the constraint file so nothing upgrades it to a CUDA build.
+# --no-compile: pip would byte-compile every module of every package (torch alone has thousands),
+# which costs minutes on 2 cores; Python compiles the modules actually imported on first use instead.
 if [ "$LIGHT" = 1 ]; then
-    .venv/bin/python -m pip install -q -c requirements/constraints.txt -r requirements/examples.txt
+    .venv/bin/python -m pip install -q --no-compile -c requirements/constraints.txt -r requirements/examples.txt
     exit 0
 fi
-.venv/bin/python -m pip install -q -c requirements/constraints.txt -r requirements/dev.txt
+.venv/bin/python -m pip install -q --no-compile -c requirements/constraints.txt -r requirements/dev.txt
 # LitData (test peer) without its torchvision requirement; see requirements/dev.txt.
-.venv/bin/python -m pip install -q --no-deps -c requirements/constraints.txt litdata==0.2.76
+.venv/bin/python -m pip install -q --no-compile --no-deps -c requirements/constraints.txt litdata==0.2.76
 bash scripts/install_servers.sh
