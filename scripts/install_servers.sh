@@ -18,7 +18,7 @@ if [ "${#PINS[@]}" -ne 3 ]; then
     echo "install_servers.sh: expected 3 server pins in requirements/dev.txt, found: ${PINS[*]:-none}" >&2
     exit 1
 fi
-.venv/bin/python -m pip install -q -c requirements/constraints.txt "${PINS[@]}"
+.venv/bin/python -m pip install -q --no-compile -c requirements/constraints.txt "${PINS[@]}"
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     echo "install_servers.sh: Node.js and npm are needed for Azurite (e.g. apt-get install -y nodejs npm)" >&2
     exit 1

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -31,9 +32,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     of the suite on ``fork``.
     """
 
+    storage_dir = Path(__file__).resolve().parent / "storage"  # by identity, not a path fragment
+
     def late(item: pytest.Item) -> bool:
-        path = str(item.path).replace("\\", "/")
-        if "/tests/storage/" in path or _SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        in_storage = storage_dir in Path(item.path).resolve().parents
+        if in_storage or _SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             return True
         callspec = getattr(item, "callspec", None)  # a test parametrized over backends, with "s3" among them
         return callspec is not None and any(isinstance(v, str) and v == "s3" for v in callspec.params.values())

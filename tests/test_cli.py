@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from litstream import optimize
-from litstream._cli import main
+from litstream._cli import human_bytes, human_time, main
 
 if TYPE_CHECKING:
     import pytest
@@ -91,3 +92,49 @@ def test_cache_clear_of_an_explicit_dir(
     assert main(["cache", "clear", "--dir", str(tmp_path)]) == 1
     assert "refusing to delete" in capsys.readouterr().err
     assert own.exists()
+
+
+def test_version_flag_prints_the_package_version() -> None:
+    exe = Path(sys.executable).with_name("litstream")
+    out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=True)
+    import litstream
+
+    assert out.stdout.strip() == f"litstream {litstream.__version__}"
+
+
+def test_inspect_prints_sizes_and_dates_for_humans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    optimize(fn=lambda i: {"i": i}, inputs=range(12), output_dir=tmp_path, chunk_size=5, num_workers=1, verbose=False)
+    index = json.loads((tmp_path / "index.json").read_text())
+    total = sum(c["chunk_bytes"] for c in index["chunks"])
+    index["updated_at"] = "1700000000.25"
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    assert main(["inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "chunks:       3 (2 to 5 items each)" in out
+    assert f"size:         {human_bytes(total)} uncompressed ({total} bytes)" in out
+    assert "updated:      2023-11-14 22:13:20 UTC" in out
+    assert "compression:  none" in out
+
+
+def test_inspect_json_gives_raw_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    optimize(fn=lambda i: {"i": i}, inputs=range(12), output_dir=tmp_path, chunk_size=5, num_workers=1, verbose=False)
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert main(["inspect", "--json", str(tmp_path)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["items"] == 12
+    assert got["chunks"] == 3
+    assert got["bytes"] == sum(c["chunk_bytes"] for c in index["chunks"])
+    assert got["items_per_chunk"] == {"min": 2, "max": 5}
+    assert got["config"]["data_format"] == ["int"]
+    assert got["updated_at"] == index["updated_at"]
+
+
+def test_human_units() -> None:
+    assert human_bytes(0) == "0 B"
+    assert human_bytes(999) == "999 B"
+    assert human_bytes(1500) == "1.5 kB"
+    assert human_bytes(64_000_000) == "64.0 MB"
+    assert human_bytes(3 * 10**15) == "3000.0 TB"
+    assert human_time(None).startswith("unfinished")
+    assert human_time("not-a-number") == "not-a-number"
+    assert human_time("0") == "1970-01-01 00:00:00 UTC"

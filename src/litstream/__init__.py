@@ -1,13 +1,16 @@
 """litstream: chunked binary shards (LitData's format) streamed into PyTorch and async services.
 
 The public API; everything else lives in private modules.
+
+``import litstream`` does not import torch: the torch facades (``StreamingDataset``,
+``StreamingDataLoader``, the composite datasets, ``train_test_split``) are loaded on first use by
+the module ``__getattr__`` below. See ``docs/contributing.md`` (the lazy-import rule).
 """
 
 from __future__ import annotations
 
-from ._combined_dataset import CombinedStreamingDataset as CombinedStreamingDataset
-from ._dataloader import StreamingDataLoader as StreamingDataLoader
-from ._dataset import StreamingDataset as StreamingDataset
+from typing import TYPE_CHECKING, Any
+
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatasetNotFoundError as DatasetNotFoundError
 from ._errors import DuplicateKeyError as DuplicateKeyError
@@ -25,8 +28,7 @@ from ._errors import WorkerError as WorkerError
 from ._media_collate import litdata_collate as litdata_collate
 from ._media_folder import iter_webdataset_tar as iter_webdataset_tar
 from ._media_folder import list_media_folder as list_media_folder
-from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
-from ._split import train_test_split as train_test_split
+from ._version import __version__ as __version__
 from .format._encryption import Encryption as Encryption
 from .format._encryption import FernetEncryption as FernetEncryption
 from .format._encryption import RSAEncryption as RSAEncryption
@@ -68,7 +70,21 @@ from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics
 from .write._writer import ChunkWriter as ChunkWriter
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:  # the torch facades, imported on first use (see _LAZY)
+    from ._combined_dataset import CombinedStreamingDataset as CombinedStreamingDataset
+    from ._dataloader import StreamingDataLoader as StreamingDataLoader
+    from ._dataset import StreamingDataset as StreamingDataset
+    from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
+    from ._split import train_test_split as train_test_split
+
+# Public names whose modules import torch: name -> module. Loaded by __getattr__ on first access.
+_LAZY = {
+    "CombinedStreamingDataset": "._combined_dataset",
+    "ParallelStreamingDataset": "._parallel_dataset",
+    "StreamingDataLoader": "._dataloader",
+    "StreamingDataset": "._dataset",
+    "train_test_split": "._split",
+}
 
 __all__ = [
     "AsyncUploader",
@@ -135,14 +151,37 @@ __all__ = [
 ]
 
 
-def _fix_module_names() -> None:
-    for name in __all__:
-        obj = globals()[name]
-        if getattr(obj, "__module__", "").startswith("litstream."):
-            try:
-                obj.__module__ = "litstream"
-            except (AttributeError, TypeError):  # pragma: no cover
-                pass
+def _fix_module_name(obj: object) -> None:
+    if getattr(obj, "__module__", "").startswith("litstream."):
+        try:
+            obj.__module__ = "litstream"
+        except (AttributeError, TypeError):  # pragma: no cover
+            pass
 
 
-_fix_module_names()
+def __getattr__(name: str) -> Any:
+    """Import a torch facade on first access (PEP 562), so ``import litstream`` stays torch-free."""
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'litstream' has no attribute {name!r}")
+    import importlib
+    import sys
+
+    importlib.import_module(module_name, __name__)
+    # The module may have imported other facades (``_dataloader`` imports ``_dataset``): name them all.
+    for other, other_module in _LAZY.items():
+        loaded = sys.modules.get(__name__ + other_module)
+        if loaded is not None and other not in globals():
+            globals()[other] = getattr(loaded, other)
+            _fix_module_name(globals()[other])
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+for _name in __all__:
+    if _name not in _LAZY:
+        _fix_module_name(globals()[_name])
+del _name

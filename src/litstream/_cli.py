@@ -1,55 +1,111 @@
 """The ``litstream`` command.
 
-* ``litstream inspect DIR`` prints what a dataset holds.
+* ``litstream inspect DIR`` prints what a dataset holds (``--json`` for machines).
 * ``litstream cache path`` prints the chunk cache root; ``litstream cache clear`` deletes litstream's own cache
   (LitData's only with ``--include-litdata``; see :mod:`litstream._cache_cli`).
+* ``litstream --version`` prints the version.
+
+It imports no torch (see ``docs/contributing.md``), so every command answers in well under a second.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._cache_cli import add_cache_commands, run_cache
 from ._errors import LitstreamError
 from ._sync import run_sync
+from ._version import __version__
 from .read._source import load_index
 from .storage._resolver import store_for
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .format._index import Index
+
 __all__ = ["main"]
 
 
-def _inspect(input_dir: str) -> int:
-    index = run_sync(load_index, store_for(input_dir))
+def human_bytes(n: int) -> str:
+    """``n`` bytes in decimal units, as ``chunk_bytes="64MB"`` counts them: ``"1.5 MB"``, ``"512 B"``."""
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(size) < 1000 or unit == "TB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def human_time(stamp: str | None) -> str:
+    """An ``updated_at`` stamp (LitData writes ``str(time.time())``) as a UTC date; kept as-is if not a number."""
+    if stamp is None:
+        return "unfinished (no index.json yet; partial indexes merged)"
+    try:
+        when = datetime.datetime.fromtimestamp(float(stamp), tz=datetime.timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return stamp
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _summary(input_dir: str, index: Index) -> dict[str, Any]:
     config = index.config
+    sizes = [c.chunk_size for c in index.chunks]
+    return {
+        "dataset": input_dir,
+        "items": index.num_items,
+        "chunks": len(index.chunks),
+        "bytes": sum(c.chunk_bytes for c in index.chunks),
+        "items_per_chunk": {"min": min(sizes), "max": max(sizes)} if sizes else None,
+        "config": None if config is None else config.to_json_obj(),
+        "updated_at": index.updated_at,
+    }
+
+
+def _inspect(input_dir: str, as_json: bool) -> int:
+    index = run_sync(load_index, store_for(input_dir))
+    summary = _summary(input_dir, index)
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+        return 0
+    config = index.config
+    per_chunk = summary["items_per_chunk"]
     print(f"dataset:      {input_dir}")
-    print(f"items:        {index.num_items}")
-    print(f"chunks:       {len(index.chunks)}")
-    print(f"bytes:        {sum(c.chunk_bytes for c in index.chunks)} (uncompressed)")
+    print(f"items:        {summary['items']}")
+    print(f"chunks:       {summary['chunks']}", end="")
+    print(f" ({per_chunk['min']} to {per_chunk['max']} items each)" if per_chunk else "")
+    print(f"size:         {human_bytes(summary['bytes'])} uncompressed ({summary['bytes']} bytes)")
     if config is not None:
         print(f"data_format:  {list(config.data_format)}")
-        print(f"compression:  {config.compression}")
+        print(f"compression:  {config.compression or 'none'}")
+        print(f"encryption:   {'yes' if config.encryption else 'none'}")
         print(f"item_loader:  {config.item_loader}")
-    print(f"updated_at:   {index.updated_at}")
+        if config.chunk_bytes is not None:
+            print(f"chunk_bytes:  {human_bytes(config.chunk_bytes)} (limit when written)")
+        if config.chunk_size is not None:
+            print(f"chunk_size:   {config.chunk_size} items (limit when written)")
+    print(f"updated:      {human_time(index.updated_at)}")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``litstream`` console script; returns the exit code."""
     parser = argparse.ArgumentParser(prog="litstream", description="Inspect litstream / LitData datasets.")
+    parser.add_argument("--version", action="version", version=f"litstream {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser("inspect", help="print the item count, chunks and format of a dataset")
-    inspect.add_argument("input_dir", help="dataset directory (holds index.json)")
+    inspect.add_argument("input_dir", help="dataset directory or URL (holds index.json)")
+    inspect.add_argument("--json", action="store_true", help="print the summary as JSON (raw numbers)")
     add_cache_commands(commands)
     args = parser.parse_args(argv)
     try:
         if args.command == "cache":
             return run_cache(args)
-        return _inspect(args.input_dir)
+        return _inspect(args.input_dir, args.json)
     except LitstreamError as exc:
         print(f"litstream: {exc}", file=sys.stderr)
         return 1

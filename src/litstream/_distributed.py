@@ -4,11 +4,16 @@ The environment is read in one place. Rank and world size come from ``torch.dist
 is initialised, else from ``WORLD_SIZE`` and ``GLOBAL_RANK`` (LitData's names) or ``RANK``, else a
 single process. The node count comes from ``NNODES``, else ``world_size // CUDA devices`` when
 CUDA is present, else 1. They are read when iteration starts, not at construction.
+
+torch is consulted only once something has imported it: ``torch.distributed`` cannot be initialised,
+nor a DataLoader worker be running, in a process that never imported torch (so ``astream`` alone
+never pays for importing it).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 __all__ = ["DistributedEnv", "WorkerEnv", "detect_distributed", "detect_worker"]
@@ -29,14 +34,15 @@ class WorkerEnv:
 
 def detect_distributed() -> DistributedEnv:
     """Rank and world size of this process (see the module docstring)."""
-    try:
-        import torch.distributed as dist
+    if "torch" in sys.modules:
+        try:
+            import torch.distributed as dist
 
-        if dist.is_available() and dist.is_initialized():
-            world = dist.get_world_size()
-            return DistributedEnv(dist.get_rank(), world, _num_nodes(world))
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
+            if dist.is_available() and dist.is_initialized():
+                world = dist.get_world_size()
+                return DistributedEnv(dist.get_rank(), world, _num_nodes(world))
+        except ImportError:  # pragma: no cover - torch is a dependency
+            pass
     world = max(int(os.environ.get("WORLD_SIZE", "1")), 1)
     rank = int(os.environ.get("GLOBAL_RANK", os.environ.get("RANK", "0")))
     return DistributedEnv(rank, world, _num_nodes(world))
@@ -46,6 +52,8 @@ def _num_nodes(world_size: int) -> int:
     """``NNODES`` if set, else ``world_size // cuda devices`` with CUDA, else 1 (LitData's rule)."""
     if "NNODES" in os.environ:
         return max(int(os.environ["NNODES"]), 1)
+    if world_size <= 1:  # one process is one node, whatever the device count
+        return 1
     try:
         import torch
 
@@ -57,6 +65,8 @@ def _num_nodes(world_size: int) -> int:
 
 def detect_worker() -> WorkerEnv:
     """This DataLoader worker's id and the worker count (0 workers count as 1)."""
+    if "torch" not in sys.modules:  # no DataLoader worker runs without torch
+        return WorkerEnv(0, 1)
     from torch.utils.data import get_worker_info
 
     info = get_worker_info()

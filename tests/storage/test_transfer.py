@@ -358,7 +358,7 @@ async def test_an_error_in_the_block_cancels_pending_uploads(tmp_path: Path) -> 
         async with Uploader(store, max_concurrency=2) as uploader:
             for f in files:
                 await uploader.upload(f, f.name, delete_after=False)
-            await anyio.sleep(0.05)
+            await wait_until(lambda: store.active == 2)  # both puts are running (blocked at the gate)
             raise ValueError("producer failed")
     assert store.cancelled_puts == 2
     assert store.objects == {}

@@ -29,17 +29,18 @@ a readable way, so litstream rejects them when writing and when reading.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from .._errors import FormatError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    import torch
 
 __all__ = [
     "array_from_bytes",
@@ -52,22 +53,38 @@ __all__ = [
     "tensor_to_bytes",
     "torch_dtype_from_index",
     "torch_dtype_index",
+    "torch_dtype_itemsize",
     "unpack_header",
 ]
 
-_TORCH_BY_INDEX: tuple[torch.dtype, ...] = (
-    torch.float32, torch.float32, torch.float64, torch.float64, torch.complex64, torch.complex64,
-    torch.complex128, torch.complex128, torch.float16, torch.float16, torch.bfloat16, torch.uint8,
-    torch.int8, torch.int16, torch.int16, torch.int32, torch.int32, torch.int64, torch.int64,
-    torch.bool, torch.uint16,
+# Table D1 by torch attribute name; torch itself is imported only when a tensor is read or written
+# (``import litstream`` stays torch-free), through the two cached tables below.
+_TORCH_NAMES: tuple[str, ...] = (
+    "float32", "float32", "float64", "float64", "complex64", "complex64", "complex128", "complex128",
+    "float16", "float16", "bfloat16", "uint8", "int8", "int16", "int16", "int32", "int32", "int64", "int64",
+    "bool", "uint16",
 )  # fmt: skip
-
+# Element sizes in bytes, index by index (token layouts need them without torch).
+_TORCH_ITEMSIZES: tuple[int, ...] = (4, 4, 8, 8, 8, 8, 16, 16, 2, 2, 2, 1, 1, 2, 2, 4, 4, 8, 8, 1, 2)
 # The "written" column of D1; bfloat16 is deliberately absent.
-_TORCH_WRITTEN: dict[torch.dtype, int] = {
-    torch.float32: 1, torch.float64: 3, torch.complex64: 5, torch.complex128: 7, torch.float16: 9,
-    torch.uint8: 11, torch.int8: 12, torch.int16: 14, torch.int32: 16, torch.int64: 18, torch.bool: 19,
-    torch.uint16: 20,
+_TORCH_WRITTEN_NAMES: dict[str, int] = {
+    "float32": 1, "float64": 3, "complex64": 5, "complex128": 7, "float16": 9, "uint8": 11, "int8": 12,
+    "int16": 14, "int32": 16, "int64": 18, "bool": 19, "uint16": 20,
 }  # fmt: skip
+
+
+@functools.cache
+def _torch_by_index() -> tuple[torch.dtype, ...]:
+    import torch
+
+    return tuple(getattr(torch, name) for name in _TORCH_NAMES)
+
+
+@functools.cache
+def _torch_written() -> dict[torch.dtype, int]:
+    import torch
+
+    return {getattr(torch, name): index for name, index in _TORCH_WRITTEN_NAMES.items()}
 
 _NUMPY_BY_INDEX: tuple[np.dtype[Any], ...] = tuple(
     np.dtype(code).newbyteorder("<")
@@ -77,7 +94,7 @@ _NUMPY_INDEX: dict[str, int] = {dtype.str: index for index, dtype in enumerate(_
 
 
 def _torch_names() -> str:
-    return ", ".join(str(dtype).removeprefix("torch.") for dtype in _TORCH_WRITTEN)
+    return ", ".join(_TORCH_WRITTEN_NAMES)
 
 
 def _numpy_names() -> str:
@@ -97,7 +114,7 @@ def torch_dtype_index(dtype: torch.dtype) -> int:
         FormatError: ``dtype`` cannot be written (bfloat16, uint32, uint64, float8, ...).
     """
     try:
-        return _TORCH_WRITTEN[dtype]
+        return _torch_written()[dtype]
     except KeyError:
         raise FormatError(f"cannot serialize a tensor of dtype {dtype}; supported dtypes: {_torch_names()}") from None
 
@@ -111,9 +128,23 @@ def torch_dtype_from_index(index: int) -> torch.dtype:
     Raises:
         FormatError: ``index`` is not in the table.
     """
-    if not 0 <= index < len(_TORCH_BY_INDEX):
-        raise FormatError(f"unknown torch dtype index {index}; expected 0 to {len(_TORCH_BY_INDEX) - 1}")
-    return _TORCH_BY_INDEX[index]
+    _check_torch_index(index)
+    return _torch_by_index()[index]
+
+
+def torch_dtype_itemsize(index: int) -> int:
+    """Return the element size in bytes of the torch dtype stored under ``index`` (no torch import).
+
+    Raises:
+        FormatError: ``index`` is not in the table.
+    """
+    _check_torch_index(index)
+    return _TORCH_ITEMSIZES[index]
+
+
+def _check_torch_index(index: int) -> None:
+    if not 0 <= index < len(_TORCH_NAMES):
+        raise FormatError(f"unknown torch dtype index {index}; expected 0 to {len(_TORCH_NAMES) - 1}")
 
 
 def numpy_dtype_index(dtype: np.dtype[Any]) -> int:
@@ -227,6 +258,8 @@ def tensor_from_bytes(
     _check_size(len(data), dtype.itemsize, shape)
     if shape is None:
         shape = (len(data) // dtype.itemsize,)
+    import torch
+
     if len(data) == 0:
         return torch.empty(shape, dtype=dtype)
     # The bytearray is a private, writable copy; the tensor keeps it alive.

@@ -51,18 +51,18 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from .._errors import FormatError
 from . import _dtypes as dt
 from ._image_serializers import JpegSerializer, PilSerializer
 from ._media_paths import is_media_path
-from ._serializer_base import Serializer
+from ._serializer_base import Serializer, loaded_class
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     import numpy.typing as npt
+    import torch
 
 __all__ = [
     "BoolSerializer",
@@ -235,6 +235,12 @@ class NumpySerializer(Serializer):
         return dt.array_from_bytes(payload, dt.numpy_dtype_from_index(index), shape)
 
 
+def _is_tensor(obj: object) -> bool:
+    """Whether ``obj`` is a ``torch.Tensor``, without importing torch (no tensor exists before it is loaded)."""
+    tensor_type = loaded_class("torch", "Tensor")
+    return tensor_type is not None and isinstance(obj, tensor_type)
+
+
 class NoHeaderTensorSerializer(Serializer):
     """1-D tensors as raw little-endian bytes; the dtype index (table D1) travels in the name.
 
@@ -248,7 +254,7 @@ class NoHeaderTensorSerializer(Serializer):
         self.dtype = dtype
 
     def can_serialize(self, obj: object) -> bool:
-        return isinstance(obj, torch.Tensor) and obj.ndim == 1
+        return _is_tensor(obj) and obj.ndim == 1  # type: ignore[attr-defined]
 
     def serialize(self, obj: torch.Tensor) -> tuple[bytes, str | None]:
         index = dt.torch_dtype_index(obj.dtype)
@@ -272,10 +278,10 @@ class TensorSerializer(Serializer):
     name = "tensor"
 
     def can_serialize(self, obj: object) -> bool:
-        return isinstance(obj, torch.Tensor) and obj.ndim != 1
+        return _is_tensor(obj) and obj.ndim != 1  # type: ignore[attr-defined]
 
     def accepts(self, obj: object) -> bool:
-        return isinstance(obj, torch.Tensor)
+        return _is_tensor(obj)
 
     def serialize(self, obj: torch.Tensor) -> tuple[bytes, str | None]:
         index = dt.torch_dtype_index(obj.dtype)

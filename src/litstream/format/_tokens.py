@@ -47,7 +47,7 @@ def _itemsize(data_format: str) -> int:
     index = dt.parse_dtype_suffix(data_format)
     if kind == "no_header_numpy":
         return dt.numpy_dtype_from_index(index).itemsize
-    return dt.torch_dtype_from_index(index).itemsize
+    return dt.torch_dtype_itemsize(index)
 
 
 class TokenEncoder:

@@ -24,7 +24,6 @@ from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
-import httpx
 
 from .._errors import ObjectNotFoundError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors
@@ -33,6 +32,8 @@ from ._keys import check_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+
+    import httpx  # imported on first request: an HTTP client is not part of ``import litstream``
 
     from ._base import PutData
 
@@ -177,6 +178,8 @@ class HTTPStore:
         return self._lister
 
     def _client(self) -> httpx.Client:
+        import httpx
+
         box = self._box
         pid = os.getpid()
         with box.lock:
@@ -193,6 +196,8 @@ class HTTPStore:
 
     def _send(self, method: str, url: str, headers: Mapping[str, str] | None = None) -> httpx.Response:
         """One request with retries and backoff (runs in a worker thread)."""
+        import httpx
+
         client = self._client()
         t = self._transfer
         first = time.monotonic()

@@ -22,7 +22,7 @@ from .._errors import DatasetNotFoundError, FormatError
 from .._sync import run_sync
 from ..format._chunk import header_length, item_span_offset
 from ..format._compression import decompress
-from ..format._dtypes import numpy_dtype_from_index, parse_dtype_suffix, torch_dtype_from_index
+from ..format._dtypes import numpy_dtype_from_index, parse_dtype_suffix, torch_dtype_itemsize
 from ..format._index import (
     INDEX_FILENAME,
     ChunkInfo,
@@ -187,7 +187,7 @@ def _tokens(config: DatasetConfig, count: int, size: int) -> int | None:
     kind = config.data_format[0]
     index = parse_dtype_suffix(kind)
     if kind.startswith("no_header_tensor"):
-        itemsize = torch_dtype_from_index(index).itemsize
+        itemsize = torch_dtype_itemsize(index)
     else:
         itemsize = numpy_dtype_from_index(index).itemsize
     return (size - header_length(count)) // itemsize

@@ -153,8 +153,8 @@ def map(
         fn: ``fn(input, output_dir, [device=...], [is_last=...]) -> None``.
         inputs: A non-empty sequence, or a queue ended by ``"ALL_DONE"`` (as in ``optimize``).
         output_dir: Local directory, URL (``s3://``, ``gs://``, ``azure://``), ``Dir`` or ``Store``.
-        input_dir, weights, num_workers, fast_dev_run, reorder_files, batch_size, start_method, executor,
-            storage_options, verbose: As in ``optimize``.
+        input_dir: As in ``optimize``; so are ``weights``, ``num_workers``, ``fast_dev_run``, ``reorder_files``,
+            ``batch_size``, ``start_method``, ``executor``, ``storage_options`` and ``verbose``.
         error_when_not_empty: Refuse an ``output_dir`` that already holds files (LitData checks only
             remote outputs; litstream checks every kind).
 
