@@ -31,6 +31,7 @@ def test_public_names_are_exactly_these() -> None:
         "Store",
         "StreamingDataLoader",
         "StreamingDataset",
+        "StreamingRawDataset",
         "TokensLoader",
         "UploaderStatistics",
         "WorkerError",

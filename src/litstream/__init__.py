@@ -20,6 +20,7 @@ from ._errors import RetriesExhaustedError as RetriesExhaustedError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
 from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
+from ._raw_dataset import StreamingRawDataset as StreamingRawDataset
 from ._split import train_test_split as train_test_split
 from .format._encryption import Encryption as Encryption
 from .format._encryption import FernetEncryption as FernetEncryption
@@ -71,6 +72,7 @@ __all__ = [
     "Store",
     "StreamingDataLoader",
     "StreamingDataset",
+    "StreamingRawDataset",
     "TokensLoader",
     "UploaderStatistics",
     "WorkerError",

@@ -228,7 +228,8 @@ class RawFetcher:
                         data = await self.store.get(key)
                     else:
                         data = await self.store.get_range(key, start, length)
-            except ObjectNotFoundError:
+            except (ObjectNotFoundError, RetriesExhaustedError):
+                self._failures += 1
                 raise
             except (StorageError, TimeoutError) as exc:
                 self._on_failure()

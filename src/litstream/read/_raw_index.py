@@ -100,7 +100,7 @@ def key_of(path: str, root: str) -> str:
 
 def list_files(store: Store, root: str) -> list[FileMetadata]:
     """Every file of ``store`` except ``index.json.zstd``, sorted by key, as :class:`FileMetadata` (blocking)."""
-    listing = run_sync(store.list)
+    listing = sorted(run_sync(store.list), key=lambda meta: meta.path)
     out: list[FileMetadata] = []
     for meta in listing:
         key = check_key(meta.path, root)
