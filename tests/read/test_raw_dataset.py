@@ -169,14 +169,18 @@ def test_same_items_and_len_as_litdata(folder: tuple[Path, dict[str, bytes]], tm
     from litdata import StreamingRawDataset as LitDataRaw
 
     root, files = folder
+    ours = StreamingRawDataset(str(root), cache_dir=tmp_path / "ours")  # lists first: sorted by path
     theirs = LitDataRaw(str(root), cache_dir=str(tmp_path / "litdata"), max_prefetch=0)
-    ours = StreamingRawDataset(str(root), cache_dir=tmp_path / "ours")
     assert len(ours) == len(theirs) == N
     assert sorted(f.path for f in theirs.files) == [f.path for f in ours.files]
     by_path = {f.path: i for i, f in enumerate(ours.files)}
     for i, meta in enumerate(theirs.files):
         assert theirs[i] == ours[by_path[meta.path]] == files[meta.path]
-    # The cache layout and index file are LitData's: litstream reads LitData's index as is.
-    shared = StreamingRawDataset(str(root), cache_dir=tmp_path / "litdata")
-    assert [f.path for f in shared.files] == [f.path for f in theirs.files]
-    assert os.path.isfile(os.path.join(shared.cache_dir, "index.json.zstd"))
+    # LitData leaves its index next to the data (and in its cache); litstream reuses it as is, so the
+    # order, len and ds[i] are LitData's exactly.
+    assert (root / "index.json.zstd").is_file()
+    for cache in (tmp_path / "fresh", tmp_path / "litdata"):
+        shared = StreamingRawDataset(str(root), cache_dir=cache)
+        assert [f.path for f in shared.files] == [f.path for f in theirs.files]
+        assert [shared[i] for i in range(N)] == [theirs[i] for i in range(N)]
+        assert os.path.isfile(os.path.join(shared.cache_dir, "index.json.zstd"))
