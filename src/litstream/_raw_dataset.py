@@ -24,7 +24,13 @@ from .storage._resolver import Dir, resolve_dir, store_for
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
+    from torch.utils.data import Dataset
+
     from .read._raw import RawItem
+
+    _Base = Dataset[Any]  # for type checkers: a map-style torch Dataset (torch is not imported at run time)
+else:
+    _Base = object
 
 __all__ = ["FileIndexer", "FileMetadata", "StreamingRawDataset"]
 
@@ -58,7 +64,7 @@ def _count(name: str, value: int, low: int = 0) -> int:
     return max(low, value)
 
 
-class StreamingRawDataset:
+class StreamingRawDataset(_Base):
     """Stream the files under ``input_dir`` as they are: each item is one file's bytes.
 
     The files are listed once (in the process that makes the dataset, before DataLoader workers start) and
@@ -87,12 +93,12 @@ class StreamingRawDataset:
             throughput grows, halves on errors and throttling).
         max_prefetch: Items fetched ahead after a batch of consecutive indices (default 16; at least the
             next batch of this worker); ``0`` turns look-ahead off.
-        prefetch_cache_size: The most prefetched items held (default ``2 × max_prefetch``, at least two
+        prefetch_cache_size: The most prefetched items held (default ``2 * max_prefetch``, at least two
             batches when prefetching).
         item_type: ``"bytes"`` (default). ``"path"`` needs ``cache_files``, not supported yet.
         hedge_delay: Seconds after which a slow request for a remote file below 8 MiB is sent again (the
             delay is at least the observed p95 latency); ``0`` (default) turns hedging off.
-        download_timeout: The deadline of one request in seconds (at least ``3 × size / 25 MiB/s``); an
+        download_timeout: The deadline of one request in seconds (at least ``3 * size / 25 MiB/s``); an
             expired request is retried. Default 120; ``0`` turns deadlines off.
         range_parallel_threshold: Remote files of at least this many bytes are read as parallel ranges;
             ``0`` (default) never.
@@ -174,7 +180,7 @@ class StreamingRawDataset:
                 if not isinstance(f, FileMetadata):
                     raise ConfigurationError(f"setup() returned {f!r}; items must be FileMetadata or lists of them")
                 key_of(f.path, self._root)
-        self.items: list[RawItem] = items
+        self.items: list[RawItem] = list(items)
         self._fetcher = RawFetcher(store, self.config, remote=resolved.url is not None)
         self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size)
         self._pid = os.getpid()
@@ -216,7 +222,7 @@ class StreamingRawDataset:
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """Items ``indices``, fetched concurrently (torch's ``DataLoader`` calls this with a whole batch).
 
-        After a batch of consecutive indices, this worker's next batch (``first + num_workers × len``)
+        After a batch of consecutive indices, this worker's next batch (``first + num_workers * len``)
         is prefetched in the background.
         """
         wanted = [self._check(i) for i in indices]

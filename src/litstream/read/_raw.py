@@ -117,7 +117,7 @@ class RawReader:
                 found[i] = value
         missing = list(dict.fromkeys(i for i in indices if i not in found))
         if missing:
-            found.update(zip(missing, await self._fetch_items(missing)))
+            found.update(zip(missing, await self._fetch_items(missing), strict=False))
         return [found[i] for i in indices]
 
     async def prefetch(self, indices: Sequence[int]) -> None:
@@ -131,10 +131,10 @@ class RawReader:
             self._pending[i] = event
         try:
             values = await self._fetch_items(todo)
-        except Exception:  # noqa: S110 - on-demand fetch retries it and raises then
+        except Exception:
             pass
         else:
-            for i, value in zip(todo, values):
+            for i, value in zip(todo, values, strict=False):
                 self._ready[i] = value
             while len(self._ready) > self._cache_size:
                 self._ready.popitem(last=False)
@@ -196,7 +196,8 @@ class RawStream:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
-        assert self._tg is not None and self._receive is not None
+        assert self._tg is not None
+        assert self._receive is not None
         self._tg.cancel_scope.cancel()
         try:
             return await self._tg.__aexit__(exc_type, exc, tb)

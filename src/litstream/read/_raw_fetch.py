@@ -15,7 +15,7 @@ One :class:`RawFetcher` per process fetches whole objects (raw files) from a :cl
 * **Hedging** (``hedge_delay > 0``): an object below 8 MiB that has not answered after
   ``max(hedge_delay, p95 of recent latencies)`` seconds is asked for again, if a request slot is free;
   the first answer wins and the other request is cancelled.
-* **Deadlines** (``download_timeout > 0``): each request may take ``max(download_timeout, 3 × size /
+* **Deadlines** (``download_timeout > 0``): each request may take ``max(download_timeout, 3 * size /
   25 MiB/s)`` seconds; an expired request counts as a failure and is retried.
 * **Ranged GETs** (``range_parallel_threshold > 0``): objects of at least that many bytes are read as
   ``range_chunk_size`` parts in parallel, each under the same limiter, and their lengths checked.
@@ -146,7 +146,7 @@ class RawFetcher:
         self._retries = 0
         self._hedges = 0
         self._hedges_won = 0
-        self._ranged = 0
+        self._ranged_count = 0
         self._failures = 0
 
     def __getstate__(self) -> dict[str, object]:
@@ -159,7 +159,7 @@ class RawFetcher:
         used = self._parts.budget.used if self._parts is not None else 0
         return FetchStatistics(
             self._in_flight, self._limit, self._requests, self._objects, self._bytes, self._retries,
-            self._hedges, self._hedges_won, self._ranged, self._failures, used,
+            self._hedges, self._hedges_won, self._ranged_count, self._failures, used,
         )  # fmt: skip
 
     def _loop_parts(self) -> _LoopParts:
@@ -297,7 +297,7 @@ class RawFetcher:
         async with anyio.create_task_group() as tg:
             for i in range(len(starts)):
                 tg.start_soon(part, i)
-        self._ranged += 1
+        self._ranged_count += 1
         return b"".join(out)
 
     async def fetch(self, key: str, size: int) -> bytes:
