@@ -118,3 +118,32 @@ def test_a_server_restart_mid_epoch_loses_nothing(tmp_path: Path) -> None:
         assert back.error is None  # type: ignore[attr-defined]
     assert len(seen) == len(files)
     assert sorted(seen) == sorted(files.values())
+
+
+_FORK_SCRIPT = """
+import sys
+from torch.utils.data import DataLoader
+from litstream import StreamingRawDataset
+from litstream.storage._obstore import obstore_used
+url, endpoint, key, secret, cache = sys.argv[1:]
+options = {"endpoint_url": endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret}
+ds = StreamingRawDataset(url, cache_dir=cache, storage_options=options)
+assert not obstore_used(), "the listing ran in this process"
+loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=list, multiprocessing_context="fork")
+print(sum(len(item) for batch in loader for item in batch))
+"""
+
+
+def test_s3_listing_keeps_fork_safe(s3_server: S3Server, tmp_path: Path) -> None:
+    """A fresh process lists S3 in a spawned helper, so DataLoader workers forked afterwards can read."""
+    import subprocess
+    import sys
+
+    url, options, files = f"s3://{s3_server.bucket}/{unique()}", s3_server.options(), contents()
+    upload(url, options, files)
+    args = [url, s3_server.endpoint, s3_server.access_key, s3_server.secret_key, str(tmp_path / "cache")]
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_SCRIPT, *args], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.split()[-1]) == sum(map(len, files.values()))
