@@ -37,6 +37,7 @@ def test_public_names_are_exactly_these() -> None:
         "WorkerError",
         "astream",
         "complete_dataset",
+        "index_hf_dataset",
         "index_parquet_dataset",
         "map",
         "merge_datasets",

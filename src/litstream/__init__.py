@@ -39,6 +39,7 @@ from .write._complete import complete_dataset as complete_dataset
 from .write._map import map as map
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
+from .write._hf import index_hf_dataset as index_hf_dataset
 from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
 from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics
@@ -78,6 +79,7 @@ __all__ = [
     "WorkerError",
     "astream",
     "complete_dataset",
+    "index_hf_dataset",
     "index_parquet_dataset",
     "map",
     "merge_datasets",
