@@ -36,10 +36,10 @@ from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
 from .storage._walk import walk as walk
 from .write._complete import complete_dataset as complete_dataset
+from .write._hf import index_hf_dataset as index_hf_dataset
 from .write._map import map as map
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
-from .write._hf import index_hf_dataset as index_hf_dataset
 from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
 from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics

@@ -21,7 +21,10 @@ N = 30
 
 
 def contents(n: int = N) -> dict[str, bytes]:
-    return {f"{'x' if i % 3 else 'y'}/f{i:03d}.bin": bytes((i + k) % 256 for k in range(200 + 37 * i)) for i in range(n)}
+    out: dict[str, bytes] = {}
+    for i in range(n):
+        out[f"{'x' if i % 3 else 'y'}/f{i:03d}.bin"] = bytes((i + k) % 256 for k in range(200 + 37 * i))
+    return out
 
 
 def upload(url: str, options: dict[str, Any], files: dict[str, bytes]) -> None:
