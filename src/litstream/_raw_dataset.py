@@ -19,6 +19,7 @@ from .read._cache import default_cache_root
 from .read._raw import RawReader, RawStream, epoch_order
 from .read._raw_fetch import FetchConfig, FetchStatistics, RawFetcher
 from .read._raw_index import FileMetadata, build_or_load_index, index_cache_dir, key_of
+from .storage._obstore import ObstoreStore
 from .storage._resolver import Dir, resolve_dir, store_for
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ else:
 __all__ = ["FileIndexer", "FileMetadata", "StreamingRawDataset"]
 
 MiB = 1024 * 1024
+_OBSTORE_THREADS = 256
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,9 @@ class StreamingRawDataset(_Base):
         self.input_dir = resolved
         self._root = resolved.url.rstrip("/") if resolved.url is not None else str(resolved.path)
         store = store_for(resolved, self.storage_options)
+        if isinstance(store, ObstoreStore) and store.spec is not None:
+            # Many small GETs: the adaptive limit, not the store's default 16 threads, should bound them.
+            store = ObstoreStore(spec=store.spec, url=store.url, max_threads=_OBSTORE_THREADS)
         root_cache = cache_dir if cache_dir is not None else default_cache_root()
         self.cache_dir = str(index_cache_dir(root_cache, self._root))
         extensions = tuple(self.indexer.extensions or ())
