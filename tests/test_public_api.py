@@ -42,6 +42,7 @@ def test_public_names_are_exactly_these() -> None:
         "map",
         "merge_datasets",
         "optimize",
+        "optimize_hf",
         "train_test_split",
         "walk",
     ]

@@ -37,6 +37,7 @@ from .storage._store import Store as Store
 from .storage._walk import walk as walk
 from .write._complete import complete_dataset as complete_dataset
 from .write._hf import index_hf_dataset as index_hf_dataset
+from .write._hf import optimize_hf as optimize_hf
 from .write._map import map as map
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
@@ -84,6 +85,7 @@ __all__ = [
     "map",
     "merge_datasets",
     "optimize",
+    "optimize_hf",
     "train_test_split",
     "walk",
 ]

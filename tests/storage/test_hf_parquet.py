@@ -95,3 +95,16 @@ def test_a_non_parquet_loader_is_refused(repo: str, hub_server: HubServer, tmp_p
         StreamingDataset(repo, storage_options=options, cache_dir=tmp_path, item_loader=TokensLoader(block_size=4))
     with pytest.raises(ConfigurationError, match="hf://"):
         index_hf_dataset("s3://bucket/data")
+
+
+def test_optimize_hf_converts_every_row(repo: str, hub_server: HubServer, tmp_path: Path) -> None:
+    from litstream import optimize_hf
+
+    options: dict[str, Any] = {"endpoint": hub_server.url, "token": False}
+    out = str(tmp_path / "optimized")
+    assert optimize_hf(repo, out, split="train", chunk_size=4, num_workers=1, storage_options=options) == out
+    rows = sorted((row["id"], row["text"]) for row in StreamingDataset(out))
+    assert rows == [(i, f"t{i}") for i in range(TOTAL)]
+    mtime = (tmp_path / "optimized" / "index.json").stat().st_mtime_ns
+    optimize_hf(repo, out, storage_options=options)  # kept: output_dir already holds index.json
+    assert (tmp_path / "optimized" / "index.json").stat().st_mtime_ns == mtime
