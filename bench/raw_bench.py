@@ -86,6 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=20_000)
     parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="*", default=None, help="network:workers pairs, e.g. latency20ms:0")
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "raw.json")
     args = parser.parse_args()
     if args.case:
@@ -128,6 +129,8 @@ def main() -> None:
             records = []
             for network, endpoint in (("direct", server.endpoint), ("latency20ms", proxied)):
                 for workers in (0, 2):
+                    if args.only is not None and f"{network}:{workers}" not in args.only:
+                        continue
                     for library in ("litstream", "litdata"):
                         cache = root / f"cache-{library}-{network}-{workers}"
                         target = index_cache_dir(cache, url) / "index.json.zstd"

@@ -14,7 +14,7 @@ import pytest
 
 from litstream import ObjectNotFoundError, StorageError
 from litstream.read._raw import RawReader
-from litstream.read._raw_fetch import FetchConfig, RawFetcher
+from litstream.read._raw_fetch import _INITIAL_LIMIT, FetchConfig, RawFetcher
 from litstream.read._raw_index import FileMetadata
 from litstream.storage._base import ObjectMeta
 
@@ -90,8 +90,8 @@ async def test_adaptive_limit_grows_while_throughput_grows() -> None:
     got = await fetcher.fetch_many(keys, [100] * len(keys))
     assert got == [data[k] for k in keys]
     stats = fetcher.statistics()
-    assert stats.concurrency > 16  # grew from its start
-    assert store.peak > 16
+    assert stats.concurrency > _INITIAL_LIMIT  # grew from its start
+    assert store.peak > _INITIAL_LIMIT
     assert stats.objects == stats.requests == len(keys)
     assert stats.bytes == 100 * len(keys)
     assert stats.in_flight == 0
@@ -112,7 +112,7 @@ async def test_failures_halve_the_limit_and_are_retried() -> None:
     assert await fetcher.fetch_many(keys, [100] * len(keys)) == [data[k] for k in keys]
     stats = fetcher.statistics()
     assert stats.failures == stats.retries == 8
-    assert stats.concurrency < 16  # halved per failure (then regrown at most a little)
+    assert stats.concurrency < _INITIAL_LIMIT  # halved per failure (then regrown at most a little)
 
 
 async def test_fixed_limit_is_exact() -> None:

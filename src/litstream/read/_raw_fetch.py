@@ -8,7 +8,7 @@ One :class:`RawFetcher` per process fetches whole objects (raw files) from a :cl
                                                             ├▶ hedge after delay  first answer wins
                                                             └▶ ranged parts       objects >= threshold
 
-* **Adaptive concurrency** (``max_concurrent_downloads=None``): the in-flight limit starts at 16 and is
+* **Adaptive concurrency** (``max_concurrent_downloads=None``): the in-flight limit starts at 64 and is
   re-judged once per "round" (as many completions as the limit): it grows by a quarter while the round's
   throughput (bytes/s) beats the previous round by 5 %, holds otherwise, and halves on any failed request
   (throttling, 5xx, dropped connections, expired deadlines). A fixed int pins it.
@@ -47,7 +47,7 @@ __all__ = ["FetchConfig", "FetchStatistics", "RawFetcher"]
 MiB = 1024 * 1024
 _HEDGE_MAX_BYTES = 8 * MiB
 _ASSUMED_STREAM_BPS = 25 * MiB  # LitData's per-stream floor for size-aware deadlines
-_INITIAL_LIMIT = 16
+_INITIAL_LIMIT = 64
 _MAX_LIMIT = 512
 _ATTEMPTS = 4
 
