@@ -165,6 +165,7 @@ class StreamingRawDataset(_Base):
         if isinstance(store, ObstoreStore) and store.spec is not None:
             # Many small GETs: the adaptive limit, not the store's default 16 threads, should bound them.
             store = ObstoreStore(spec=store.spec, url=store.url, max_threads=_OBSTORE_THREADS)
+            store.native_async = True  # under asyncio, no thread hop per GET
         root_cache = cache_dir if cache_dir is not None else default_cache_root()
         self.cache_dir = str(index_cache_dir(root_cache, self._root))
         extensions = tuple(self.indexer.extensions or ())
