@@ -38,7 +38,11 @@ def case(spec: dict[str, Any]) -> dict[str, Any]:
     """One epoch in this (fresh) interpreter."""
     from torch.utils.data import DataLoader
 
-    options = {"endpoint_url": spec["endpoint"], "aws_access_key_id": spec["key"], "aws_secret_access_key": spec["secret"]}
+    options = {
+        "endpoint_url": spec["endpoint"],
+        "aws_access_key_id": spec["key"],
+        "aws_secret_access_key": spec["secret"],
+    }
     os.environ.update(AWS_ACCESS_KEY_ID=spec["key"], AWS_SECRET_ACCESS_KEY=spec["secret"], AWS_REGION="us-east-1")
     if spec["library"] == "litstream":
         from litstream import StreamingRawDataset
@@ -94,10 +98,10 @@ def main() -> None:
         return
 
     import anyio
+    from run_all import s3_with_datasets  # SeaweedFS + latency proxy, as the other remote benchmarks
 
     from litstream.read._raw_index import FileMetadata, encode_index, index_cache_dir
     from litstream.storage._resolver import store_for
-    from run_all import s3_with_datasets  # SeaweedFS + latency proxy, as the other remote benchmarks
 
     with tempfile.TemporaryDirectory(prefix="raw-bench-") as tmp:
         root = Path(tmp)
@@ -125,7 +129,7 @@ def main() -> None:
             began = time.perf_counter()
             anyio.run(upload)
             print(f"uploaded {args.files} files in {time.perf_counter() - began:.1f} s", file=sys.stderr)
-            blob = encode_index([FileMetadata(f"{url}/{k}", s) for k, s in sorted(zip(keys, sizes))], url)
+            blob = encode_index([FileMetadata(f"{url}/{k}", s) for k, s in sorted(zip(keys, sizes, strict=True))], url)
             records = []
             for network, endpoint in (("direct", server.endpoint), ("latency20ms", proxied)):
                 for workers in (0, 2):
@@ -148,7 +152,8 @@ def main() -> None:
         for workers in (0, 2):
             pair = {r["library"]: r for r in records if r["network"] == network and r["workers"] == workers}
             ours, theirs = pair.get("litstream", {}), pair.get("litdata", {})
-            ratio = (ours["files_per_s"] / theirs["files_per_s"]) if "files_per_s" in ours and "files_per_s" in theirs else None
+            both = "files_per_s" in ours and "files_per_s" in theirs
+            ratio = ours["files_per_s"] / theirs["files_per_s"] if both else None
             same = ours.get("checksum") == theirs.get("checksum") and ours.get("items") == theirs.get("items")
             rows.append({"network": network, "workers": workers, "litstream_files_per_s": ours.get("files_per_s"),
                          "litdata_files_per_s": theirs.get("files_per_s"), "ratio": ratio, "same_data": same,
