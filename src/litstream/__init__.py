@@ -28,6 +28,7 @@ from ._errors import WorkerError as WorkerError
 from ._media_collate import litdata_collate as litdata_collate
 from ._media_folder import iter_webdataset_tar as iter_webdataset_tar
 from ._media_folder import list_media_folder as list_media_folder
+from ._raw_dataset import StreamingRawDataset as StreamingRawDataset
 from ._version import __version__ as __version__
 from .format._encryption import Encryption as Encryption
 from .format._encryption import FernetEncryption as FernetEncryption
@@ -58,6 +59,8 @@ from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
 from .storage._walk import walk as walk
 from .write._complete import complete_dataset as complete_dataset
+from .write._hf import index_hf_dataset as index_hf_dataset
+from .write._hf import optimize_hf as optimize_hf
 from .write._map import map as map
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
@@ -126,6 +129,7 @@ __all__ = [
     "Store",
     "StreamingDataLoader",
     "StreamingDataset",
+    "StreamingRawDataset",
     "Tensor",
     "Text",
     "Tiff",
@@ -138,6 +142,7 @@ __all__ = [
     "build_keys_index",
     "complete_dataset",
     "dataset_update",
+    "index_hf_dataset",
     "index_parquet_dataset",
     "iter_webdataset_tar",
     "list_media_folder",
@@ -145,6 +150,7 @@ __all__ = [
     "map",
     "merge_datasets",
     "optimize",
+    "optimize_hf",
     "set_allow_pickle",
     "train_test_split",
     "walk",

@@ -37,6 +37,7 @@ from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._local import LocalFileStore
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import HedgedStore, Store
+from .write._hf import hf_dataset_index
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Mapping, Sequence
@@ -148,6 +149,11 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         else:
             self.input_dir = resolve_dir(input_dir)
             self._store = store_for(self.input_dir, storage_options)
+            if index_path is None and self.input_dir.url is not None:  # hf:// Parquet: index once, kept
+                hf_index, hf_loader = hf_dataset_index(
+                    self._store, self.input_dir.url, cache_dir, storage_options, item_loader
+                )
+                index_path, item_loader = hf_index, hf_loader or item_loader
         remote = self.input_dir.path is None and self.input_dir.url is not None and "://" in self.input_dir.url
         self.cache = (
             CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)

@@ -99,3 +99,13 @@ def call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     Safe to call from a thread that runs its own event loop (the work runs on the portal's loop).
     """
     return _SHARED.get().call(fn, *args)
+
+
+def start_soon(fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    """Start ``fn(*args)`` in the background on this process's shared portal (its outcome is dropped).
+
+    For best-effort work (look-ahead fetches): it is cancelled when the portal stops (before a fork,
+    at exit).
+    """
+    future = _SHARED.get().start_task_soon(fn, *args)
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())

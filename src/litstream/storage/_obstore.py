@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
+import sniffio
 
 from .._errors import ConfigurationError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
@@ -200,6 +201,7 @@ class ObstoreStore:
         self._max_threads = max_threads
         self._limiter_obj: tuple[object, anyio.CapacityLimiter] | None = None
         self._build_lock = threading.Lock()
+        self.native_async = False  # get() through obstore's asyncio API under asyncio (see _get_native)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -295,10 +297,44 @@ class ObstoreStore:
         """See :meth:`litstream.Store.get`."""
         import obstore
 
+        if self.native_async and sniffio.current_async_library() == "asyncio":
+            return await self._get_native(path)
+
         def fetch(store: Any, key: str) -> bytes:
             return bytes(obstore.get(store, key).bytes())
 
         return await self._call("get", path, fetch, path)
+
+    async def _get_native(self, path: str) -> bytes:
+        """``get`` through obstore's own asyncio client, no thread per request (asyncio only: trio uses threads).
+
+        Used when ``native_async`` is set (``StreamingRawDataset``: many small GETs).
+        """
+        import obstore
+
+        where = f"{self._url}/{path}"
+        started = time.monotonic()
+        try:
+            with mapped_errors("get", where):
+                client = self._client()
+                _OBSTORE_USED_IN.add(os.getpid())
+                answer = await obstore.get_async(client, path)
+                return bytes(await answer.bytes_async())
+        except StorageError as exc:
+            spec = self._spec
+            clearer = None
+            if exc.__cause__ is not None:
+                clearer = explain_failure(
+                    exc,
+                    kind=spec.kind if spec is not None else "",
+                    config=spec.config if spec is not None else {},
+                    operation="get",
+                    where=where,
+                    elapsed=time.monotonic() - started,
+                )
+            if clearer is None:
+                raise
+            raise clearer from exc.__cause__
 
     async def get_range(self, path: str, start: int, length: int) -> bytes:
         """See :meth:`litstream.Store.get_range`; a ``start`` past the end raises StorageError."""

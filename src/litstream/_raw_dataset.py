@@ -1,0 +1,299 @@
+"""``StreamingRawDataset``: stream a folder or bucket of files that were never optimized.
+
+A map-style dataset (``len``, ``ds[i]``, ``ds[a:b]``, ``__getitems__`` for torch's ``DataLoader``), an
+iterable, and an async stream (``ds.astream()``). Configuration plus a portal: listing lives in
+``read/_raw_index.py``, fetching in ``read/_raw_fetch.py`` and ``read/_raw.py``. torch is not imported.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from . import _portal
+from ._errors import ConfigurationError
+from .read._cache import default_cache_root
+from .read._raw import RawReader, RawStream, epoch_order
+from .read._raw_fetch import FetchConfig, FetchStatistics, RawFetcher
+from .read._raw_index import FileMetadata, build_or_load_index, index_cache_dir, key_of
+from .storage._obstore import ObstoreStore
+from .storage._resolver import Dir, resolve_dir, store_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from torch.utils.data import Dataset
+
+    from .read._raw import RawItem
+
+    _Base = Dataset[Any]  # for type checkers: a map-style torch Dataset (torch is not imported at run time)
+else:
+    _Base = object
+
+__all__ = ["FileIndexer", "FileMetadata", "StreamingRawDataset"]
+
+MiB = 1024 * 1024
+_OBSTORE_THREADS = 256
+
+
+@dataclass(frozen=True)
+class FileIndexer:
+    """Which files a raw dataset lists (LitData's ``litdata.raw.indexer.FileIndexer`` arguments).
+
+    Attributes:
+        max_depth: For remote locations, the deepest folder level listed (default 5, as LitData's
+            ``fsspec.find(maxdepth=5)``); local folders are listed to any depth, as in LitData.
+        extensions: Keep only files with these suffixes, dot included (``[".jpg", ".png"]``, compared
+            lower-case); ``None`` keeps every file.
+    """
+
+    max_depth: int = 5
+    extensions: Sequence[str] | None = None
+
+
+def _seconds(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(f"{name}={value!r}: use a number of seconds (0 turns it off)")
+    return max(0.0, float(value))
+
+
+def _count(name: str, value: int, low: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{name}={value!r}: use an int >= {low}")
+    return max(low, value)
+
+
+class StreamingRawDataset(_Base):
+    """Stream the files under ``input_dir`` as they are: each item is one file's bytes.
+
+    The files are listed once (in the process that makes the dataset, before DataLoader workers start) and
+    the list is kept as LitData's ``index.json.zstd`` under the cache folder, so later runs, and every
+    worker, reuse it. Items are sorted by path (LitData keeps its listing's order). Use with a plain
+    ``torch.utils.data.DataLoader`` (any ``shuffle``, ``num_workers``, fork or spawn): the loader asks for a
+    whole batch at once (``__getitems__``), fetched concurrently, and the next batch of this worker is
+    prefetched meanwhile. With ``S3``/``GCS``/``Azure`` and ``fork``, make the dataset before anything else
+    uses obstore in the process (obstore hangs in forked children); otherwise pass
+    ``multiprocessing_context="spawn"``.
+
+    Override :meth:`setup` to group or filter files: an item that is a list of files yields a list of bytes.
+
+    Args:
+        input_dir: A local folder, or ``s3://``, ``gs://``, ``azure://``, ``hf://datasets/org/name/dir`` or
+            another URL :func:`~litstream.walk` can list.
+        cache_dir: Root of the index cache (default: litstream's cache root, see ``StreamingDataset``); the
+            index goes to ``<cache_dir>/<md5(input_dir)>/index.json.zstd``, LitData's layout.
+        indexer: A :class:`FileIndexer` (default ``FileIndexer()``).
+        storage_options: Credentials and client options for object stores; ``hf://`` honours
+            ``HF_TOKEN``.
+        cache_files: Keep downloaded files on disk: not supported yet (``False`` only).
+        recompute_index: List the files again even when an index exists.
+        transform: Applied to each item (``bytes``, or ``list[bytes]`` for a group) in the reading thread.
+        max_concurrent_downloads: Requests in flight per process; ``None`` (default) adapts it (grows while
+            throughput grows, halves on errors and throttling).
+        max_prefetch: Items fetched ahead after a batch of consecutive indices (default 16; at least the
+            next batch of this worker); ``0`` turns look-ahead off.
+        prefetch_cache_size: The most prefetched items held (default ``2 * max_prefetch``, at least two
+            batches when prefetching).
+        item_type: ``"bytes"`` (default). ``"path"`` needs ``cache_files``, not supported yet.
+        hedge_delay: Seconds after which a slow request for a remote file below 8 MiB is sent again (the
+            delay is at least the observed p95 latency); ``0`` (default) turns hedging off.
+        download_timeout: The deadline of one request in seconds (at least ``3 * size / 25 MiB/s``); an
+            expired request is retried. Default 120; ``0`` turns deadlines off.
+        range_parallel_threshold: Remote files of at least this many bytes are read as parallel ranges;
+            ``0`` (default) never.
+        range_chunk_size: Bytes per range part. Default 8 MiB.
+
+    Raises:
+        ConfigurationError: a bad argument, or no file under ``input_dir``.
+        StorageError: the listing failed.
+    """
+
+    def __init__(
+        self,
+        input_dir: str | os.PathLike[str] | Dir,
+        cache_dir: str | os.PathLike[str] | None = None,
+        indexer: FileIndexer | None = None,
+        storage_options: dict[str, Any] | None = None,
+        cache_files: bool = False,
+        recompute_index: bool = False,
+        transform: Callable[[Any], Any] | None = None,
+        max_concurrent_downloads: int | None = None,
+        max_prefetch: int = 16,
+        prefetch_cache_size: int | None = None,
+        item_type: Literal["bytes", "path"] = "bytes",
+        hedge_delay: float = 0.0,
+        download_timeout: float = 120.0,
+        range_parallel_threshold: int = 0,
+        range_chunk_size: int = 8 * MiB,
+    ) -> None:
+        if item_type not in ("bytes", "path"):
+            raise ConfigurationError(f"item_type={item_type!r}: use 'bytes' or 'path'")
+        if item_type == "path" and not cache_files:
+            raise ConfigurationError("item_type='path' requires cache_files=True")
+        if cache_files:
+            raise ConfigurationError("cache_files=True is not supported by litstream yet; use cache_files=False")
+        if transform is not None and not callable(transform):
+            raise ConfigurationError(f"transform={transform!r}: use a callable or None")
+        if indexer is not None and not isinstance(indexer, FileIndexer):
+            raise ConfigurationError(f"indexer={indexer!r}: use litstream's FileIndexer(max_depth, extensions)")
+        if max_concurrent_downloads is not None:
+            _count("max_concurrent_downloads", max_concurrent_downloads)
+        self.max_prefetch = _count("max_prefetch", max_prefetch)
+        if prefetch_cache_size is None:
+            prefetch_cache_size = 2 * self.max_prefetch
+        self.prefetch_cache_size = _count("prefetch_cache_size", prefetch_cache_size)
+        self.config = FetchConfig(
+            max_concurrent_downloads=max_concurrent_downloads,
+            hedge_delay=_seconds("hedge_delay", hedge_delay),
+            download_timeout=_seconds("download_timeout", download_timeout),
+            range_parallel_threshold=_count("range_parallel_threshold", range_parallel_threshold),
+            range_chunk_size=_count("range_chunk_size", range_chunk_size, 1),
+        )
+        self.transform = transform
+        self.item_type = item_type
+        self.cache_files = cache_files
+        self.storage_options = dict(storage_options or {})
+        self.indexer = indexer or FileIndexer()
+
+        resolved = resolve_dir(input_dir)
+        self.input_dir = resolved
+        self._root = resolved.url.rstrip("/") if resolved.url is not None else str(resolved.path)
+        store = store_for(resolved, self.storage_options)
+        if isinstance(store, ObstoreStore) and store.spec is not None:
+            # Many small GETs: the adaptive limit, not the store's default 16 threads, should bound them.
+            store = ObstoreStore(spec=store.spec, url=store.url, max_threads=_OBSTORE_THREADS)
+            store.native_async = True  # under asyncio, no thread hop per GET
+        root_cache = cache_dir if cache_dir is not None else default_cache_root()
+        self.cache_dir = str(index_cache_dir(root_cache, self._root))
+        extensions = tuple(self.indexer.extensions or ())
+        depth = self.indexer.max_depth if resolved.url is not None else None
+        self.files: list[FileMetadata] = build_or_load_index(
+            store,
+            self._root,
+            index_cache_dir(root_cache, self._root),
+            recompute=recompute_index,
+            extensions=extensions,
+            max_depth=depth,
+        )
+        items = self.setup(self.files)
+        if not isinstance(items, list):
+            raise ConfigurationError(f"setup() must return a list, but returned {type(items).__name__}")
+        for item in items:
+            for f in item if isinstance(item, list) else [item]:
+                if not isinstance(f, FileMetadata):
+                    raise ConfigurationError(f"setup() returned {f!r}; items must be FileMetadata or lists of them")
+                key_of(f.path, self._root)
+        self.items: list[RawItem] = list(items)
+        self._fetcher = RawFetcher(store, self.config, remote=resolved.url is not None)
+        self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size)
+        self._pid = os.getpid()
+
+    def setup(self, files: list[FileMetadata]) -> list[FileMetadata] | list[list[FileMetadata]]:
+        """Arrange the listed files into items (override point; default: one item per file).
+
+        Args:
+            files: Every listed file, sorted by path.
+
+        Returns:
+            A list of :class:`FileMetadata` (one file per item) or of lists of them (a group per item).
+        """
+        return files
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def _fresh(self) -> RawReader:
+        if self._pid != os.getpid():  # a forked DataLoader worker: drop the parent's loop-bound state
+            self._fetcher = RawFetcher(self._fetcher.store, self.config, remote=self._fetcher.remote)
+            self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size)
+            self._pid = os.getpid()
+        return self._reader
+
+    def _apply(self, values: list[Any]) -> list[Any]:
+        if self.transform is None:
+            return values
+        return [self.transform(v) for v in values]
+
+    def _check(self, index: int) -> int:
+        if isinstance(index, bool):
+            raise TypeError("dataset indices must be ints or slices, not bool")
+        index = operator.index(index)
+        if not 0 <= index < len(self.items):
+            raise IndexError(f"Index {index} out of range for dataset with length {len(self.items)}")
+        return index
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """Items ``indices``, fetched concurrently (torch's ``DataLoader`` calls this with a whole batch).
+
+        After a batch of consecutive indices, this worker's next batch (``first + num_workers * len``)
+        is prefetched in the background.
+        """
+        wanted = [self._check(i) for i in indices]
+        reader = self._fresh()
+        values = _portal.call(reader.get_items, wanted)
+        if self.max_prefetch > 0 and wanted and wanted == list(range(wanted[0], wanted[0] + len(wanted))):
+            start = wanted[0] + _num_workers() * len(wanted)
+            ahead = list(range(start, min(len(self.items), start + max(self.max_prefetch, len(wanted)))))
+            if ahead:
+                reader._cache_size = max(self.prefetch_cache_size, 2 * len(wanted))
+                _portal.start_soon(reader.prefetch, ahead)
+        return self._apply(values)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        """Item ``index`` (a file's bytes, transformed), or a list of items for a slice.
+
+        Raises:
+            IndexError: ``index`` is outside ``[0, len)`` (negative indices too, as in LitData).
+        """
+        if isinstance(index, slice):
+            return self.__getitems__(range(*index.indices(len(self.items))))
+        return self.__getitems__([index])[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        """Every item in index order, fetched a window (``max(max_prefetch, 16)`` items) at a time."""
+        window = max(self.max_prefetch, 16)
+        for start in range(0, len(self.items), window):
+            yield from self.__getitems__(range(start, min(len(self.items), start + window)))
+
+    def astream(
+        self,
+        *,
+        indices: Sequence[int] | None = None,
+        shuffle: bool = False,
+        seed: int = 42,
+        epoch: int = 1,
+        window: int = 64,
+    ) -> RawStream:
+        """The async form: ``async for item in ds.astream()`` or ``async with ds.astream() as items``.
+
+        Runs on the caller's event loop (asyncio or trio), no portal. Items come ``window`` at a time
+        (fetched concurrently; under ``async with`` the next window is fetched while one is consumed),
+        transformed in a worker thread.
+
+        Args:
+            indices: The items to yield, in order (default: all).
+            shuffle: Yield every item in an order drawn from ``(seed, epoch)`` (ignored with ``indices``).
+            seed: The shuffle seed.
+            epoch: The epoch (a new order per epoch).
+            window: Items fetched together (>= 1).
+        """
+        order = list(indices) if indices is not None else epoch_order(len(self.items), shuffle, seed, epoch)
+        for i in order:
+            self._check(i)
+        return RawStream(self._fresh(), order, _count("window", window, 1), self.transform)
+
+    def statistics(self) -> FetchStatistics:
+        """The fetch engine's counters in this process (in flight, bytes, retries, hedges won, ...)."""
+        return self._fetcher.statistics()
+
+    def __repr__(self) -> str:
+        return f"StreamingRawDataset({self._root!r}, files={len(self.files)}, items={len(self.items)})"
+
+
+def _num_workers() -> int:
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None else None
+    return max(1, int(info.num_workers)) if info is not None else 1
