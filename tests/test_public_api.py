@@ -7,6 +7,7 @@ def test_public_names_are_exactly_these() -> None:
     assert litstream.__all__ == sorted(litstream.__all__)
     assert litstream.__all__ == [
         "AsyncUploader",
+        "ChunkWaitTimeoutError",
         "ChunkWriter",
         "CombinedStreamingDataset",
         "ConfigurationError",
@@ -18,6 +19,7 @@ def test_public_names_are_exactly_these() -> None:
         "FormatError",
         "LitstreamError",
         "LocalFileStore",
+        "NumaAffinity",
         "ObjectNotFoundError",
         "ObstoreStore",
         "OutputNotEmptyError",
@@ -37,8 +39,12 @@ def test_public_names_are_exactly_these() -> None:
         "WorkerError",
         "WorkerSummary",
         "astream",
+        "breakpoint",
         "complete_dataset",
+        "get_gpu_affinity",
+        "get_numa_affinity",
         "index_parquet_dataset",
+        "is_complete_dataset",
         "map",
         "merge_datasets",
         "optimize",

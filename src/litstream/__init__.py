@@ -5,9 +5,14 @@ The public API; everything else lives in private modules.
 
 from __future__ import annotations
 
+from ._affinity import NumaAffinity as NumaAffinity
+from ._affinity import get_gpu_affinity as get_gpu_affinity
+from ._affinity import get_numa_affinity as get_numa_affinity
 from ._combined_dataset import CombinedStreamingDataset as CombinedStreamingDataset
 from ._dataloader import StreamingDataLoader as StreamingDataLoader
 from ._dataset import StreamingDataset as StreamingDataset
+from ._debug import breakpoint as breakpoint
+from ._errors import ChunkWaitTimeoutError as ChunkWaitTimeoutError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatasetNotFoundError as DatasetNotFoundError
 from ._errors import EncryptionError as EncryptionError
@@ -35,6 +40,7 @@ from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
 from .storage._walk import walk as walk
 from .write._complete import complete_dataset as complete_dataset
+from .write._complete import is_complete_dataset as is_complete_dataset
 from .write._map import map as map
 from .write._merge_datasets import merge_datasets as merge_datasets
 from .write._optimize import optimize as optimize
@@ -49,6 +55,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncUploader",
+    "ChunkWaitTimeoutError",
     "ChunkWriter",
     "CombinedStreamingDataset",
     "ConfigurationError",
@@ -60,6 +67,7 @@ __all__ = [
     "FormatError",
     "LitstreamError",
     "LocalFileStore",
+    "NumaAffinity",
     "ObjectNotFoundError",
     "ObstoreStore",
     "OutputNotEmptyError",
@@ -79,8 +87,12 @@ __all__ = [
     "WorkerError",
     "WorkerSummary",
     "astream",
+    "breakpoint",
     "complete_dataset",
+    "get_gpu_affinity",
+    "get_numa_affinity",
     "index_parquet_dataset",
+    "is_complete_dataset",
     "map",
     "merge_datasets",
     "optimize",
