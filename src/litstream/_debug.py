@@ -3,7 +3,8 @@
 A child started by ``multiprocessing`` has its standard input closed (replaced by ``/dev/null``), so
 the built-in ``breakpoint()`` there returns at once. LitData 0.2.76 exports a ``breakpoint`` that
 re-opens the parent's terminal (the file descriptor of ``stdin`` at import time, inherited by forked
-children; litstream keeps a duplicate of it, since ``multiprocessing`` closes descriptor 0 in a child) and serialises the prompts of several processes with one lock. This is the same idea.
+children; litstream keeps a duplicate of it, since ``multiprocessing`` closes descriptor 0 in a child)
+and serialises the prompts of several processes with one lock. This is the same idea.
 """
 
 from __future__ import annotations
