@@ -32,7 +32,7 @@ class _Node:
 
 def walk(
     folder: str | os.PathLike[str] | Dir,
-    max_workers: int | None = None,
+    max_workers: int | None = 2,
     *,
     topdown: bool = True,
     storage_options: Mapping[str, Any] | None = None,
@@ -53,7 +53,7 @@ def walk(
     Args:
         folder: A local directory (``str``, ``Path``, ``file://``, ``local:``), a URL, or a
             :class:`~litstream.Dir`.
-        max_workers: Accepted for LitData's signature (``walk(folder, max_workers)``); ``None`` or
+        max_workers: Accepted for LitData's signature (``walk(folder, max_workers=2)``); ``None`` or
             an int >= 1, without effect.
         topdown: Parents before children (default), or children first.
         storage_options: Credentials and client options for object-store URLs.
