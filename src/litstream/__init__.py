@@ -24,6 +24,9 @@ from ._errors import PlanError as PlanError
 from ._errors import RetriesExhaustedError as RetriesExhaustedError
 from ._errors import StorageError as StorageError
 from ._errors import WorkerError as WorkerError
+from ._media_collate import litdata_collate as litdata_collate
+from ._media_folder import iter_webdataset_tar as iter_webdataset_tar
+from ._media_folder import list_media_folder as list_media_folder
 from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
 from ._split import train_test_split as train_test_split
 from .format._encryption import Encryption as Encryption
@@ -31,6 +34,20 @@ from .format._encryption import FernetEncryption as FernetEncryption
 from .format._encryption import RSAEncryption as RSAEncryption
 from .format._loaders import PyTreeLoader as PyTreeLoader
 from .format._loaders import TokensLoader as TokensLoader
+from .format._media_audio import Audio as Audio
+from .format._media_graph import Graph as Graph
+from .format._media_image import Image as Image
+from .format._media_image import Jpeg as Jpeg
+from .format._media_image import JpegArray as JpegArray
+from .format._media_image import Pil as Pil
+from .format._media_image import Tiff as Tiff
+from .format._media_mesh import Mesh as Mesh
+from .format._media_mesh import Pdf as Pdf
+from .format._media_nifti import Nifti as Nifti
+from .format._media_tensor import Tensor as Tensor
+from .format._media_text import File as File
+from .format._media_text import Text as Text
+from .format._media_video import Video as Video
 from .format._parquet import ParquetLoader as ParquetLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
@@ -55,6 +72,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncUploader",
+    "Audio",
     "ChunkWaitTimeoutError",
     "ChunkWriter",
     "CombinedStreamingDataset",
@@ -64,15 +82,24 @@ __all__ = [
     "Encryption",
     "EncryptionError",
     "FernetEncryption",
+    "File",
     "FormatError",
+    "Graph",
+    "Image",
+    "Jpeg",
+    "JpegArray",
     "LitstreamError",
     "LocalFileStore",
+    "Mesh",
+    "Nifti",
     "NumaAffinity",
     "ObjectNotFoundError",
     "ObstoreStore",
     "OutputNotEmptyError",
     "ParallelStreamingDataset",
     "ParquetLoader",
+    "Pdf",
+    "Pil",
     "PlanError",
     "RSAEncryption",
     "RetriesExhaustedError",
@@ -82,8 +109,12 @@ __all__ = [
     "Store",
     "StreamingDataLoader",
     "StreamingDataset",
+    "Tensor",
+    "Text",
+    "Tiff",
     "TokensLoader",
     "UploaderStatistics",
+    "Video",
     "WorkerError",
     "WorkerSummary",
     "astream",
@@ -93,6 +124,9 @@ __all__ = [
     "get_numa_affinity",
     "index_parquet_dataset",
     "is_complete_dataset",
+    "iter_webdataset_tar",
+    "list_media_folder",
+    "litdata_collate",
     "map",
     "merge_datasets",
     "optimize",
