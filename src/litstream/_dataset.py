@@ -22,6 +22,7 @@ from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _op
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import collapse_exception_group
+from ._litdata_params import check_read_params
 from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
@@ -98,6 +99,16 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         encryption: For a dataset written with ``encryption=``, the same ``FernetEncryption`` /
             ``RSAEncryption``, usually ``FernetEncryption.load(key_file, password)`` (LitData's key
             files work too). Items are decrypted in memory; chunk files stay encrypted in the cache.
+        session_options: LitData's boto3 session options: only ``None`` or ``{}`` (credentials go in
+            ``storage_options``); anything else raises ``ConfigurationError``.
+        force_override_state_dict: LitData's; only ``False`` (a mismatching state dict is refused).
+        num_canonical_nodes: LitData's elastic-resume node count; only ``None``.
+        batch_decode: LitData's decode batching (``"auto"``, ``"all"``, a bool or an int >= 0): a
+            speed knob that does not change the items; accepted without effect.
+        item_shuffle_window: LitData's in-chunk shuffle block size; only ``None`` (litstream's
+            ``shuffle`` and ``shuffle_window`` decide the order).
+        window_direct_io: LitData's O_DIRECT reads of temporal windows on NFS: a speed knob,
+            accepted (a bool) without effect.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -125,7 +136,21 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         subsample: float = 1.0,
         index_path: str | os.PathLike[str] | None = None,
         encryption: Encryption | None = None,
+        session_options: Mapping[str, Any] | None = None,
+        force_override_state_dict: bool = False,
+        num_canonical_nodes: int | None = None,
+        batch_decode: int | str | bool = "auto",
+        item_shuffle_window: int | str | None = None,
+        window_direct_io: bool = False,
     ) -> None:
+        check_read_params(
+            session_options=session_options,
+            force_override_state_dict=force_override_state_dict,
+            num_canonical_nodes=num_canonical_nodes,
+            batch_decode=batch_decode,
+            item_shuffle_window=item_shuffle_window,
+            window_direct_io=window_direct_io,
+        )
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
         self.subsample = check_subsample(subsample)
