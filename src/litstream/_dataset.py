@@ -23,6 +23,7 @@ from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import collapse_exception_group
 from ._litdata_params import check_read_params
+from ._local_remote import check_local_dataset, local_remote_source
 from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
@@ -38,7 +39,7 @@ from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import HedgedStore, Store
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
@@ -112,7 +113,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
-        DatasetNotFoundError: on first use, when ``input_dir`` holds no dataset.
+        DatasetNotFoundError: ``input_dir`` holds no dataset: at construction for a local directory
+            (missing, or without ``index.json`` or partial indexes), on first use for a remote one.
         EncryptionError: on first use, when the dataset is encrypted and ``encryption`` is missing
             or wrong (a ``FormatError``).
     """
@@ -156,16 +158,23 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         self.subsample = check_subsample(subsample)
         check_read_loader(item_loader)
         check_reader_encryption(encryption)
+        local_source = None
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
             self.input_dir = Dir(path=None, url=input_dir.url)
         else:
             self.input_dir = resolve_dir(input_dir)
-            self._store = store_for(self.input_dir, storage_options)
+            local_source = local_remote_source(self.input_dir)
+            if local_source is not None and cache_dir is None:
+                cache_dir = self.input_dir.path  # LitData caches a local "remote" in Dir.path
+            self._store = LocalFileStore(local_source) if local_source else store_for(self.input_dir, storage_options)
         remote = self.input_dir.path is None and self.input_dir.url is not None and "://" in self.input_dir.url
+        remote = remote or local_source is not None
+        if index_path is None and isinstance(self._store, LocalFileStore):
+            check_local_dataset(str(self._store.root))
         self.cache = (
             CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
-            if remote and not self.input_dir.url.startswith("memory://")  # type: ignore[union-attr]
+            if remote and not (self.input_dir.url or "").startswith("memory://")
             else None
         )
         if max_cache_size is not None:
@@ -177,7 +186,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         self.seed = seed
         self.drop_last = drop_last
         self.max_pre_download = max_pre_download
-        self.transforms = transforms
+        self._given_transforms = transforms
         self.serializers = dict(serializers) if serializers else None
         self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
         self.index_path = index_path
@@ -317,6 +326,23 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         if selection is None:
             return self._apply(_portal.call(source.get_item, position))
         return self._apply(_portal.call(_get_item_at, source, *selection.locate(position)))
+
+    @property
+    def transforms(self) -> list[Callable[[Any], Any]]:
+        """The callables applied to each sample, in order.
+
+        ``transform=`` when given; otherwise a ``transform`` attribute of the dataset, which is how
+        LitData's README subclasses add one (a ``def transform(self, sample)`` method, or
+        ``self.transform = fn`` / a list set in ``__init__``), applied as LitData applies it.
+        """
+        if self._given_transforms:
+            return self._given_transforms
+        own = getattr(self, "transform", None)
+        return [] if own is None else check_transforms(own)
+
+    @transforms.setter
+    def transforms(self, value: list[Callable[[Any], Any]]) -> None:
+        self._given_transforms = list(value)
 
     def _apply(self, sample: Any) -> Any:
         for t in self.transforms:
