@@ -32,7 +32,6 @@ DIFFERENCES: dict[str, str] = {
     "missing: build_keys_index": _PENDING_KEYS,
     "parameter: optimize(key_fn)": _PENDING_KEYS,
     # Deliberate differences (each one documented).
-    "missing: TemporalArrayLoader": "not implemented yet",
     "default: ChunkWaitTimeoutError(waited_s)": "optional: every litstream error is built from one message",
     "default: map(storage_options)": "None instead of {}: same meaning",
     "default: optimize(storage_options)": "None instead of {}: same meaning",

@@ -44,6 +44,7 @@ def test_public_names_are_exactly_these() -> None:
         "Store",
         "StreamingDataLoader",
         "StreamingDataset",
+        "TemporalArrayLoader",
         "Tensor",
         "Text",
         "Tiff",

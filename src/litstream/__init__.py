@@ -49,6 +49,7 @@ from .format._media_text import File as File
 from .format._media_text import Text as Text
 from .format._media_video import Video as Video
 from .format._parquet import ParquetLoader as ParquetLoader
+from .format._temporal import TemporalArrayLoader as TemporalArrayLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
 from .storage._resolver import Dir as Dir
@@ -109,6 +110,7 @@ __all__ = [
     "Store",
     "StreamingDataLoader",
     "StreamingDataset",
+    "TemporalArrayLoader",
     "Tensor",
     "Text",
     "Tiff",

@@ -49,6 +49,7 @@ def check_write_params(
     align_chunking: Any = False,
     compression_level: Any = None,
     compression_batch_size: Any = None,
+    item_loader: Any = None,
 ) -> None:
     """Validate the LitData-only arguments of ``optimize`` / ``map``.
 
@@ -78,6 +79,11 @@ def check_write_params(
         "LitData's pytree wrap granularity; give the zstd level in compression='zstd:N'",
     )
     _refuse("compression_batch_size", compression_batch_size, None, "it goes with compression_level='batch'")
+    if type(item_loader).__name__ == "TemporalArrayLoader":
+        raise ConfigurationError(
+            "item_loader=TemporalArrayLoader() cannot be written by litstream yet (it reads such datasets); "
+            "write them with LitData, or store the tracks with PyTreeLoader()"
+        )
     _optional_count("num_downloaders", num_downloaders)
     _optional_count("num_uploaders", num_uploaders)
     _optional_bool("optimize_dns", optimize_dns)

@@ -191,6 +191,7 @@ def optimize(
         align_chunking=align_chunking,
         compression_level=compression_level,
         compression_batch_size=compression_batch_size,
+        item_loader=item_loader,
     )
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     validate_compression(compression)
