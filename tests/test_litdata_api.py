@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import litstream
+from peer import require_peer
 
 pytestmark = pytest.mark.litdata
 
@@ -55,7 +56,7 @@ def _positional(params: list[inspect.Parameter]) -> list[str]:
 
 
 def _differences() -> set[str]:
-    import litdata
+    litdata = require_peer("litdata")
 
     found: set[str] = set()
     for name in litdata.__all__:

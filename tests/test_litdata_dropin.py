@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import litstream
+from peer import require_peer
 
 
 def _sample(i: int) -> dict[str, int]:
@@ -45,7 +46,7 @@ def test_transform_method_of_a_subclass_is_applied(tmp_path: Path) -> None:
 
 @pytest.mark.litdata
 def test_transform_method_matches_litdata(tmp_path: Path) -> None:
-    import litdata
+    litdata = require_peer("litdata")
 
     class PeerDoubled(litdata.StreamingDataset):  # type: ignore[misc]
         def transform(self, sample: dict[str, int]) -> dict[str, int]:
@@ -70,7 +71,7 @@ def test_local_remote_dir_is_streamed_through_the_cache(tmp_path: Path, as_url: 
 
 @pytest.mark.litdata
 def test_local_remote_dir_matches_litdata(tmp_path: Path) -> None:
-    import litdata
+    litdata = require_peer("litdata")
 
     data = _write(tmp_path / "ds")
     ours = litstream.StreamingDataset(litstream.Dir(path=str(tmp_path / "c1"), url=data))

@@ -13,6 +13,7 @@ import pytest
 
 import litstream
 from litstream._affinity import parse_id_list
+from peer import require_peer
 
 
 def test_is_complete_dataset_checks_for_index_json(tmp_path: Path) -> None:
@@ -25,7 +26,7 @@ def test_is_complete_dataset_checks_for_index_json(tmp_path: Path) -> None:
 
 @pytest.mark.litdata
 def test_is_complete_dataset_agrees_with_litdata(tmp_path: Path) -> None:
-    import litdata
+    litdata = require_peer("litdata")
 
     litstream.optimize(fn=lambda i: {"x": i}, inputs=list(range(5)), output_dir=str(tmp_path / "ds"), chunk_size=2)
     for path in (tmp_path / "ds", tmp_path / "nothing", tmp_path):
@@ -63,7 +64,7 @@ _HAS_NUMA = sys.platform == "linux" and Path("/sys/devices/system/node/node0/cpu
 @pytest.mark.skipif(not _HAS_NUMA, reason="needs Linux NUMA topology in /sys")
 @pytest.mark.litdata
 def test_numa_plan_matches_litdata_and_binds() -> None:
-    import litdata
+    litdata = require_peer("litdata")
 
     plan = litstream.get_numa_affinity(0, bind_memory=False)
     peer = litdata.get_numa_affinity(0, bind_memory=False)
