@@ -22,16 +22,12 @@ from peer import require_peer
 pytestmark = pytest.mark.litdata
 
 _PENDING_RAW = "pending (issue 13): raw / Hugging Face datasets"
-_PENDING_KEYS = "pending (issue 13): keys index"
 
 DIFFERENCES: dict[str, str] = {
     # Names another part of issue 13 is adding right now.
     "missing: StreamingRawDataset": _PENDING_RAW,
     "missing: index_hf_dataset": _PENDING_RAW,
     "missing: optimize_hf": _PENDING_RAW,
-    "missing: dataset_update": _PENDING_KEYS,
-    "missing: build_keys_index": _PENDING_KEYS,
-    "parameter: optimize(key_fn)": _PENDING_KEYS,
     # Deliberate differences (each one documented).
     "default: ChunkWaitTimeoutError(waited_s)": "optional: every litstream error is built from one message",
     "default: map(storage_options)": "None instead of {}: same meaning",

@@ -15,11 +15,14 @@ from ._debug import breakpoint as breakpoint
 from ._errors import ChunkWaitTimeoutError as ChunkWaitTimeoutError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatasetNotFoundError as DatasetNotFoundError
+from ._errors import DuplicateKeyError as DuplicateKeyError
 from ._errors import EncryptionError as EncryptionError
 from ._errors import FormatError as FormatError
+from ._errors import KeyNotFoundError as KeyNotFoundError
 from ._errors import LitstreamError as LitstreamError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
 from ._errors import OutputNotEmptyError as OutputNotEmptyError
+from ._errors import PickleRefusedError as PickleRefusedError
 from ._errors import PlanError as PlanError
 from ._errors import RetriesExhaustedError as RetriesExhaustedError
 from ._errors import StorageError as StorageError
@@ -52,6 +55,7 @@ from .format._parquet import ParquetLoader as ParquetLoader
 from .format._temporal import TemporalArrayLoader as TemporalArrayLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
+from .read._trust import set_allow_pickle as set_allow_pickle
 from .storage._resolver import Dir as Dir
 from .storage._store import LocalFileStore as LocalFileStore
 from .storage._store import ObstoreStore as ObstoreStore
@@ -65,6 +69,8 @@ from .write._optimize import optimize as optimize
 from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
 from .write._summary import RunSummary as RunSummary
 from .write._summary import WorkerSummary as WorkerSummary
+from .write._update import build_keys_index as build_keys_index
+from .write._update import dataset_update as dataset_update
 from .write._uploader import AsyncUploader as AsyncUploader
 from .write._uploader import UploaderStatistics as UploaderStatistics
 from .write._writer import ChunkWriter as ChunkWriter
@@ -80,6 +86,7 @@ __all__ = [
     "ConfigurationError",
     "DatasetNotFoundError",
     "Dir",
+    "DuplicateKeyError",
     "Encryption",
     "EncryptionError",
     "FernetEncryption",
@@ -89,6 +96,7 @@ __all__ = [
     "Image",
     "Jpeg",
     "JpegArray",
+    "KeyNotFoundError",
     "LitstreamError",
     "LocalFileStore",
     "Mesh",
@@ -100,6 +108,7 @@ __all__ = [
     "ParallelStreamingDataset",
     "ParquetLoader",
     "Pdf",
+    "PickleRefusedError",
     "Pil",
     "PlanError",
     "RSAEncryption",
@@ -121,7 +130,9 @@ __all__ = [
     "WorkerSummary",
     "astream",
     "breakpoint",
+    "build_keys_index",
     "complete_dataset",
+    "dataset_update",
     "get_gpu_affinity",
     "get_numa_affinity",
     "index_parquet_dataset",
@@ -132,6 +143,7 @@ __all__ = [
     "map",
     "merge_datasets",
     "optimize",
+    "set_allow_pickle",
     "train_test_split",
     "walk",
 ]

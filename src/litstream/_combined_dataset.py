@@ -46,6 +46,8 @@ class CombinedStreamingDataset(CompositeDataset):
             (as long as the runs line up with the batches, i.e. until a member runs out).
         force_override_state_dict: Let ``load_state_dict`` accept a checkpoint saved with other
             settings, warning instead of raising. Default False.
+        allow_pickle: ``True`` / ``False`` sets every member's ``allow_pickle`` (see
+            :class:`StreamingDataset`); ``None`` (default) keeps each member's own decision.
 
     Length: ``len(ds)`` is the number of samples this rank serves per epoch: the sum of the members'
     lengths with ``iterate_over_all``, else the exact count of the draws up to the first exhausted
@@ -72,8 +74,9 @@ class CombinedStreamingDataset(CompositeDataset):
         iterate_over_all: bool = True,
         batching_method: BatchingMethod = "stratified",
         force_override_state_dict: bool = False,
+        allow_pickle: bool | None = None,
     ) -> None:
-        super().__init__(datasets, force_override_state_dict)
+        super().__init__(datasets, force_override_state_dict, allow_pickle)
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
             raise ConfigurationError(f"seed must be an int in [0, 2**32), got {seed!r}")
         if not isinstance(iterate_over_all, bool):

@@ -23,6 +23,7 @@ from .read._compose_resume import CompositePlan, check_members, resolve_composit
 from .read._core import ReadPlanArgs
 from .read._resume import round_robin
 from .read._resume_types import Level, Topology
+from .read._trust import check_allow_pickle
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,7 +54,9 @@ class CompositeDataset(IterableDataset[Any]):
 
     _kind = ""
 
-    def __init__(self, datasets: Sequence[StreamingDataset], force_override_state_dict: bool) -> None:
+    def __init__(
+        self, datasets: Sequence[StreamingDataset], force_override_state_dict: bool, allow_pickle: bool | None = None
+    ) -> None:
         if isinstance(datasets, StreamingDataset) or not isinstance(datasets, Sequence) or not datasets:
             raise ConfigurationError(f"datasets must be a non-empty list of StreamingDataset, got {datasets!r}")
         for i, d in enumerate(datasets):
@@ -69,6 +72,11 @@ class CompositeDataset(IterableDataset[Any]):
                 )
         if not isinstance(force_override_state_dict, bool):
             raise ConfigurationError(f"force_override_state_dict must be a bool, got {force_override_state_dict!r}")
+        override = check_allow_pickle(allow_pickle)
+        if override is not None:
+            for d in datasets:  # one switch for every member (docs/security.md)
+                if d.allow_pickle != override:
+                    d.allow_pickle, d._source = override, None
         self._datasets = list(datasets)
         self._force_override_state_dict = force_override_state_dict
         self.current_epoch = 1
@@ -346,6 +354,7 @@ class CompositeDataset(IterableDataset[Any]):
                     serializers=d.serializers,
                     pieces=to_pieces(s),
                     encryption=d.encryption,
+                    allow_pickle=d.allow_pickle,
                 )
                 for d, s in zip(self._datasets, streams, strict=True)
             ]

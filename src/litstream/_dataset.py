@@ -19,9 +19,10 @@ from torch.utils.data import IterableDataset
 from . import _portal
 from ._collate import shared_block
 from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
+from ._dataset_keys import KeyedMixin
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
-from ._errors import collapse_exception_group
+from ._errors import raise_collapsed
 from ._litdata_params import check_read_params
 from ._local_remote import check_local_dataset, local_remote_source
 from .format._encrypted import check_reader_encryption
@@ -33,6 +34,7 @@ from .read._plan import ChunkSlice, items_per_rank, worker_plan
 from .read._source import CacheSettings, DatasetSource
 from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
+from .read._trust import check_allow_pickle, resolve_allow_pickle
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._local import LocalFileStore
 from .storage._resolver import Dir, resolve_dir, store_for
@@ -58,7 +60,7 @@ _REMOTE_MIN_PRE_DOWNLOAD = 4
 _HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
 
-class StreamingDataset(IterableDataset[Any], ResumeMixin):
+class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
     """Stream an optimized dataset (LitData format) into PyTorch.
 
     Iteration splits items between ranks and DataLoader workers in whole batches and orders them
@@ -110,6 +112,13 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             ``shuffle`` and ``shuffle_window`` decide the order).
         window_direct_io: LitData's O_DIRECT reads of temporal windows on NFS: a speed knob,
             accepted (a bool) without effect.
+        index_path: A local ``index.json`` (or a directory holding one) to use instead of the one in
+            ``input_dir``.
+        allow_pickle: Whether leaves stored with ``pickle`` may be unpickled (which runs code the data
+            names). ``None`` (default): ``litstream.set_allow_pickle``, else ``LITSTREAM_ALLOW_PICKLE``,
+            else allowed for local and object-store data (LitData's behaviour) and refused for
+            ``hf://`` and ``http(s)://``. Refused data raises ``PickleRefusedError`` on first use, before
+            anything is unpickled. Decided here, in this process; see docs/security.md.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -144,6 +153,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         batch_decode: int | str | bool = "auto",
         item_shuffle_window: int | str | None = None,
         window_direct_io: bool = False,
+        allow_pickle: bool | None = None,
     ) -> None:
         check_read_params(
             session_options=session_options,
@@ -159,6 +169,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         check_read_loader(item_loader)
         check_reader_encryption(encryption)
         local_source = None
+        check_allow_pickle(allow_pickle)
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
             self.input_dir = Dir(path=None, url=input_dir.url)
@@ -191,6 +202,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
         self.index_path = index_path
         self.encryption = encryption
+        self.allow_pickle = resolve_allow_pickle(allow_pickle, self.input_dir.url or self.input_dir.path)
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -247,7 +259,9 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             and self.index_path is None
             and isinstance(self._store, LocalFileStore)
         ):
-            self._source = _open_now(self._store, self.serializers, self.item_loader, self.encryption)
+            self._source = _open_now(
+                self._store, self.serializers, self.item_loader, self.allow_pickle, self.encryption
+            )
         if self._source is None:
             self._source = _portal.call(
                 partial(DatasetSource.open, encryption=self.encryption),
@@ -256,6 +270,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
                 self.cache,
                 self.item_loader,
                 self.index_path,
+                self.allow_pickle,
             )
         return self._source
 
@@ -307,12 +322,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         return self.get_len(self.num_workers, self.batch_size)
 
     # -- random access ----------------------------------------------------------------------------
-    def __getitem__(self, index: int | slice) -> Any:
-        """Sample ``index`` (0-based, index order across the whole dataset), or a list for a slice.
+    def __getitem__(self, index: int | slice | str) -> Any:
+        """Sample ``index`` (0-based, index order across the whole dataset), a list for a slice, or for a
+        ``str`` the sample with that key (:meth:`get_by_key`).
 
         Raises:
             IndexError: ``index`` is outside ``[-len, len)`` of the whole dataset.
         """
+        if isinstance(index, str):
+            return self.get_by_key(index)
         source = self._get_source()
         selection = self._selected()
         total = len(source) if selection is None else len(selection)
@@ -430,10 +448,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             try:
                 future.result()
             except BaseExceptionGroup as group:
-                single = collapse_exception_group(group)
-                if single is group:
-                    raise
-                raise single from None
+                raise_collapsed(group)
         finally:
             if not sys.is_finalizing():  # at interpreter exit the loop thread may be gone
                 if not future.done():

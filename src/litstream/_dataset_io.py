@@ -26,14 +26,20 @@ async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
 
 
 def _open_now(
-    store: LocalFileStore, serializers: Mapping[str, Serializer] | None, item_loader: Any, encryption: Any = None
+    store: LocalFileStore,
+    serializers: Mapping[str, Serializer] | None,
+    item_loader: Any,
+    allow_pickle: bool = True,
+    encryption: Any = None,
 ) -> DatasetSource | None:
     """``DatasetSource.open`` of a local dataset run to completion in this thread, without an event
     loop: with ``index.json`` present it awaits nothing. ``None`` when it would need a loop (no
     index.json, or a step that awaits), so the caller opens it on the portal instead."""
     if not (store.root / INDEX_FILENAME).is_file():
         return None
-    coroutine = DatasetSource.open(store, serializers, None, item_loader, encryption=encryption)
+    coroutine = DatasetSource.open(
+        store, serializers, None, item_loader, allow_pickle=allow_pickle, encryption=encryption
+    )
     try:
         coroutine.send(None)
     except StopIteration as done:

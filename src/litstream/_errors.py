@@ -9,6 +9,9 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
     │   └── EncryptionError             an encrypted dataset read without its key, or with a wrong one
     ├── PlanError (ValueError)          bad sharding / shuffle / resume arguments
     ├── ConfigurationError (ValueError) bad arguments to optimize, astream, StreamingDataset, ...
+    │   └── PickleRefusedError          a dataset stores pickled leaves and allow_pickle is off
+    ├── DuplicateKeyError (ValueError)  key_fn gave two samples one key (names both inputs)
+    ├── KeyNotFoundError (KeyError)     ds["id"] / get_by_key / dataset_update: no such key
     ├── DatasetNotFoundError (FileNotFoundError)   no index.json where a dataset was expected
     ├── OutputNotEmptyError (RuntimeError)         optimize into a directory that holds a dataset
     ├── StorageError (OSError)          a store operation failed (foreign errors mapped once)
@@ -18,12 +21,14 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
     └── WorkerError (RuntimeError)      an optimize worker failed; names the input
 
 Every class can be built from one message string: torch re-raises errors from DataLoader workers as
-``type(exc)(message)``.
+``type(exc)(message)``. Task-group failures never reach the user as an ``ExceptionGroup``: every place
+that leaves a task group re-raises through :func:`collapse_exception_group`.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -32,15 +37,20 @@ __all__ = [
     "ChunkWaitTimeoutError",
     "ConfigurationError",
     "DatasetNotFoundError",
+    "DuplicateKeyError",
     "EncryptionError",
     "FormatError",
+    "KeyNotFoundError",
     "LitstreamError",
     "ObjectNotFoundError",
     "OutputNotEmptyError",
+    "PickleRefusedError",
     "PlanError",
     "RetriesExhaustedError",
     "StorageError",
     "WorkerError",
+    "collapse_exception_group",
+    "raise_collapsed",
 ]
 
 
@@ -62,6 +72,14 @@ class PlanError(LitstreamError, ValueError):
 
 class ConfigurationError(LitstreamError, ValueError):
     """An argument has a value litstream cannot use; the message names the argument and the fix."""
+
+
+class PickleRefusedError(ConfigurationError):
+    """A dataset stores leaves with the ``pickle`` serializer and reading them is not allowed.
+
+    Raised before any ``pickle.loads`` runs; pass ``allow_pickle=True`` (or call
+    ``litstream.set_allow_pickle(True)``) only for data you trust. See docs/security.md.
+    """
 
 
 class DatasetNotFoundError(LitstreamError, FileNotFoundError):
@@ -120,12 +138,77 @@ class WorkerError(LitstreamError, RuntimeError):
     """An ``optimize`` worker failed; the message names the input and carries the traceback."""
 
 
-def collapse_exception_group(exc: BaseException) -> BaseException:
-    """The single exception inside (possibly nested) one-member exception groups, else ``exc``.
+class KeyNotFoundError(LitstreamError, KeyError):
+    """``ds[key]`` / ``get_by_key`` / ``dataset_update`` named a key the dataset's ``keys/`` sidecar lacks."""
 
-    Task groups wrap a failure of one child in an ``ExceptionGroup``; litstream re-raises that one
-    failure as itself so callers can catch ``FormatError`` etc. directly.
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateKeyError(LitstreamError, ValueError):
+    """``key_fn`` gave two samples the same key; the message names the key and both inputs."""
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _rank(exc: BaseException) -> int:
+    """Which failure of a group is the root cause to raise: lower ranks first."""
+    if isinstance(exc, LitstreamError):
+        return 0
+    if isinstance(exc, Exception):
+        return 1
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return -1  # the user's interrupt always wins
+    return 2  # cancellation and other BaseExceptions: only when nothing else failed
+
+
+def collapse_exception_group(exc: BaseException) -> BaseException:
+    """The one exception to raise for ``exc``: ``exc`` itself unless it is an exception group.
+
+    Task groups wrap their children's failures in (possibly nested) ``ExceptionGroup`` objects. The
+    result is the root cause: the first litstream error among the group's leaves, else the first
+    other ``Exception``, else the first leaf (an interrupt always wins). The other leaves are added to
+    it as notes (``add_note``), so nothing is lost; each leaf keeps its own ``__cause__`` (an obstore
+    error under a ``StorageError``, say).
     """
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    leaves = _leaves(exc)
+    if not leaves:  # pragma: no cover - groups are never empty
+        return exc
+    chosen = min(leaves, key=_rank)  # min is stable: the first of the best rank
+    for other in leaves:
+        if other is not chosen and not _is_cancellation(other):
+            note = f"also failed at the same time: {type(other).__name__}: {other}"
+            if note not in getattr(chosen, "__notes__", ()):
+                chosen.add_note(note)
+    return chosen
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    # asyncio.CancelledError or trio.Cancelled, told apart without importing either backend
+    return type(exc).__name__ in ("CancelledError", "Cancelled")
+
+
+def raise_collapsed(group: BaseException) -> NoReturn:
+    """Raise :func:`collapse_exception_group` of ``group``, keeping its own traceback and ``__cause__``.
+
+    Use it as ``except BaseExceptionGroup as group: raise_collapsed(group)``. The raised exception's
+    ``__context__`` and ``__cause__`` stay those it had in its task (not the group).
+
+    Raises:
+        BaseException: always.
+    """
+    chosen = collapse_exception_group(group)
+    if chosen is group:
+        raise group
+    context = chosen.__context__  # what it was raised during, in its own task; the group would replace it
+    try:
+        raise chosen.with_traceback(chosen.__traceback__)
+    finally:
+        chosen.__context__ = context
+        del chosen, group, context

@@ -63,6 +63,8 @@ class ParallelStreamingDataset(CompositeDataset):
             the members cyclically: a member whose share ends starts over with its next epoch.
         force_override_state_dict: Let ``load_state_dict`` accept a checkpoint saved with other
             settings, warning instead of raising. Default False.
+        allow_pickle: ``True`` / ``False`` sets every member's ``allow_pickle`` (see
+            :class:`StreamingDataset`); ``None`` (default) keeps each member's own decision.
         transform: Applied to each step's tuple of samples, in the reader: ``transform(samples)`` or
             ``transform(samples, rngs)`` where ``rngs`` is ``{"random": random.Random, "numpy":
             numpy.random.Generator, "torch": torch.Generator}``, seeded from ``seed``, the worker and
@@ -101,8 +103,9 @@ class ParallelStreamingDataset(CompositeDataset):
         seed: int = 42,
         resume: bool = True,
         reset_rngs: bool = False,
+        allow_pickle: bool | None = None,
     ) -> None:
-        super().__init__(datasets, force_override_state_dict)
+        super().__init__(datasets, force_override_state_dict, allow_pickle)
         endless = isinstance(length, float) and length == float("inf")
         if (
             length is not None

@@ -38,6 +38,7 @@ class SelectionMixin:
     item_loader: Any
     index_path: str | os.PathLike[str] | None
     encryption: Any
+    allow_pickle: bool
     _store: Store
     current_epoch: int
     _resume_state: dict[str, Any] | None
@@ -108,6 +109,7 @@ class SelectionMixin:
             item_loader=self.item_loader,
             index_path=self.index_path,
             encryption=self.encryption,
+            allow_pickle=self.allow_pickle,
         )
 
     def _selection_config(self) -> dict[str, Any]:

@@ -24,7 +24,10 @@ def run_sync(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     """
     try:
         sniffio.current_async_library()
+        inside_loop = True
     except sniffio.AsyncLibraryNotFoundError:
+        inside_loop = False
+    if not inside_loop:  # outside the except block, so errors of fn are not chained to sniffio's
         return anyio.run(fn, *args)
     with ThreadPoolExecutor(1, thread_name_prefix="litstream-sync") as pool:
         return pool.submit(anyio.run, fn, *args).result()

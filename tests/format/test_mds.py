@@ -178,3 +178,18 @@ def test_missing_codec_package_names_the_install(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(importlib, "import_module", no_brotli)
     with pytest.raises(ConfigurationError, match="pip install brotli"):
         decompress_shard(b"x", "br")
+
+
+def test_a_pkl_column_is_refused_before_decoding_when_pickles_are_not_allowed() -> None:
+    from litstream import PickleRefusedError
+    from litstream.format._index import DatasetConfig
+    from litstream.format._mds_encodings import MdsDecoder
+
+    config = DatasetConfig(
+        data_format=["int", "pkl"],
+        data_spec=None,
+        extra={"column_names": ["n", "obj"], "column_sizes": [8, None]},
+    )
+    with pytest.raises(PickleRefusedError, match=r"column 'obj' with MDS's pkl encoding"):
+        MdsDecoder(config, allow_pickle=False, where="the dataset x")
+    MdsDecoder(config)  # allowed by default, as LitData and mosaic

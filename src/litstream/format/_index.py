@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import FormatError
+from ._index_schema import check_index_obj
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -169,14 +170,14 @@ class Index:
         """Parse an index written by LitData or litstream.
 
         Raises:
-            FormatError: not JSON, or a required key is missing. ``source`` names the file in the message.
+            FormatError: not JSON, or it breaks the schema of :mod:`._index_schema` (a missing key, a
+                wrong type, a size out of range, an unsafe chunk name). ``source`` names the file.
         """
         try:
             obj = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits
             raise FormatError(f"{source} is not valid JSON ({exc}); re-run optimize to rebuild it") from exc
-        if not isinstance(obj, dict) or "chunks" not in obj:
-            raise FormatError(f"{source} has no 'chunks' list; it is not a LitData/litstream index")
+        check_index_obj(obj, source)  # types, ranges, names and sizes: see _index_schema.py
         config = obj.get("config")
         return cls(
             chunks=tuple(ChunkInfo.from_json_obj(c) for c in obj["chunks"]),

@@ -17,18 +17,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import ConfigurationError, FormatError
+from .._errors import ConfigurationError, FormatError, PickleRefusedError
 from ._batch_decode import decode_items, sample_builder
 from ._fast_encode import fast_encoder
-from ._pytree import TreeSpec, spec_from_json, spec_to_json, tree_flatten, tree_unflatten
-from ._serializers import Serializer, default_serializers, select_serializer, serializer_for_format
+from ._pytree import TreeSpec, factory_modules, spec_from_json, spec_to_json, tree_flatten, tree_unflatten
+from ._serializers import (
+    PickleSerializer,
+    Serializer,
+    default_serializers,
+    select_serializer,
+    serializer_for_format,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from ._index import DatasetConfig
 
-__all__ = ["PyTreeLoader", "SampleDecoder", "SampleEncoder", "TokensLoader"]
+__all__ = ["PyTreeLoader", "SampleDecoder", "SampleEncoder", "TokensLoader", "refuse_unsafe_leaves"]
 
 
 class PyTreeLoader:
@@ -98,15 +104,44 @@ def _registry(serializers: Mapping[str, Serializer] | None) -> dict[str, Seriali
     return registry
 
 
+_SAFE_FACTORY_MODULES = ("builtins", "collections")
+
+
+def refuse_unsafe_leaves(
+    serializers: Sequence[Serializer], data_format: Sequence[str], spec: TreeSpec | None, where: str
+) -> None:
+    """Raise unless decoding with ``serializers`` and ``spec`` runs no ``pickle.loads`` and imports nothing.
+
+    Raises:
+        PickleRefusedError: naming the first pickled leaf (or the module), ``where`` and the fix.
+    """
+    for position, serializer in enumerate(serializers):
+        if isinstance(serializer, PickleSerializer):
+            raise PickleRefusedError(
+                f"{where} stores leaf {position} ({data_format[position]!r}) with pickle, and allow_pickle is off: "
+                "unpickling runs code chosen by whoever wrote the data. If you trust its source, pass "
+                "allow_pickle=True (or call litstream.set_allow_pickle(True)); see docs/security.md"
+            )
+    modules = sorted(m for m in (factory_modules(spec) if spec is not None else ()) if m not in _SAFE_FACTORY_MODULES)
+    if modules:
+        raise PickleRefusedError(
+            f"{where} names defaultdict factories from {modules}, which would be imported, and allow_pickle is "
+            "off. If you trust its source, pass allow_pickle=True; see docs/security.md"
+        )
+
+
 class SampleEncoder:
     """Turns samples into item bytes; the first sample fixes the format.
 
     Args:
         serializers: Extra serializers by registry key, tried before the built-ins.
+        allow_pickle: ``False`` refuses a first sample with a leaf that only the built-in ``pickle``
+            serializer can store (:class:`~litstream.PickleRefusedError`). Default ``True``.
     """
 
-    def __init__(self, serializers: Mapping[str, Serializer] | None = None) -> None:
+    def __init__(self, serializers: Mapping[str, Serializer] | None = None, *, allow_pickle: bool = True) -> None:
         self._registry = _registry(serializers)
+        self._allow_pickle = allow_pickle
         self._spec: TreeSpec | None = None
         self._serializers: list[Serializer] = []
         self.data_format: tuple[str, ...] = ()
@@ -169,6 +204,12 @@ class SampleEncoder:
         serializers = []
         for position, leaf in enumerate(leaves):
             serializer = select_serializer(leaf, self._registry)
+            if not self._allow_pickle and isinstance(serializer, PickleSerializer):
+                raise PickleRefusedError(
+                    f"leaf {position} of the first sample is a {type(leaf).__qualname__}, which only pickle can "
+                    "store, and allow_pickle=False: convert it (to a str, number, bytes, array or tensor) or "
+                    "pass allow_pickle=True"
+                )
             try:
                 _, name = serializer.serialize(leaf)
             except FormatError:
@@ -190,17 +231,31 @@ class SampleDecoder:
     Args:
         config: The dataset's ``index.json`` config.
         serializers: Extra serializers by registry key, tried before the built-ins.
+        allow_pickle: ``False`` refuses, here and before anything is decoded, a dataset whose leaves
+            are decoded by the built-in ``pickle`` serializer or whose ``data_spec`` would import a
+            module other than ``builtins``/``collections`` (a ``defaultdict`` factory). Default ``True``.
+        where: The dataset's location, for the message.
 
     Raises:
         FormatError: ``data_spec`` is missing or a ``data_format`` name is unknown.
+        PickleRefusedError: ``allow_pickle=False`` and the dataset needs ``pickle.loads`` or an import.
     """
 
-    def __init__(self, config: DatasetConfig, serializers: Mapping[str, Serializer] | None = None) -> None:
+    def __init__(
+        self,
+        config: DatasetConfig,
+        serializers: Mapping[str, Serializer] | None = None,
+        *,
+        allow_pickle: bool = True,
+        where: str = "this dataset",
+    ) -> None:
         if config.data_spec is None:
             raise FormatError("index.json config has no data_spec; this dataset needs a different item_loader")
         registry = _registry(serializers)
         self._spec = spec_from_json(config.data_spec)
         self._serializers = [serializer_for_format(name, registry) for name in config.data_format]
+        if not allow_pickle:
+            refuse_unsafe_leaves(self._serializers, config.data_format, self._spec, where)
         self._num_leaves = len(self._serializers)
         self._sizes = struct.Struct(f"<{self._num_leaves}I")
         self._build = sample_builder(self._spec)

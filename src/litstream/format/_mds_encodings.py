@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import ConfigurationError, FormatError
+from .._errors import ConfigurationError, FormatError, PickleRefusedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -179,11 +179,23 @@ class MdsDecoder:
 
     Args:
         config: The config :func:`~litstream.format._mds.parse_index` made (validated there).
+        allow_pickle: ``False`` refuses a dataset with a ``pkl`` column here, before anything is read.
+        where: Names the dataset in errors.
+
+    Raises:
+        PickleRefusedError: ``allow_pickle=False`` and a column is stored with ``pkl``.
     """
 
-    def __init__(self, config: DatasetConfig) -> None:
+    def __init__(self, config: DatasetConfig, *, allow_pickle: bool = True, where: str = "the MDS dataset") -> None:
         self._names: Sequence[str] = config.extra["column_names"]
         self._encodings: Sequence[str] = config.data_format
+        if not allow_pickle and "pkl" in self._encodings:
+            column = self._names[list(self._encodings).index("pkl")]
+            raise PickleRefusedError(
+                f"{where} stores column {column!r} with MDS's pkl encoding, and allow_pickle is off: unpickling runs "
+                "code chosen by whoever wrote the data. If you trust its source, pass allow_pickle=True (or call "
+                "litstream.set_allow_pickle(True)); see docs/security.md"
+            )
         self._sizes: Sequence[int | None] = config.extra["column_sizes"]
         self._decoders = [_decoder(e) for e in self._encodings]
         self._variable = sum(1 for s in self._sizes if s is None)

@@ -31,7 +31,7 @@ from typing import Any
 from .._errors import FormatError
 from ._media_image import is_jpeg_list
 
-__all__ = ["TreeSpec", "spec_from_json", "spec_to_json", "tree_flatten", "tree_unflatten"]
+__all__ = ["TreeSpec", "factory_modules", "spec_from_json", "spec_to_json", "tree_flatten", "tree_unflatten"]
 
 _TUPLE = "builtins.tuple"
 _LIST = "builtins.list"
@@ -142,10 +142,21 @@ def _build(spec: TreeSpec, it: Any) -> Any:
 def _resolve_factory(module: str | None, name: str | None) -> Any:
     if module is None or name is None:
         return None
-    target: Any = importlib.import_module(module)
-    for part in name.split("."):
-        target = getattr(target, part)
+    try:
+        target: Any = importlib.import_module(module)
+        for part in name.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
+        raise FormatError(f"config.data_spec: defaultdict factory {module}.{name} cannot be found: {exc}") from exc
     return target
+
+
+def factory_modules(spec: TreeSpec) -> set[str]:
+    """The modules that rebuilding samples of ``spec`` imports (``defaultdict`` factories)."""
+    found = {spec.context[0]} if spec.type == _DDICT and spec.context[0] is not None else set()
+    for child in spec.children:
+        found |= factory_modules(child)
+    return found
 
 
 def spec_to_json(spec: TreeSpec) -> str:
@@ -181,7 +192,19 @@ def spec_from_json(text: str) -> TreeSpec:
         raise FormatError(f"config.data_spec is not valid JSON: {text[:80]!r}") from exc
     if not (isinstance(payload, list) and len(payload) == 2 and payload[0] == 1):
         raise FormatError(f"config.data_spec must be `[1, node]` (treespec protocol 1), got {text[:80]!r}")
-    return _from_obj(payload[1])
+    try:
+        return _from_obj(payload[1])
+    except FormatError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:  # a stranger's index
+        raise FormatError(f"config.data_spec is malformed ({type(exc).__name__}: {exc}): {text[:80]!r}") from exc
+
+
+def _keys(raw: Any, count: int) -> tuple[Any, ...]:
+    keys = tuple(json.loads(raw) if isinstance(raw, str) else raw)
+    if len(keys) != count or not all(k is None or isinstance(k, (str, int, float)) for k in keys):
+        raise FormatError(f"config.data_spec: dict keys {keys!r} do not match its {count} children")
+    return keys
 
 
 def _from_obj(obj: dict[str, Any]) -> TreeSpec:
@@ -193,10 +216,16 @@ def _from_obj(obj: dict[str, Any]) -> TreeSpec:
     if kind in (_TUPLE, _LIST):
         return _node(kind, None, children)
     if kind in (_DICT, _ODICT):
-        return _node(kind, tuple(json.loads(raw)), children)
+        return _node(kind, _keys(raw, len(children)), children)
     if kind == _DEQUE:
-        return _node(kind, json.loads(raw), children)
+        maxlen = json.loads(raw)
+        if maxlen is not None and (isinstance(maxlen, bool) or not isinstance(maxlen, int) or maxlen < 0):
+            raise FormatError(f"config.data_spec: deque maxlen must be null or an int >= 0, got {maxlen!r}")
+        return _node(kind, maxlen, children)
     if kind == _DDICT:
-        ctx = (raw["default_factory_module"], raw["default_factory_name"], tuple(raw["dict_context"]))
+        module, name = raw["default_factory_module"], raw["default_factory_name"]
+        if not all(part is None or isinstance(part, str) for part in (module, name)):
+            raise FormatError(f"config.data_spec: defaultdict factory {module!r}.{name!r} is not a name")
+        ctx = (module, name, _keys(raw["dict_context"], len(children)))
         return _node(kind, ctx, children)
     raise FormatError(f"config.data_spec names the node type {kind!r}, which litstream cannot rebuild")

@@ -12,7 +12,7 @@ import anyio.to_thread
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-from .._errors import ConfigurationError, collapse_exception_group
+from .._errors import ConfigurationError, raise_collapsed
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._parquet import ParquetLoader
@@ -31,6 +31,7 @@ from ._core import (
 from ._source import DatasetSource
 from ._subset import HasDatasetView, Selection, check_subsample, subsample_selection
 from ._transform import Transform, check_transforms, compose
+from ._trust import check_allow_pickle, resolve_allow_pickle
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
@@ -122,9 +123,11 @@ class SampleStream:
         pieces: Sequence[Piece] | None = None,
         index_path: str | os.PathLike[str] | None = None,
         encryption: Any = None,
+        allow_pickle: bool = True,
     ) -> None:
         self._store = store
         self._encryption = encryption
+        self._allow_pickle = allow_pickle
         self._item_loader = item_loader
         self._index_path = index_path
         self._select = select
@@ -151,6 +154,7 @@ class SampleStream:
                 item_loader=self._item_loader,
                 index_path=self._index_path,
                 encryption=self._encryption,
+                allow_pickle=self._allow_pickle,
             )
             if self._given_pieces is not None:
                 self._pieces = deque(self._given_pieces)
@@ -184,11 +188,7 @@ class SampleStream:
         try:
             return await self._task_group.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
-            # One failing fetch is the common case: raise it as itself, not wrapped.
-            single = collapse_exception_group(group)
-            if single is group:
-                raise
-            raise single from None
+            raise_collapsed(group)  # the root cause itself, not wrapped; the others as its notes
         finally:
             self._receive.close()
             self._finished = True
@@ -237,9 +237,12 @@ class SampleStream:
                 async with limiter:
                     views[chunk_index] = await source.read_chunk(chunk_index)
 
-            async with anyio.create_task_group() as tg:
-                for chunk_index in dict.fromkeys(c for piece, _ in batch for c in piece_chunks(piece)):
-                    tg.start_soon(fetch, chunk_index)
+            try:
+                async with anyio.create_task_group() as tg:
+                    for chunk_index in dict.fromkeys(c for piece, _ in batch for c in piece_chunks(piece)):
+                        tg.start_soon(fetch, chunk_index)
+            except BaseExceptionGroup as group:
+                raise_collapsed(group)
             for piece, order in batch:
                 self._ready.extend(works_for(piece, [views[c] for c in piece_chunks(piece)], order))
         return self._ready.popleft() if self._ready else None
@@ -264,6 +267,7 @@ def astream(
     subsample: float = 1.0,
     index_path: str | os.PathLike[str] | None = None,
     encryption: Encryption | None = None,
+    allow_pickle: bool | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -309,6 +313,11 @@ def astream(
             ``input_dir`` (see ``StreamingDataset``).
         encryption: For an encrypted dataset, the ``FernetEncryption`` / ``RSAEncryption`` it was
             written with (see ``StreamingDataset``); with a ``StreamingDataset`` input, its own.
+        allow_pickle: Whether leaves stored with ``pickle`` may be unpickled; ``None`` (default): a
+            ``StreamingDataset`` input's own decision, else as ``StreamingDataset`` decides it (allowed
+            for local and object-store data, refused for ``hf://`` and ``http(s)://`` unless
+            ``set_allow_pickle`` / ``LITSTREAM_ALLOW_PICKLE`` say otherwise). A refused dataset raises
+            ``PickleRefusedError`` when iteration starts, before anything is unpickled.
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
@@ -337,6 +346,10 @@ def astream(
 
     check_read_loader(item_loader)
     check_reader_encryption(encryption)
+    check_allow_pickle(allow_pickle)
+    store = view.store if view is not None else store_for(input_dir, storage_options)  # type: ignore[arg-type]
+    if allow_pickle is None and view is not None:
+        allow_pickle = view.allow_pickle
     plan = ReadPlanArgs(
         rank=rank,
         world_size=world_size,
@@ -348,7 +361,7 @@ def astream(
         epoch=epoch,
     )
     return SampleStream(
-        view.store if view is not None else store_for(input_dir, storage_options),  # type: ignore[arg-type]
+        store,
         plan,
         max_pre_download=max_pre_download,
         transform=compose(transforms),
@@ -357,4 +370,5 @@ def astream(
         select=select,
         index_path=index_path,
         encryption=encryption,
+        allow_pickle=resolve_allow_pickle(allow_pickle, store.url),
     )

@@ -31,6 +31,7 @@ from ..storage._hedged import HedgedStore
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
+from ._sizes import check_local_sizes
 from ._verify import check_chunk, check_chunk_file, has_checksum
 
 if TYPE_CHECKING:
@@ -155,12 +156,13 @@ async def load_local_index(index_path: str | os.PathLike[str]) -> Index:
 
 
 def _sample_decoder(
-    config: DatasetConfig, serializers: Mapping[str, Serializer] | None
+    config: DatasetConfig, serializers: Mapping[str, Serializer] | None, *, allow_pickle: bool, where: str
 ) -> SampleDecoder | ArrowRowsOnly:
     """The pytree decoder; for an index whose ``types`` mark Arrow rows, a decoder that defers the
-    set-up error to the first plain item (its Arrow chunks need no pytree decoder)."""
+    set-up error (a refused pickle included) to the first plain item (its Arrow chunks need no pytree
+    decoder)."""
     try:
-        return SampleDecoder(config, serializers)
+        return SampleDecoder(config, serializers, allow_pickle=allow_pickle, where=where)
     except (FormatError, ConfigurationError) as exc:
         if not (getattr(config, "types", None) or config.extra.get("types")):
             raise
@@ -218,6 +220,7 @@ class DatasetSource:
         cache: CacheSettings | None = None,
         item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
         index_path: str | os.PathLike[str] | None = None,
+        allow_pickle: bool = True,
         encryption: Any = None,
     ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
@@ -231,6 +234,8 @@ class DatasetSource:
                 ``ParquetLoader()``; must match the loader the dataset was written with.
             index_path: Read the index from this local file (or directory holding ``index.json``)
                 instead of from ``store`` — for a Parquet directory indexed elsewhere.
+            allow_pickle: ``False`` refuses a dataset with pickled leaves here, before any chunk is
+                read (:class:`~litstream.PickleRefusedError`; see ``read/_trust.py``). Default ``True``.
             encryption: The ``FernetEncryption`` / ``RSAEncryption`` an encrypted dataset was written
                 with (``format/_encryption.py``); ``None`` for a plain dataset.
 
@@ -238,6 +243,7 @@ class DatasetSource:
             DatasetNotFoundError: no index. FormatError: an index litstream cannot decode.
             ConfigurationError: ``item_loader`` does not match the dataset.
             EncryptionError: an encrypted dataset without (or with a mismatched) ``encryption``.
+            PickleRefusedError: ``allow_pickle=False`` and the dataset stores pickled leaves.
             FileNotFoundError: nothing at ``index_path``.
         """
         index = await (load_index(store) if index_path is None else load_local_index(index_path))
@@ -248,11 +254,14 @@ class DatasetSource:
             raise ConfigurationError(
                 f"item_loader={item_loader!r} cannot read the encrypted dataset at {store.url}; use PyTreeLoader()"
             )
+        if isinstance(store, LocalFileStore) and cache is None:
+            check_local_sizes(store.root, index)  # before any size from the index is used
         parquet = check_parquet_loader(store.url, index.config, item_loader)
         if is_mds_config(index.config):  # a Mosaic MDS directory: its own decoder and codecs
             if item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
                 raise ConfigurationError(f"item_loader={item_loader!r} cannot read the MDS dataset at {store.url}")
-            source = cls(store, index, MdsDecoder(index.config), unpack=decompress_shard)
+            mds = MdsDecoder(index.config, allow_pickle=allow_pickle, where=f"the dataset {store.url}")
+            source = cls(store, index, mds, unpack=decompress_shard)
         elif parquet is not None:
             source = cls(store, index, RowDecoder(), parquet=parquet)
         elif index.config.item_loader == "TemporalArrayLoader":  # LitData's temporal array records
@@ -264,7 +273,13 @@ class DatasetSource:
             source = cls(store, index, TemporalDecoder(index.config.extra.get("temporal_schema")))
         else:
             tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
-            decoder = tokens if tokens is not None else _sample_decoder(index.config, serializers)
+            decoder = (
+                tokens
+                if tokens is not None
+                else _sample_decoder(
+                    index.config, serializers, allow_pickle=allow_pickle, where=f"the dataset {store.url}"
+                )
+            )
             source = cls(store, index, decoder, tokens=tokens)
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         source.encryption, source.encryption_level = encryption, level
@@ -435,7 +450,15 @@ class DatasetSource:
             raise FormatError(f"{info.filename} is shorter than its header ({header_length(info.chunk_size)} bytes)")
         begin = int.from_bytes(span[:4], "little")
         end = int.from_bytes(span[4:], "little")
-        return await self.store.get_range(info.filename, begin, end - begin)
+        if not header_length(info.chunk_size) <= begin <= end <= info.chunk_bytes:  # before asking for the bytes
+            raise FormatError(
+                f"item {item} of {info.filename} spans bytes [{begin}, {end}), outside the chunk's "
+                f"{info.chunk_bytes} bytes; the chunk is damaged — re-run optimize"
+            )
+        data = await self.store.get_range(info.filename, begin, end - begin)
+        if len(data) != end - begin:
+            raise FormatError(f"{info.filename} ends inside item {item}; the file is incomplete — re-run optimize")
+        return data
 
     def decode_in(self, view: ChunkView, item: int) -> Any:
         """Decode item ``item`` (chunk-local) of ``view``: an Arrow chunk's row, else the item bytes."""

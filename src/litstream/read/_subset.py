@@ -344,6 +344,7 @@ class DatasetView:
     item_loader: Any = None
     index_path: Any = None
     encryption: Any = None
+    allow_pickle: bool = True
 
     def select(self, chunk_sizes: Sequence[int]) -> Selection | None:
         """The dataset's selection (see :func:`resolve_selection`)."""

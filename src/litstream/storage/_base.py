@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 import anyio
 import anyio.lowlevel
 
-from .._errors import ConfigurationError, ObjectNotFoundError, StorageError
+from .._errors import ConfigurationError, LitstreamError, ObjectNotFoundError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -184,7 +184,7 @@ def mapped_errors(operation: str, where: str) -> Iterator[None]:
     """
     try:
         yield
-    except (StorageError, ConfigurationError, anyio.get_cancelled_exc_class()):
+    except (LitstreamError, anyio.get_cancelled_exc_class()):  # already ours (e.g. FormatError of a damaged chunk)
         raise
     except FileNotFoundError as exc:
         raise ObjectNotFoundError(f"{operation}: {where} does not exist") from exc

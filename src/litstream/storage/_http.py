@@ -29,6 +29,7 @@ import httpx
 from .._errors import ObjectNotFoundError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors
 from ._faults import retries_exhausted
+from ._keys import check_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -214,7 +215,7 @@ class HTTPStore:
             attempt += 1
 
     def _key_url(self, path: str) -> str:
-        return f"{self._base}/{quote(path)}"
+        return f"{self._base}/{quote(check_key(path, self._url))}"
 
     async def _run(self, operation: str, path: str, fn: Callable[[], T]) -> T:
         with mapped_errors(operation, f"{self._url}/{path}"):

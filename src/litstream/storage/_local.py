@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from .._errors import ObjectNotFoundError
+from .._errors import FormatError, ObjectNotFoundError
 from ._base import ObjectMeta, loop_limiter, mapped_errors, put_size
+from ._keys import check_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -67,10 +68,10 @@ class LocalFileStore:
         return self._limiter_obj[1]
 
     def _full(self, path: str) -> Path:
-        return self._root / path
+        return self._root / check_key(path, str(self._root))  # never outside the root, whatever the caller
 
     async def _run(self, operation: str, path: str, fn: Callable[[], T]) -> T:
-        with mapped_errors(operation, str(self._full(path))):
+        with mapped_errors(operation, str(self._root / path)):  # for the message; fn checked the key
             return await anyio.to_thread.run_sync(fn, limiter=self._limiter())
 
     async def get(self, path: str) -> bytes:
@@ -87,7 +88,11 @@ class LocalFileStore:
 
         def read() -> list[bytes]:
             with open(full, "rb") as f:
-                return [os.pread(f.fileno(), length, start) for start, length in zip(starts, lengths, strict=True)]
+                size = os.fstat(f.fileno()).st_size  # never allocate more than the file holds
+                return [
+                    os.pread(f.fileno(), max(0, min(length, size - start)), start) if start < size else b""
+                    for start, length in zip(starts, lengths, strict=True)
+                ]
 
         return await self._run("get_range", path, read)
 
@@ -97,6 +102,7 @@ class LocalFileStore:
 
         Raises:
             ObjectNotFoundError: the file does not exist. StorageError: it is shorter than ``pointer + 8``.
+            FormatError: the offsets read point outside the file.
         """
         full = self._full(path)
 
@@ -106,7 +112,13 @@ class LocalFileStore:
                 if len(span) != 8:
                     raise OSError(f"{full} ends before byte {pointer + 8}")
                 begin, end = int.from_bytes(span[:4], "little"), int.from_bytes(span[4:], "little")
-                return os.pread(f.fileno(), max(end - begin, 0), begin)
+                size = os.fstat(f.fileno()).st_size  # offsets come from the file: read no further than its end
+                if begin > end or end > size:
+                    raise FormatError(
+                        f"{full}: the item at offset {pointer} spans bytes [{begin}, {end}) but the file "
+                        f"holds {size} bytes; the chunk is damaged — re-run optimize"
+                    )
+                return os.pread(f.fileno(), end - begin, begin)
 
         return await self._run("get_range", path, read)
 

@@ -30,6 +30,7 @@ import anyio.to_thread
 from .._errors import ConfigurationError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
 from ._faults import explain_failure, obstore_retry_config
+from ._keys import check_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -257,6 +258,8 @@ class ObstoreStore:
             abandon_on_cancel: When the caller is cancelled, return at once and let the thread finish in
                 the background (reads); ``False`` waits for the call to finish (writes, deletes).
         """
+        if operation != "list":
+            check_key(path, self._url)  # no key outside the prefix, whatever the caller
         where = f"{self._url}/{path}"
         started: list[float] = []  # when the call began in its thread (not counting the wait for one)
 

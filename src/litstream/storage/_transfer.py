@@ -19,16 +19,17 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import ConfigurationError, LitstreamError, StorageError, collapse_exception_group
+from .._errors import ConfigurationError, LitstreamError, StorageError, raise_collapsed
 from ._base import MiB, put_size
 from ._budget import ByteBudget
+from ._keys import check_key
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -57,10 +58,7 @@ def _single_errors() -> Iterator[None]:
     try:
         yield
     except BaseExceptionGroup as group:
-        single = collapse_exception_group(group)
-        if single is group:
-            raise
-        raise single from single.__cause__
+        raise_collapsed(group)
 
 
 @dataclass
@@ -77,10 +75,7 @@ class _LoopState:  # what belongs to one event loop (anyio primitives are loop-b
 
 
 def _check_name(name: str) -> str:
-    parts = PurePosixPath(name).parts
-    if not name or name.startswith("/") or any(p in ("..", ".") for p in parts) or "\\" in name:
-        raise ConfigurationError(f"object name {name!r} must be a relative '/'-separated key without '.' or '..'")
-    return name
+    return check_key(name, "object name")
 
 
 def _stat_size(path: Path) -> int | None:

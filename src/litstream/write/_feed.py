@@ -24,7 +24,7 @@ import anyio
 import anyio.to_thread
 import cloudpickle
 
-from .._errors import WorkerError, collapse_exception_group
+from .._errors import WorkerError, raise_collapsed
 from ._inputs import ALL_DONE
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -260,7 +260,4 @@ async def run_ahead(
                 halt.set()
                 raise
     except BaseExceptionGroup as group:
-        single = collapse_exception_group(group)
-        if single is group:
-            raise
-        raise single from single.__cause__
+        raise_collapsed(group)

@@ -15,7 +15,9 @@ index, so a later run never merges a stale one.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -23,14 +25,17 @@ from .._errors import ObjectNotFoundError, StorageError, WorkerError
 from ..format._index import INDEX_FILENAME, Index, merge_partial_indexes, partial_index_name
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Collection, Sequence
 
     from ..storage._store import Store
     from ._env import OptimizerEnv
 
 __all__ = ["finish_node", "merge_nodes", "node_index_name", "sweep_orphans"]
 
-_CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
+_CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(?:-u\d+)?(?:\.[A-Za-z0-9:]+)?\.bin$")
+
+BeforeIndex = Callable[[Index], Awaitable[Mapping[str, Any]]]
+"""Awaited with the merged index just before ``index.json`` is written; returns top-level keys to add."""
 
 
 def node_index_name(node_rank: int) -> str:
@@ -55,6 +60,7 @@ async def finish_node(
     existing: Index | None,
     sweep: bool = False,
     expected_chunks: Mapping[int, int] | None = None,
+    before_index: BeforeIndex | None = None,
 ) -> Index | None:
     """Merge this node's partial indexes: into ``index.json`` on one node, else into ``{node_rank}-index.json``.
 
@@ -62,6 +68,9 @@ async def finish_node(
     first: chunks a killed run stored after its last checkpoint. With ``expected_chunks`` (rank → chunks
     its worker reported in its partial index), a partial that is missing or lists another number of
     chunks stops the merge before anything is written.
+
+    ``before_index`` (single node) is awaited with the merged index before ``index.json`` is written; the
+    mapping it returns is added to the index's top level (the ``keys`` sidecar section).
 
     Returns:
         The final index on a single node, else ``None``.
@@ -80,7 +89,7 @@ async def finish_node(
             keep |= {c.filename for c in existing.chunks}
         await sweep_orphans(store, ranks, keep)
     if env.num_nodes == 1:
-        merged = merge_partial_indexes(partials, existing=existing).stamped()
+        merged = await _with_extra(merge_partial_indexes(partials, existing=existing).stamped(), before_index)
         await store.put(INDEX_FILENAME, merged.to_json().encode())
     else:
         await store.put(node_index_name(env.node_rank), merge_partial_indexes(partials).to_json().encode())
@@ -101,7 +110,19 @@ def _check_partials(store: Store, partials: list[tuple[str, Index]], expected: M
             )
 
 
-async def merge_nodes(store: Store, env: OptimizerEnv, existing: Index | None, poll_interval: float = 0.2) -> Index:
+async def _with_extra(index: Index, before_index: BeforeIndex | None) -> Index:
+    if before_index is None:
+        return index
+    return replace(index, extra={**index.extra, **(await before_index(index))})
+
+
+async def merge_nodes(
+    store: Store,
+    env: OptimizerEnv,
+    existing: Index | None,
+    poll_interval: float = 0.2,
+    before_index: BeforeIndex | None = None,
+) -> Index:
     """On the last node: wait for every ``{k}-index.json``, merge them into ``index.json``, delete them.
 
     Raises:
@@ -125,7 +146,7 @@ async def merge_nodes(store: Store, env: OptimizerEnv, existing: Index | None, p
             "with mode='overwrite' (it redoes only its own share) to write index.json"
         )
     nodes = await _read_partials(store, wanted)
-    merged = merge_partial_indexes(nodes, existing=existing).stamped()
+    merged = await _with_extra(merge_partial_indexes(nodes, existing=existing).stamped(), before_index)
     await store.put(INDEX_FILENAME, merged.to_json().encode())
     for name in wanted:
         await store.delete(name)

@@ -29,6 +29,7 @@ from ..format._loaders import PyTreeLoader, TokensLoader
 from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._inputs import split_inputs
+from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
 from ._runner import run_jobs
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from ..storage._resolver import Dir
     from ..storage._store import Store
     from ._env import OptimizerEnv
+    from ._nodes import BeforeIndex
     from ._summary import RunSummary
 
 __all__ = ["optimize", "split_inputs"]
@@ -90,6 +92,8 @@ def optimize(
     optimize_dns: bool | None = None,
     keep_data_ordered: bool | None = None,
     broadcast_paths: bool = False,
+    key_fn: Callable[[Any], Any] | None = None,
+    allow_pickle: bool = True,
 ) -> RunSummary:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
@@ -161,6 +165,14 @@ def optimize(
             bool): accepted without effect (``optimize_dns`` only matters on Lightning AI).
         keep_data_ordered: ``None``, ``True`` or ``False``, without effect: litstream always gives each
             worker its slice in input order, which is what LitData's ``True`` promises.
+        key_fn: ``key_fn(sample) -> str | int``, a sample's own id (LitData 0.2.76's argument). Writes the
+            ``keys/`` sidecar (``keys/shard-00000.parquet``, see ``docs/keys.md``) so that ``ds["id"]`` and
+            ``ds.get_by_key(id)`` find a sample by it and ``dataset_update`` can replace it. Keys must be
+            unique across the dataset (append and resumed runs included) and all of one type; needs
+            pyarrow. In append mode the dataset must already have a sidecar exactly when ``key_fn`` is given.
+        allow_pickle: ``False`` refuses samples with a leaf only ``pickle`` can store
+            (:class:`~litstream.PickleRefusedError`, raised as a ``WorkerError``'s cause), so the
+            dataset can be read with ``allow_pickle=False``. Default ``True`` (LitData's behaviour).
 
     Returns:
         A :class:`~litstream.RunSummary` of this node's work: inputs finished, samples, chunk files, bytes
@@ -203,6 +215,8 @@ def optimize(
         raise ConfigurationError(f"item_loader={item_loader!r} is not supported; use PyTreeLoader() or TokensLoader()")
     if not isinstance(use_checkpoint, bool):
         raise ConfigurationError(f"use_checkpoint must be True or False, got {use_checkpoint!r}")
+    if not isinstance(allow_pickle, bool):
+        raise ConfigurationError(f"allow_pickle must be True or False, got {allow_pickle!r}")
     check_start_method(start_method)
     if check_chunk_format(chunk_format) == "arrow":
         if isinstance(item_loader, TokensLoader):
@@ -220,7 +234,12 @@ def optimize(
         executor=executor,
         use_checkpoint=use_checkpoint,
     )
+    if key_fn is not None and not callable(key_fn):
+        raise ConfigurationError(f"key_fn must be a callable sample -> str | int, got {key_fn!r:.80}")
+    key_fn_pickle = None if key_fn is None else pickle_fn(key_fn)
     store = output_store(output_dir, storage_options)
+    if mode == "append":
+        run_sync(check_append_keys, store, key_fn is not None)
     assignment = plan.assignment
     run_config = None
     if use_checkpoint:
@@ -242,6 +261,12 @@ def optimize(
     if chunk_format == "arrow":
         for job in jobs:
             job.writer_kwargs["chunk_format"] = "arrow"
+    if key_fn_pickle is not None:
+        jobs = [replace(job, key_fn_pickle=key_fn_pickle) for job in jobs]
+    before_index = None if key_fn is None else run_sync(keys_hook, store, prepared.existing)
+    if not allow_pickle:
+        for job in jobs:
+            job.writer_kwargs["allow_pickle"] = False
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
         workers = run_jobs(
@@ -255,12 +280,21 @@ def optimize(
             verbose=verbose,
         )
         expected = {w.rank: w.indexed_chunks for w in workers}
-        run_sync(finish_node, store, assignment.global_ranks, plan.env, prepared.existing, use_checkpoint, expected)
+        run_sync(
+            finish_node,
+            store,
+            assignment.global_ranks,
+            plan.env,
+            prepared.existing,
+            use_checkpoint,
+            expected,
+            before_index,
+        )
     except BaseException:
         if not use_checkpoint:
             run_sync(_discard, store, assignment.global_ranks, prepared)
         raise
-    run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint)
+    run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint, before_index)
     return summarize(workers, seconds=time.monotonic() - started, output=store.url)
 
 
@@ -310,10 +344,18 @@ async def _discard(store: Store, ranks: list[int], prepared: Prepared) -> None:
     if current is not None:
         keep |= {c.filename for c in current.chunks}
     await sweep_orphans(store, ranks, keep)
+    await discard_rank_keys(store, ranks)
 
 
-async def _finish(store: Store, ranks: list[int], env: OptimizerEnv, prepared: Prepared, checkpoints: bool) -> None:
+async def _finish(
+    store: Store,
+    ranks: list[int],
+    env: OptimizerEnv,
+    prepared: Prepared,
+    checkpoints: bool,
+    before_index: BeforeIndex | None = None,
+) -> None:
     if checkpoints:
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
     if env.num_nodes > 1 and env.is_last_node:
-        await merge_nodes(store, env, prepared.existing)
+        await merge_nodes(store, env, prepared.existing, before_index=before_index)

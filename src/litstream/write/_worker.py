@@ -20,10 +20,12 @@ import cloudpickle
 
 from .._errors import WorkerError
 from ..format._index import Index
+from ..format._loaders import SampleDecoder
 from ._checkpoint import CommitTracker, WorkerCheckpoint, checkpoint_name
 from ._feed import QueueInputs, SequenceInputs, run_ahead
+from ._keys import KeyRecorder
 from ._summary import WorkerSummary
-from ._writer import ChunkWriter
+from ._writer import ChunkWriter, EncodedSample
 
 if TYPE_CHECKING:
     from ..format._index import ChunkInfo
@@ -71,6 +73,7 @@ class OptimizeJob:
         checkpoint: ``None`` without ``use_checkpoint``; else where this worker stands (an empty one on a
             first run).
         queue_timeout: Seconds without a queue item after which a queue input counts as finished.
+        key_fn_pickle: ``key_fn`` cloudpickled, or ``None``: the keys go to ``{rank}.keys.parquet``.
     """
 
     rank: int
@@ -81,6 +84,7 @@ class OptimizeJob:
     writer_kwargs: dict[str, Any]
     checkpoint: WorkerCheckpoint | None = None
     queue_timeout: float = 300.0
+    key_fn_pickle: bytes | None = None
 
     @property
     def num_inputs(self) -> int | None:
@@ -131,19 +135,24 @@ class OptimizeJob:
         writer = ChunkWriter(
             self.store, rank=self.rank, resume=resume, on_commit=on_commit if tracker else None, **kwargs
         )
+        keys = KeyRecorder(cloudpickle.loads(self.key_fn_pickle)) if self.key_fn_pickle is not None else None
+        if keys is not None and resume is not None and resume.config is not None:
+            decoder = SampleDecoder(resume.config, kwargs.get("serializers"))
+            await keys.resume(self.store, self.rank, resume, decoder.decode)
         skip = ckpt.samples_skip if ckpt is not None else 0
         finished = 0
         done = 0  # inputs finished but not reported yet: progress goes out at most every 0.1 s, not per input
         next_report = time.monotonic() + _REPORT_EVERY_S
 
-        def call(item: Any, where: str, last: bool) -> list[Any]:
+        def call(item: Any, where: str, last: bool) -> list[tuple[EncodedSample, str | int | None]]:
             # In fn's thread: each sample is encoded as soon as fn made it, as LitData does, so a fn that
             # reuses its dict or array for the next input cannot change samples waiting for the writer.
             encoded = []
             try:
                 for sample in iter_samples(fn, item):
                     try:
-                        encoded.append(writer.encode(sample))
+                        key = keys.key_of(sample, where) if keys is not None else None
+                        encoded.append((writer.encode(sample), key))
                     except Exception as exc:
                         raise _EncodeFailed(exc) from exc
             except _EncodeFailed as failed:
@@ -158,13 +167,15 @@ class OptimizeJob:
                 ) from exc
             return encoded
 
-        async def handle(item: Any, where: str, samples: list[Any]) -> None:
+        async def handle(item: Any, where: str, samples: list[tuple[EncodedSample, str | int | None]]) -> None:
             nonlocal skip, finished, done, next_report
             if tracker is not None:
                 tracker.start_input()
                 tracker.add_samples(len(samples))
-            for sample in samples[skip:]:
+            for sample, key in samples[skip:]:
                 try:
+                    if keys is not None:
+                        keys.record(key, where)
                     await writer.add_encoded(sample)
                 except Exception as exc:
                     raise WorkerError(
@@ -188,6 +199,8 @@ class OptimizeJob:
         finally:
             if done:
                 report(("progress", self.rank, done))
+        if keys is not None:
+            await keys.save(self.store, self.rank)
         partial = writer.partial_index
         return WorkerSummary(
             rank=self.rank,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import anyio
 import anyio.to_thread
 
-from .._errors import ConfigurationError, FormatError, collapse_exception_group
+from .._errors import ConfigurationError, FormatError, raise_collapsed
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -176,6 +176,7 @@ class ChunkWriter:
         checksum: str | None = None,
         encryption: Any = None,
         chunk_format: str | None = None,
+        allow_pickle: bool = True,
     ) -> None:
         self._checksum = check_checksum_argument(checksum)
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
@@ -185,7 +186,9 @@ class ChunkWriter:
         self._rank = rank
         self._compression = compression
         self._encoder: SampleEncoder | TokenEncoder = (
-            TokenEncoder(serializers) if isinstance(item_loader, TokensLoader) else SampleEncoder(serializers)
+            TokenEncoder(serializers)
+            if isinstance(item_loader, TokensLoader)
+            else SampleEncoder(serializers, allow_pickle=allow_pickle)
         )
         self._item_loader = item_loader or PyTreeLoader()
         self._arrow = ArrowEncoder() if check_chunk_format(chunk_format) == "arrow" else None
@@ -236,11 +239,8 @@ class ChunkWriter:
             try:
                 result = await self._task_group.__aexit__(exc_type, exc, tb)
             except BaseExceptionGroup as group:
-                # Re-raise a single failure as itself (the caller's own exception, or the upload's).
-                single = collapse_exception_group(group)
-                if single is group:
-                    raise
-                raise single from single.__cause__
+                # The root cause as itself (the caller's own exception, or the upload's).
+                raise_collapsed(group)
         if exc_type is None:
             await self._write_partial_index()
         return result
