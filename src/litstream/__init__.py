@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._affinity import NumaAffinity as NumaAffinity
+from ._affinity import get_gpu_affinity as get_gpu_affinity
+from ._affinity import get_numa_affinity as get_numa_affinity
+from ._debug import breakpoint as breakpoint
+from ._errors import ChunkWaitTimeoutError as ChunkWaitTimeoutError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatasetNotFoundError as DatasetNotFoundError
 from ._errors import DuplicateKeyError as DuplicateKeyError
@@ -50,6 +55,7 @@ from .format._media_text import File as File
 from .format._media_text import Text as Text
 from .format._media_video import Video as Video
 from .format._parquet import ParquetLoader as ParquetLoader
+from .format._temporal import TemporalArrayLoader as TemporalArrayLoader
 from .read._astream import SampleStream as SampleStream
 from .read._astream import astream as astream
 from .read._trust import set_allow_pickle as set_allow_pickle
@@ -59,6 +65,7 @@ from .storage._store import ObstoreStore as ObstoreStore
 from .storage._store import Store as Store
 from .storage._walk import walk as walk
 from .write._complete import complete_dataset as complete_dataset
+from .write._complete import is_complete_dataset as is_complete_dataset
 from .write._hf import index_hf_dataset as index_hf_dataset
 from .write._hf import optimize_hf as optimize_hf
 from .write._map import map as map
@@ -92,6 +99,7 @@ _LAZY = {
 __all__ = [
     "AsyncUploader",
     "Audio",
+    "ChunkWaitTimeoutError",
     "ChunkWriter",
     "CombinedStreamingDataset",
     "ConfigurationError",
@@ -112,6 +120,7 @@ __all__ = [
     "LocalFileStore",
     "Mesh",
     "Nifti",
+    "NumaAffinity",
     "ObjectNotFoundError",
     "ObstoreStore",
     "OutputNotEmptyError",
@@ -130,6 +139,7 @@ __all__ = [
     "StreamingDataLoader",
     "StreamingDataset",
     "StreamingRawDataset",
+    "TemporalArrayLoader",
     "Tensor",
     "Text",
     "Tiff",
@@ -139,11 +149,15 @@ __all__ = [
     "WorkerError",
     "WorkerSummary",
     "astream",
+    "breakpoint",
     "build_keys_index",
     "complete_dataset",
     "dataset_update",
+    "get_gpu_affinity",
+    "get_numa_affinity",
     "index_hf_dataset",
     "index_parquet_dataset",
+    "is_complete_dataset",
     "iter_webdataset_tar",
     "list_media_folder",
     "litdata_collate",

@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, get_worker_info
 from ._composite_dataset import CompositeDataset
 from ._dataset import StreamingDataset
 from ._errors import ConfigurationError
+from ._litdata_params import check_loader_params
 from ._media_collate import litdata_collate
 from .storage import _store
 
@@ -74,6 +75,11 @@ class StreamingDataLoader(DataLoader[Any]):
         collate_fn: Batch builder (default: :func:`litstream.litdata_collate`, LitData's default: graphs
             batched with PyG, everything else as torch's ``default_collate`` minus its stacking copy
             where samples were decoded as one array; see ``litstream._collate``).
+        profile_batches: LitData's viztracer profiling: only ``False`` (else ``ConfigurationError``).
+        profile_skip_batches: LitData's; only ``0``.
+        profile_dir: LitData's; only ``None``.
+        profile_cprofile: LitData's cProfile switch; only ``False``.
+        prefetch_factor: Passed to ``torch.utils.data.DataLoader`` when not ``None`` (torch's default then).
         **kwargs: Passed to ``torch.utils.data.DataLoader`` (``pin_memory``, ``prefetch_factor``,
             ``multiprocessing_context``, ...).
 
@@ -97,8 +103,22 @@ class StreamingDataLoader(DataLoader[Any]):
         shuffle: ShuffleMode | None = None,
         drop_last: bool | None = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
+        *,
+        profile_batches: bool | int = False,
+        profile_skip_batches: int = 0,
+        profile_dir: str | None = None,
+        profile_cprofile: bool = False,
+        prefetch_factor: int | None = None,
         **kwargs: Any,
     ) -> None:
+        check_loader_params(
+            profile_batches=profile_batches,
+            profile_skip_batches=profile_skip_batches,
+            profile_dir=profile_dir,
+            profile_cprofile=profile_cprofile,
+        )
+        if prefetch_factor is not None:
+            kwargs["prefetch_factor"] = prefetch_factor
         if not isinstance(dataset, (StreamingDataset, CompositeDataset)):
             raise ConfigurationError(
                 f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__}; "

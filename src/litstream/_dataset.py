@@ -23,6 +23,8 @@ from ._dataset_keys import KeyedMixin
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import raise_collapsed
+from ._litdata_params import check_read_params
+from ._local_remote import check_local_dataset, local_remote_source
 from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
@@ -40,7 +42,7 @@ from .storage._store import HedgedStore, Store
 from .write._hf import hf_dataset_index
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
@@ -101,6 +103,16 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         encryption: For a dataset written with ``encryption=``, the same ``FernetEncryption`` /
             ``RSAEncryption``, usually ``FernetEncryption.load(key_file, password)`` (LitData's key
             files work too). Items are decrypted in memory; chunk files stay encrypted in the cache.
+        session_options: LitData's boto3 session options: only ``None`` or ``{}`` (credentials go in
+            ``storage_options``); anything else raises ``ConfigurationError``.
+        force_override_state_dict: LitData's; only ``False`` (a mismatching state dict is refused).
+        num_canonical_nodes: LitData's elastic-resume node count; only ``None``.
+        batch_decode: LitData's decode batching (``"auto"``, ``"all"``, a bool or an int >= 0): a
+            speed knob that does not change the items; accepted without effect.
+        item_shuffle_window: LitData's in-chunk shuffle block size; only ``None`` (litstream's
+            ``shuffle`` and ``shuffle_window`` decide the order).
+        window_direct_io: LitData's O_DIRECT reads of temporal windows on NFS: a speed knob,
+            accepted (a bool) without effect.
         index_path: A local ``index.json`` (or a directory holding one) to use instead of the one in
             ``input_dir``.
         allow_pickle: Whether leaves stored with ``pickle`` may be unpickled (which runs code the data
@@ -111,7 +123,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
-        DatasetNotFoundError: on first use, when ``input_dir`` holds no dataset.
+        DatasetNotFoundError: ``input_dir`` holds no dataset: at construction for a local directory
+            (missing, or without ``index.json`` or partial indexes), on first use for a remote one.
         EncryptionError: on first use, when the dataset is encrypted and ``encryption`` is missing
             or wrong (a ``FormatError``).
     """
@@ -135,29 +148,51 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         subsample: float = 1.0,
         index_path: str | os.PathLike[str] | None = None,
         encryption: Encryption | None = None,
+        session_options: Mapping[str, Any] | None = None,
+        force_override_state_dict: bool = False,
+        num_canonical_nodes: int | None = None,
+        batch_decode: int | str | bool = "auto",
+        item_shuffle_window: int | str | None = None,
+        window_direct_io: bool = False,
         allow_pickle: bool | None = None,
     ) -> None:
+        check_read_params(
+            session_options=session_options,
+            force_override_state_dict=force_override_state_dict,
+            num_canonical_nodes=num_canonical_nodes,
+            batch_decode=batch_decode,
+            item_shuffle_window=item_shuffle_window,
+            window_direct_io=window_direct_io,
+        )
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
         self.subsample = check_subsample(subsample)
         check_read_loader(item_loader)
         check_reader_encryption(encryption)
+        local_source = None
         check_allow_pickle(allow_pickle)
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
             self.input_dir = Dir(path=None, url=input_dir.url)
         else:
             self.input_dir = resolve_dir(input_dir)
-            self._store = store_for(self.input_dir, storage_options)
-            if index_path is None and self.input_dir.url is not None:  # hf:// Parquet: index once, kept
+            local_source = local_remote_source(self.input_dir)
+            if local_source is not None and cache_dir is None:
+                cache_dir = self.input_dir.path  # LitData caches a local "remote" in Dir.path
+            self._store = LocalFileStore(local_source) if local_source else store_for(self.input_dir, storage_options)
+            if index_path is None and local_source is None and self.input_dir.url is not None:
+                # hf:// Parquet: index once, kept
                 hf_index, hf_loader = hf_dataset_index(
                     self._store, self.input_dir.url, cache_dir, storage_options, item_loader
                 )
                 index_path, item_loader = hf_index, hf_loader or item_loader
         remote = self.input_dir.path is None and self.input_dir.url is not None and "://" in self.input_dir.url
+        remote = remote or local_source is not None
+        if index_path is None and isinstance(self._store, LocalFileStore):
+            check_local_dataset(str(self._store.root))
         self.cache = (
             CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
-            if remote and not self.input_dir.url.startswith("memory://")  # type: ignore[union-attr]
+            if remote and not (self.input_dir.url or "").startswith("memory://")
             else None
         )
         if max_cache_size is not None:
@@ -169,7 +204,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         self.seed = seed
         self.drop_last = drop_last
         self.max_pre_download = max_pre_download
-        self.transforms = transforms
+        self._given_transforms = transforms
         self.serializers = dict(serializers) if serializers else None
         self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
         self.index_path = index_path
@@ -316,6 +351,23 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         if selection is None:
             return self._apply(_portal.call(source.get_item, position))
         return self._apply(_portal.call(_get_item_at, source, *selection.locate(position)))
+
+    @property
+    def transforms(self) -> list[Callable[[Any], Any]]:
+        """The callables applied to each sample, in order.
+
+        ``transform=`` when given; otherwise a ``transform`` attribute of the dataset, which is how
+        LitData's README subclasses add one (a ``def transform(self, sample)`` method, or
+        ``self.transform = fn`` / a list set in ``__init__``), applied as LitData applies it.
+        """
+        if self._given_transforms:
+            return self._given_transforms
+        own = getattr(self, "transform", None)
+        return [] if own is None else check_transforms(own)
+
+    @transforms.setter
+    def transforms(self, value: list[Callable[[Any], Any]]) -> None:
+        self._given_transforms = list(value)
 
     def _apply(self, sample: Any) -> Any:
         for t in self.transforms:

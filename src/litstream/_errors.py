@@ -16,7 +16,8 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
     ├── OutputNotEmptyError (RuntimeError)         optimize into a directory that holds a dataset
     ├── StorageError (OSError)          a store operation failed (foreign errors mapped once)
     │   ├── ObjectNotFoundError (FileNotFoundError)
-    │   └── RetriesExhaustedError       retries spent; names the URL, the attempts and the seconds
+    │   ├── RetriesExhaustedError       retries spent; names the URL, the attempts and the seconds
+    │   └── ChunkWaitTimeoutError (FileNotFoundError)  LitData's name for "a chunk never arrived in time"
     └── WorkerError (RuntimeError)      an optimize worker failed; names the input
 
 Every class can be built from one message string: torch re-raises errors from DataLoader workers as
@@ -33,6 +34,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
+    "ChunkWaitTimeoutError",
     "ConfigurationError",
     "DatasetNotFoundError",
     "DuplicateKeyError",
@@ -102,6 +104,34 @@ class RetriesExhaustedError(StorageError):
     The message names the URL, the attempts made, the seconds spent and how to give more (``storage_options``
     keys ``retry_timeout`` and ``max_retries``).
     """
+
+
+class ChunkWaitTimeoutError(StorageError, FileNotFoundError):
+    """Waiting for a chunk file to arrive in the cache took too long; LitData 0.2.76's public exception.
+
+    A ``FileNotFoundError`` as in LitData, so ``except FileNotFoundError`` handlers written for LitData
+    still catch it. Built from one message string like every litstream error, or as LitData builds it,
+    ``ChunkWaitTimeoutError(path, waited_s)``, which writes the message.
+
+    Args:
+        path: The chunk's path or URL; or, when ``waited_s`` is ``None``, the whole message.
+        waited_s: Seconds waited, or ``None``.
+
+    Attributes:
+        path: The chunk (``None`` when built from a message).
+        waited_s: Seconds waited (``None`` when built from a message).
+    """
+
+    def __init__(self, path: str, waited_s: float | None = None) -> None:
+        self.path: str | None = None if waited_s is None else path
+        self.waited_s = waited_s
+        if waited_s is None:
+            super().__init__(path)
+        else:
+            super().__init__(
+                f"timed out after {waited_s:.0f}s waiting for chunk {path}: the download or decompression stalled "
+                "or failed (the chunk need not be missing); see the earlier errors or retry with more time"
+            )
 
 
 class WorkerError(LitstreamError, RuntimeError):

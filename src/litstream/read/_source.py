@@ -24,6 +24,7 @@ from ..format._loaders import SampleDecoder
 from ..format._mds import decompress_shard, is_mds_config, read_index
 from ..format._mds_encodings import MdsDecoder
 from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
+from ..format._temporal import TemporalDecoder
 from ..format._tokens import TokenLayout, check_item_loader
 from ..storage._base import mapped_errors
 from ..storage._hedged import HedgedStore
@@ -198,7 +199,7 @@ class DatasetSource:
 
     store: Store
     index: Index
-    decoder: SampleDecoder | TokenLayout | RowDecoder | MdsDecoder | ArrowRowsOnly
+    decoder: SampleDecoder | TokenLayout | RowDecoder | MdsDecoder | ArrowRowsOnly | TemporalDecoder
     _cumulative: list[int] = field(default_factory=list)
     max_decoded_bytes: int = 256 * 2**20
     _chunks: OrderedDict[int, ChunkView] = field(default_factory=OrderedDict)
@@ -263,6 +264,13 @@ class DatasetSource:
             source = cls(store, index, mds, unpack=decompress_shard)
         elif parquet is not None:
             source = cls(store, index, RowDecoder(), parquet=parquet)
+        elif index.config.item_loader == "TemporalArrayLoader":  # LitData's temporal array records
+            if type(item_loader).__name__ not in ("NoneType", "PyTreeLoader", "TemporalArrayLoader"):
+                raise ConfigurationError(
+                    f"item_loader={item_loader!r} cannot read the temporal dataset at {store.url}; "
+                    "use TemporalArrayLoader()"
+                )
+            source = cls(store, index, TemporalDecoder(index.config.extra.get("temporal_schema")))
         else:
             tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
             decoder = (

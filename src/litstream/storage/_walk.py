@@ -31,13 +31,13 @@ class _Node:
 
 
 def walk(
-    path: str | os.PathLike[str] | Dir,
-    max_workers: int | None = None,
+    folder: str | os.PathLike[str] | Dir,
+    max_workers: int | None = 2,
     *,
     topdown: bool = True,
     storage_options: Mapping[str, Any] | None = None,
 ) -> Iterator[tuple[str, list[str], list[str]]]:
-    """Yield ``(dirpath, dirnames, filenames)`` for ``path`` and every directory below it, like ``os.walk``.
+    """Yield ``(dirpath, dirnames, filenames)`` for ``folder`` and every directory below it, like ``os.walk``.
 
     Works on local directories and on object-store prefixes (``s3://bucket/prefix``, ``gs://``,
     ``azure://``, ``hf://datasets/...``). ``dirpath`` is ``path`` (a URL keeps its scheme, without a
@@ -51,9 +51,9 @@ def walk(
     threaded local listing in no particular order; this one keeps ``os.walk``'s order instead.
 
     Args:
-        path: A local directory (``str``, ``Path``, ``file://``, ``local:``), a URL, or a
+        folder: A local directory (``str``, ``Path``, ``file://``, ``local:``), a URL, or a
             :class:`~litstream.Dir`.
-        max_workers: Accepted for LitData's signature (``walk(folder, max_workers)``); ``None`` or
+        max_workers: Accepted for LitData's signature (``walk(folder, max_workers=2)``); ``None`` or
             an int >= 1, without effect.
         topdown: Parents before children (default), or children first.
         storage_options: Credentials and client options for object-store URLs.
@@ -65,12 +65,12 @@ def walk(
     bad_workers = isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
     if max_workers is not None and bad_workers:
         raise ConfigurationError(f"max_workers must be None or an int >= 1, got {max_workers!r}")
-    resolved = resolve_dir(path, argument="path")
+    resolved = resolve_dir(folder, argument="folder")
     if resolved.url is None:
-        text = None if isinstance(path, Dir) else os.fspath(path)
+        text = None if isinstance(folder, Dir) else os.fspath(folder)
         plain = text is not None and "://" not in text and not text.startswith("local:")
         return _walk_local(text if plain and text is not None else resolved.path or "", topdown)
-    store = store_for(resolved.url, storage_options, argument="path")
+    store = store_for(resolved.url, storage_options, argument="folder")
     return _walk_remote(resolved.url.rstrip("/"), store, topdown)
 
 

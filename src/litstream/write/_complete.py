@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import DatasetNotFoundError, FormatError
+from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._chunk import header_length, item_span_offset
 from ..format._compression import decompress
@@ -40,14 +40,14 @@ if TYPE_CHECKING:
     from ..storage._resolver import Dir
     from ..storage._store import ObjectMeta, Store
 
-__all__ = ["complete_dataset"]
+__all__ = ["complete_dataset", "is_complete_dataset"]
 
 _CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:-u[0-9a-zA-Z]+)?(\.[^/]+)?\.bin$")
 _CHECKPOINT = re.compile(r"^\.checkpoints/checkpoint-\d+\.json$")
 
 
 def complete_dataset(
-    output_dir: str | os.PathLike[str] | Dir | Store, *, storage_options: Mapping[str, Any] | None = None
+    input_dir: str | os.PathLike[str] | Dir | Store, *, storage_options: Mapping[str, Any] | None = None
 ) -> str:
     """Write ``index.json`` for a dataset whose run stopped before its final merge; matches LitData's.
 
@@ -59,7 +59,7 @@ def complete_dataset(
     JSON) is rebuilt the same way.
 
     Args:
-        output_dir: A local directory, an object-store URL (``s3://``, ``gs://``, ``azure://``), a
+        input_dir: A local directory, an object-store URL (``s3://``, ``gs://``, ``azure://``), a
             :class:`~litstream.Dir` or a :class:`~litstream.Store`.
         storage_options: Credentials and client options for object-store URLs.
 
@@ -73,9 +73,41 @@ def complete_dataset(
             truncated or compressed differently from the config. Nothing is written then.
         StorageError: a read or the write failed.
     """
-    store = store_for(output_dir, storage_options, argument="output_dir")
+    store = store_for(input_dir, storage_options, argument="input_dir")
     run_sync(_complete, store)
     return store.url
+
+
+def is_complete_dataset(
+    input_dir: str | os.PathLike[str] | Dir | Store, *, storage_options: Mapping[str, Any] | None = None
+) -> bool:
+    """Whether ``input_dir`` holds an ``index.json``, i.e. the dataset is ready to stream; as LitData's.
+
+    Like LitData this only checks that the file exists (it does not parse it); a directory or prefix
+    that does not exist is not complete. :func:`complete_dataset` writes the index of one that is not.
+
+    Args:
+        input_dir: A local directory, an object-store URL, a :class:`~litstream.Dir` or a
+            :class:`~litstream.Store`. LitData accepts local paths only.
+        storage_options: Credentials and client options for object-store URLs.
+
+    Returns:
+        ``True`` when ``index.json`` exists at the top of ``input_dir``.
+
+    Raises:
+        ConfigurationError: an unknown URL scheme or bad ``storage_options``.
+        StorageError: the check itself failed (other than "not found").
+    """
+    store = store_for(input_dir, storage_options, argument="input_dir")
+    return run_sync(_has_index, store)
+
+
+async def _has_index(store: Store) -> bool:
+    try:
+        await store.head(INDEX_FILENAME)
+    except ObjectNotFoundError:
+        return False
+    return True
 
 
 async def _complete(store: Store) -> Index | None:

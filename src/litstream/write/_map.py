@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
+from .._litdata_params import check_write_params
 from .._sync import run_sync
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._feed import QueueInputs, SequenceInputs, run_ahead
@@ -140,6 +141,14 @@ def map(
     executor: concurrent.futures.Executor | None = None,
     storage_options: Mapping[str, Any] | None = None,
     verbose: bool = True,
+    num_nodes: int | None = None,
+    machine: Any = None,
+    num_downloaders: int | None = None,
+    num_uploaders: int | None = None,
+    reader: Any = None,
+    optimize_dns: bool | None = None,
+    keep_data_ordered: bool | None = None,
+    broadcast_paths: bool = False,
 ) -> RunSummary:
     """Run ``fn(input, output_dir)`` over every input in worker processes; ``fn`` writes files.
 
@@ -157,6 +166,12 @@ def map(
             ``batch_size``, ``start_method``, ``executor``, ``storage_options`` and ``verbose``.
         error_when_not_empty: Refuse an ``output_dir`` that already holds files (LitData checks only
             remote outputs; litstream checks every kind).
+        num_nodes, machine, reader, broadcast_paths: LitData's Lightning-job and reader switches; only
+            their defaults (``None``, ``None``, ``None``, ``False``), else ``ConfigurationError``.
+        num_downloaders, num_uploaders, optimize_dns: LitData's I/O tuning (``None`` or an int >= 1; a
+            bool): accepted without effect (``optimize_dns`` only matters on Lightning AI).
+        keep_data_ordered: ``None``, ``True`` or ``False``, without effect: litstream always gives each
+            worker its slice in input order, which is what LitData's ``True`` promises.
 
     Returns:
         A :class:`~litstream.RunSummary`: inputs finished, ``files`` and ``bytes`` stored, seconds
@@ -171,6 +186,16 @@ def map(
     """
     started = time.monotonic()
     fn_pickle = pickle_fn(fn)
+    check_write_params(
+        num_nodes=num_nodes,
+        machine=machine,
+        num_downloaders=num_downloaders,
+        num_uploaders=num_uploaders,
+        reader=reader,
+        optimize_dns=optimize_dns,
+        keep_data_ordered=keep_data_ordered,
+        broadcast_paths=broadcast_paths,
+    )
     if not isinstance(error_when_not_empty, bool):
         raise ConfigurationError(f"error_when_not_empty must be True or False, got {error_when_not_empty!r}")
     check_start_method(start_method)

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
+from .._litdata_params import check_write_params
 from .._sync import run_sync
 from ..format._arrow import pyarrow_module
 from ..format._arrow_write import check_chunk_format
@@ -80,6 +81,17 @@ def optimize(
     checksum: str | None = None,
     encryption: Encryption | None = None,
     chunk_format: str | None = None,
+    align_chunking: bool = False,
+    compression_level: str | None = None,
+    compression_batch_size: int | None = None,
+    num_nodes: int | None = None,
+    machine: Any = None,
+    num_downloaders: int | None = None,
+    num_uploaders: int | None = None,
+    reader: Any = None,
+    optimize_dns: bool | None = None,
+    keep_data_ordered: bool | None = None,
+    broadcast_paths: bool = False,
     key_fn: Callable[[Any], Any] | None = None,
     allow_pickle: bool = True,
 ) -> RunSummary:
@@ -144,6 +156,15 @@ def optimize(
             pyarrow (``pip install "litstream[arrow]"``). With ``compression`` the Arrow buffers are
             compressed (``config.ipc_compression``) and file names keep ``.bin``. LitData has no such
             argument (it picks Arrow itself); this one is litstream's.
+        align_chunking, compression_level, compression_batch_size: LitData's single-worker chunk layout
+            and pytree compression granularity; only their defaults (``False``, ``None``, ``None``), else
+            ``ConfigurationError``.
+        num_nodes, machine, reader, broadcast_paths: LitData's Lightning-job and reader switches; only
+            their defaults (``None``, ``None``, ``None``, ``False``), else ``ConfigurationError``.
+        num_downloaders, num_uploaders, optimize_dns: LitData's I/O tuning (``None`` or an int >= 1; a
+            bool): accepted without effect (``optimize_dns`` only matters on Lightning AI).
+        keep_data_ordered: ``None``, ``True`` or ``False``, without effect: litstream always gives each
+            worker its slice in input order, which is what LitData's ``True`` promises.
         key_fn: ``key_fn(sample) -> str | int``, a sample's own id (LitData 0.2.76's argument). Writes the
             ``keys/`` sidecar (``keys/shard-00000.parquet``, see ``docs/keys.md``) so that ``ds["id"]`` and
             ``ds.get_by_key(id)`` find a sample by it and ``dataset_update`` can replace it. Keys must be
@@ -170,6 +191,20 @@ def optimize(
     """
     started = time.monotonic()
     fn_pickle = pickle_fn(fn)
+    check_write_params(
+        num_nodes=num_nodes,
+        machine=machine,
+        num_downloaders=num_downloaders,
+        num_uploaders=num_uploaders,
+        reader=reader,
+        optimize_dns=optimize_dns,
+        keep_data_ordered=keep_data_ordered,
+        broadcast_paths=broadcast_paths,
+        align_chunking=align_chunking,
+        compression_level=compression_level,
+        compression_batch_size=compression_batch_size,
+        item_loader=item_loader,
+    )
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     validate_compression(compression)
     check_checksum_argument(checksum)

@@ -1,0 +1,156 @@
+"""LitData 0.2.76 parameters that litstream accepts for drop-in use but does not act on.
+
+Two kinds. *Tuning knobs* (downloader/uploader thread counts, DNS, decode batching, O_DIRECT) change
+how fast LitData works, never what it produces; litstream schedules its own I/O, so any valid value
+is accepted and has no effect. *Behaviour switches* (a custom reader, profiling, elastic resume,
+Lightning machines) change what LitData does; litstream does not implement them, so only the default
+is accepted and any other value raises :class:`~litstream.ConfigurationError` naming the parameter,
+rather than being silently ignored. docs/migrating-from-litdata.md lists them all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import ConfigurationError
+
+__all__ = ["check_loader_params", "check_read_params", "check_write_params"]
+
+
+def _refuse(name: str, value: Any, default: Any, why: str) -> None:
+    if value is not default and value != default:
+        raise ConfigurationError(
+            f"{name}={value!r} is not supported by litstream ({why}); leave it at its default, {default!r}"
+        )
+
+
+def _optional_count(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be None or an int >= 1, got {value!r}")
+
+
+def _optional_bool(name: str, value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be None, True or False, got {value!r}")
+
+
+def check_write_params(
+    *,
+    num_nodes: Any = None,
+    machine: Any = None,
+    num_downloaders: Any = None,
+    num_uploaders: Any = None,
+    reader: Any = None,
+    optimize_dns: Any = None,
+    keep_data_ordered: Any = None,
+    broadcast_paths: Any = False,
+    align_chunking: Any = False,
+    compression_level: Any = None,
+    compression_batch_size: Any = None,
+    item_loader: Any = None,
+) -> None:
+    """Validate the LitData-only arguments of ``optimize`` / ``map``.
+
+    Raises:
+        ConfigurationError: a behaviour switch has a value other than its default, or a knob a bad type.
+    """
+    _refuse(
+        "num_nodes",
+        num_nodes,
+        None,
+        "it launches a Lightning multi-node job; set DATA_OPTIMIZER_NUM_NODES "
+        "and DATA_OPTIMIZER_NODE_RANK and run optimize on each node instead, see docs/environment.md",
+    )
+    _refuse("machine", machine, None, "it selects a Lightning AI machine; run on the machine you want instead")
+    _refuse("reader", reader, None, "custom LitData readers are not supported; read the input in fn instead")
+    _refuse("broadcast_paths", broadcast_paths, False, "it resolves Lightning Studio paths across nodes")
+    _refuse(
+        "align_chunking",
+        align_chunking,
+        False,
+        "single-worker chunk boundaries are not implemented; use num_workers=1 for that layout",
+    )
+    _refuse(
+        "compression_level",
+        compression_level,
+        None,
+        "LitData's pytree wrap granularity; give the zstd level in compression='zstd:N'",
+    )
+    _refuse("compression_batch_size", compression_batch_size, None, "it goes with compression_level='batch'")
+    if type(item_loader).__name__ == "TemporalArrayLoader":
+        raise ConfigurationError(
+            "item_loader=TemporalArrayLoader() cannot be written by litstream yet (it reads such datasets); "
+            "write them with LitData, or store the tracks with PyTreeLoader()"
+        )
+    _optional_count("num_downloaders", num_downloaders)
+    _optional_count("num_uploaders", num_uploaders)
+    _optional_bool("optimize_dns", optimize_dns)
+    _optional_bool("keep_data_ordered", keep_data_ordered)
+
+
+def check_read_params(
+    *,
+    session_options: Any = None,
+    force_override_state_dict: Any = False,
+    num_canonical_nodes: Any = None,
+    batch_decode: Any = "auto",
+    item_shuffle_window: Any = None,
+    window_direct_io: Any = False,
+) -> None:
+    """Validate the LitData-only arguments of ``StreamingDataset``.
+
+    Raises:
+        ConfigurationError: a behaviour switch has a value other than its default, or a knob a bad type.
+    """
+    if session_options not in (None, {}):
+        raise ConfigurationError(
+            f"session_options={session_options!r} is not supported by litstream (boto3 session options); "
+            "give credentials and the profile in storage_options instead, see docs/storage.md"
+        )
+    _refuse(
+        "force_override_state_dict",
+        force_override_state_dict,
+        False,
+        "a state dict whose arguments differ from the dataset's is refused, never overridden",
+    )
+    _refuse(
+        "num_canonical_nodes",
+        num_canonical_nodes,
+        None,
+        "elastic resume onto a different world size is not implemented",
+    )
+    _refuse(
+        "item_shuffle_window",
+        item_shuffle_window,
+        None,
+        "LitData's in-chunk shuffle blocks; litstream "
+        "shuffles with its own shuffle_window argument (chunks mixed at once)",
+    )
+    if batch_decode not in ("auto", "all", True, False) and (
+        isinstance(batch_decode, bool) or not isinstance(batch_decode, int) or batch_decode < 0
+    ):
+        raise ConfigurationError(f"batch_decode must be 'auto', 'all', a bool or an int >= 0, got {batch_decode!r}")
+    if not isinstance(window_direct_io, bool):
+        raise ConfigurationError(f"window_direct_io must be True or False, got {window_direct_io!r}")
+
+
+def check_loader_params(
+    *,
+    profile_batches: Any = False,
+    profile_skip_batches: Any = 0,
+    profile_dir: Any = None,
+    profile_cprofile: Any = False,
+) -> None:
+    """Validate the profiling arguments of LitData's ``StreamingDataLoader``: only their defaults.
+
+    Raises:
+        ConfigurationError: profiling was asked for (LitData's viztracer/cProfile profiling is not
+            implemented; profile the training loop with your own profiler).
+    """
+    why = "LitData's loader profiling is not implemented; wrap the loop in your own profiler"
+    _refuse("profile_batches", profile_batches, False, why)
+    _refuse("profile_skip_batches", profile_skip_batches, 0, why)
+    _refuse("profile_dir", profile_dir, None, why)
+    _refuse("profile_cprofile", profile_cprofile, False, why)

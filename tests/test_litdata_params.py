@@ -1,0 +1,97 @@
+"""LitData-only parameters: speed knobs accepted without effect, behaviour switches refused unless default."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import litstream
+
+
+def _sample(i: int) -> dict[str, int]:
+    return {"x": i}
+
+
+def _write(path: Path, **kwargs: Any) -> str:
+    out = str(path)
+    litstream.optimize(fn=_sample, inputs=list(range(6)), output_dir=out, chunk_size=2, num_workers=1, **kwargs)
+    return out
+
+
+def test_write_knobs_are_accepted_and_change_nothing(tmp_path: Path) -> None:
+    plain = _write(tmp_path / "plain")
+    tuned = _write(
+        tmp_path / "tuned", num_downloaders=4, num_uploaders=2, optimize_dns=True, keep_data_ordered=False
+    )
+    assert list(litstream.StreamingDataset(tuned)) == list(litstream.StreamingDataset(plain))
+    tuned_index = json.loads((Path(tuned) / "index.json").read_text())
+    plain_index = json.loads((Path(plain) / "index.json").read_text())
+    assert tuned_index["chunks"] == plain_index["chunks"]
+    assert tuned_index["config"] == plain_index["config"]
+    for chunk in plain_index["chunks"]:
+        assert (Path(tuned) / chunk["filename"]).read_bytes() == (Path(plain) / chunk["filename"]).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("num_nodes", 2),
+        ("machine", "A10G"),
+        ("reader", object()),
+        ("broadcast_paths", True),
+        ("align_chunking", True),
+        ("compression_level", "batch"),
+        ("compression_batch_size", 8),
+    ],
+)
+def test_write_switches_are_refused_unless_default(tmp_path: Path, name: str, value: Any) -> None:
+    with pytest.raises(litstream.ConfigurationError, match=f"{name}=.*not supported"):
+        _write(tmp_path / "out", **{name: value})
+    assert not (tmp_path / "out" / "index.json").exists()
+
+
+def test_map_switches_are_refused_and_knobs_accepted(tmp_path: Path) -> None:
+    def fn(item: int, output_dir: str) -> None:
+        Path(output_dir, f"{item}.txt").write_text(str(item))
+
+    with pytest.raises(litstream.ConfigurationError, match=r"reader=.*not supported"):
+        litstream.map(fn, [1], str(tmp_path / "a"), reader=object())
+    with pytest.raises(litstream.ConfigurationError, match="num_downloaders must be None or an int"):
+        litstream.map(fn, [1], str(tmp_path / "a"), num_downloaders=0)
+    litstream.map(fn, [1, 2], str(tmp_path / "b"), num_workers=1, num_uploaders=3, keep_data_ordered=True)
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["1.txt", "2.txt"]
+
+
+def test_dataset_knobs_and_switches(tmp_path: Path) -> None:
+    data = _write(tmp_path / "ds")
+    expected = [{"x": i} for i in range(6)]
+    ds = litstream.StreamingDataset(data, batch_decode=0, window_direct_io=False, session_options={})
+    assert list(ds) == expected
+    refused: dict[str, Any] = {
+        "session_options": {"profile_name": "x"},
+        "force_override_state_dict": True,
+        "num_canonical_nodes": 2,
+        "item_shuffle_window": 16,
+    }
+    for name, value in refused.items():
+        with pytest.raises(litstream.ConfigurationError, match=f"{name}="):
+            litstream.StreamingDataset(data, **{name: value})
+    with pytest.raises(litstream.ConfigurationError, match="batch_decode must be"):
+        litstream.StreamingDataset(data, batch_decode=-1)
+    with pytest.raises(litstream.ConfigurationError, match="window_direct_io must be"):
+        litstream.StreamingDataset(data, window_direct_io="yes")
+
+
+def test_loader_profiling_refused_and_prefetch_factor_passed_on(tmp_path: Path) -> None:
+    ds = litstream.StreamingDataset(_write(tmp_path / "ds"))
+    for name, value in {"profile_batches": 5, "profile_skip_batches": 1, "profile_dir": "p"}.items():
+        with pytest.raises(litstream.ConfigurationError, match=f"{name}=.*not supported"):
+            litstream.StreamingDataLoader(ds, **{name: value})
+    with pytest.raises(litstream.ConfigurationError, match="profile_cprofile="):
+        litstream.StreamingDataLoader(ds, profile_cprofile=True)
+    loader = litstream.StreamingDataLoader(ds, batch_size=2, num_workers=1, prefetch_factor=3)
+    assert loader.prefetch_factor == 3
+    assert litstream.StreamingDataLoader(ds, batch_size=2).prefetch_factor is None
