@@ -16,7 +16,8 @@ import anyio.to_thread
 
 from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
 from ..format._chunk import ChunkView, header_length, item_span_offset
-from ..format._compression import decompress
+from ..format._compression import Compression, compression_from_config
+from ..format._framed import chunk_from_file
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
 from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
@@ -186,6 +187,7 @@ class DatasetSource:
     downloader: Downloader | None = None
     tokens: TokenLayout | None = None
     parquet: ParquetLoader | None = None
+    compression: Compression | None = None
 
     @classmethod
     async def open(
@@ -223,6 +225,7 @@ class DatasetSource:
             tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
             decoder = tokens if tokens is not None else SampleDecoder(index.config, serializers)
             source = cls(store, index, decoder, tokens=tokens)
+        source.compression = compression_from_config(index.config.to_json_obj())
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         if cache is not None:
             source.cache, source.downloader = await anyio.to_thread.run_sync(_open_cache, store, index, cache)
@@ -260,13 +263,13 @@ class DatasetSource:
             self._chunks.move_to_end(chunk_index)
             return cached
         info = self.index.chunks[chunk_index]
-        compression = self.index.config.compression if self.index.config else None
+        compression = self.compression
         data: bytes | mmap.mmap
         if self.cache is not None and self.downloader is not None:
-            data = await _read_through_cache(
-                self.cache, self.downloader, info.filename, None if compression else info.chunk_bytes
-            )
-        elif isinstance(self.store, LocalFileStore) and not compression:
+            # a whole-file zstd chunk's length is not recorded; a "batch"/"sample" file's is chunk_bytes
+            size = None if compression is not None and compression.whole_file else info.chunk_bytes
+            data = await _read_through_cache(self.cache, self.downloader, info.filename, size)
+        elif isinstance(self.store, LocalFileStore) and compression is None:
             path = self.store.root / info.filename
             with mapped_errors("get", str(path)):
                 # open + mmap take microseconds and read nothing (pages come later, by populate), so
@@ -274,8 +277,13 @@ class DatasetSource:
                 data = map_file(path)
         else:
             data = await self.store.get(info.filename)
-        if compression:
-            data = await anyio.to_thread.run_sync(decompress, memoryview(data), compression)
+        if compression is not None:
+            data = await anyio.to_thread.run_sync(
+                lambda: chunk_from_file(
+                    memoryview(data), compression, filename=info.filename, chunk_size=info.chunk_size,
+                    chunk_bytes=info.chunk_bytes,
+                )
+            )  # fmt: skip
         return self._checked_view(chunk_index, data, keep)
 
     def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
@@ -302,7 +310,8 @@ class DatasetSource:
 
     def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
         info = self.index.chunks[chunk_index]
-        if len(data) < info.chunk_bytes:
+        in_file = self.compression is not None and not self.compression.whole_file  # checked by chunk_from_file
+        if not in_file and len(data) < info.chunk_bytes:
             raise FormatError(
                 f"{info.filename} holds {len(data)} bytes but index.json records chunk_bytes="
                 f"{info.chunk_bytes}; the file is incomplete — re-run optimize"
