@@ -140,10 +140,9 @@ def _framed_to_classic(view: memoryview, chunk_size: int, what: str) -> bytes:
             raise FormatError(
                 f"{what}: frame {f} covers items [{first}, {first + count}), expected [{f * rows}, {f * rows + want})"
             )
-        if raw_len != int(offsets[first + count] - offsets[first]):
-            raise FormatError(
-                f"{what}: frame {f} records {raw_len} bytes but its items span {int(offsets[first + count] - offsets[first])}"
-            )
+        span = int(offsets[first + count] - offsets[first])
+        if raw_len != span:
+            raise FormatError(f"{what}: frame {f} records {raw_len} bytes but its items span {span}")
         if at < data_at or at + size > len(view):
             raise FormatError(f"{what}: frame {f} lies at bytes [{at}, {at + size}), outside the file's frame area")
         parts.append(inflate(view[at : at + size], limit=raw_len, expected=raw_len, what=f"{what} frame {f}"))
