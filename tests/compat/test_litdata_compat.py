@@ -430,7 +430,12 @@ def test_litstream_written_index(litstream_written: dict[str, Any]) -> None:
     assert config["item_loader"] == "PyTreeLoader"
     assert isinstance(index["updated_at"], str)
     assert float(index["updated_at"]) > 0
-    suffix = _chunk_suffix(litstream_written["compression"], litstream_written["level"])
+    # litstream writes whole-file zstd unless asked otherwise (readable by every LitData version)
+    level = litstream_written["level"] or "chunk"
+    suffix = _chunk_suffix(litstream_written["compression"], level)
+    if litstream_written["compression"] is not None:
+        assert config["compression_level"] == (None if level == "chunk" else level)
+        assert config["compression_batch_size"] == (256 if level == "batch" else None)
     if litstream_written["num_workers"] == 1:
         layout = [(f"chunk-0-{n}{suffix}", size) for n, size in enumerate([5, 5, 2])]
     else:  # inputs 0-5 to rank 0, 6-11 to rank 1

@@ -223,6 +223,8 @@ def merge_partial_indexes(partials: Iterable[tuple[str, Index]], existing: Index
             continue
         if config is None:
             config, first_name = part.config, name
+        elif _without_types(part.config) == _without_types(config):  # workers may see different types
+            config = _with_fused_types(config, part.config)
         elif part.config != config:
             raise FormatError(
                 f"the config in {name} differs from the one in {first_name}: "
@@ -231,3 +233,17 @@ def merge_partial_indexes(partials: Iterable[tuple[str, Index]], existing: Index
             )
         chunks.extend(part.chunks)
     return Index(chunks=tuple(chunks), config=config)
+
+
+def _without_types(config: DatasetConfig) -> DatasetConfig:
+    return replace(config, extra={k: v for k, v in config.extra.items() if k != "types"})
+
+
+def _with_fused_types(config: DatasetConfig, other: DatasetConfig) -> DatasetConfig:
+    """``config`` with ``config.types`` fused with ``other``'s (LitData 0.2.76 merges them so)."""
+    if "types" not in config.extra and "types" not in other.extra:
+        return config
+    from ._types import fuse_schema_json
+
+    types = fuse_schema_json(config.extra.get("types"), other.extra.get("types"))
+    return replace(config, extra={**config.extra, "types": types})

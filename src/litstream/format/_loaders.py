@@ -20,8 +20,10 @@ import numpy as np
 from .._errors import ConfigurationError, FormatError
 from ._batch_decode import decode_items, sample_builder
 from ._fast_encode import fast_encoder
+from ._json_serializer import JsonLeaf
 from ._pytree import TreeSpec, spec_from_json, spec_to_json, tree_flatten, tree_unflatten
 from ._serializers import Serializer, default_serializers, select_serializer, serializer_for_format
+from ._types import JsonType, fuse_type, infer_type, schema_to_json, wrap_for_pytree
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -112,14 +114,30 @@ class SampleEncoder:
         self.data_format: tuple[str, ...] = ()
         self.data_spec: str | None = None
         self._fast: Callable[[Any], bytes | None] | None = None
+        self._types: JsonType | None = None
+        self._keys: list[Any] | None = None
+
+    @property
+    def types(self) -> Any:
+        """``config.types``: the fused type of every sample encoded so far (see :mod:`._types`)."""
+        return schema_to_json(self._types)
 
     def encode(self, sample: Any) -> bytes:
         """Encode ``sample`` as one item.
+
+        As LitData 0.2.76, the list and dict fields of a ``dict`` sample are stored as one ``json`` leaf
+        each (see :mod:`._types`); other samples are flattened completely.
 
         Raises:
             FormatError: the sample's structure differs from the first sample's, or a leaf cannot
                 be serialized (the message names the leaf position and its type).
         """
+        inferred = infer_type(sample)
+        self._types = inferred if self._types is None else fuse_type(self._types, inferred)
+        if type(sample) is dict:
+            sample = wrap_for_pytree(sample, self._types, self._keys)
+            if self._keys is None:
+                self._keys = list(sample)
         if self._fast is not None:  # same bytes as below, for flat samples of simple leaves
             item = self._fast(sample)
             if item is not None:
@@ -134,6 +152,8 @@ class SampleEncoder:
             )
         payloads = []
         for position, (leaf, serializer) in enumerate(zip(leaves, self._serializers, strict=False)):
+            if isinstance(leaf, JsonLeaf) and serializer.name != "json":
+                leaf = leaf.value  # the first sample fixed another format (e.g. None, then a list)
             if not serializer.accepts(leaf):
                 raise FormatError(
                     f"leaf {position} of the sample is a {type(leaf).__name__}, which the "

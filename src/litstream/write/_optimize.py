@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
-from ..format._compression import validate_compression
+from ..format._compression import resolve_compression
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
@@ -54,6 +54,8 @@ def optimize(
     chunk_size: int | None = None,
     chunk_bytes: int | str | None = None,
     compression: str | None = None,
+    compression_level: str | None = None,
+    compression_batch_size: int | None = None,
     num_workers: int | None = None,
     fast_dev_run: bool | int = False,
     reorder_files: bool = True,
@@ -89,6 +91,11 @@ def optimize(
         chunk_size: Items per chunk. Give exactly one of ``chunk_size`` / ``chunk_bytes``.
         chunk_bytes: Payload bytes per chunk: an int, or a string with decimal units (``"64MB"``).
         compression: ``None``, ``"zstd"`` (level 4) or ``"zstd:N"`` (N in 1..22).
+        compression_level: What one zstd frame holds: ``"chunk"`` (default: the whole file,
+            ``chunk-R-N.zstd.bin``, readable by every LitData version), ``"batch"`` (frames of
+            ``compression_batch_size`` items inside ``chunk-R-N.bin``, LitData 0.2.76's default) or
+            ``"sample"`` (one frame per item). ``"batch"`` and ``"sample"`` need LitData >= 0.2.76 to read.
+        compression_batch_size: Items per frame for ``"batch"`` (default 256).
         num_workers: Workers per node (default ``os.cpu_count()``; 0 counts as 1). One worker without an
             executor runs in this process.
         fast_dev_run: ``True`` keeps the first 10 inputs of every worker, an int that many; ``False``
@@ -125,7 +132,12 @@ def optimize(
     """
     fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
-    validate_compression(compression)
+    resolve_compression(compression, compression_level, compression_batch_size, default_level="chunk")
+    compression_args = {
+        "compression": compression,
+        "compression_level": compression_level,
+        "compression_batch_size": compression_batch_size,
+    }
     if mode not in _MODES:
         raise ConfigurationError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
     if item_loader is not None and not isinstance(item_loader, (PyTreeLoader, TokensLoader)):
@@ -158,7 +170,9 @@ def optimize(
             inputs=tuple(inputs_digest([items[i] for i in p]) for p in assignment.positions),
         )
     prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
-    jobs = _jobs(plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression, item_loader, serializers)
+    jobs = _jobs(
+        plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression_args, item_loader, serializers
+    )
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
         run_jobs(
@@ -186,14 +200,14 @@ def _jobs(
     store: Store,
     chunk_size: int | None,
     chunk_bytes: int | None,
-    compression: str | None,
+    compression: Mapping[str, Any],
     item_loader: PyTreeLoader | TokensLoader | None,
     serializers: Mapping[str, Serializer] | None,
 ) -> list[OptimizeJob]:
     writer_kwargs: dict[str, Any] = {
         "chunk_size": chunk_size,
         "chunk_bytes": chunk_bytes,
-        "compression": compression,
+        **compression,
         "serializers": serializers,
         "item_loader": item_loader,
     }

@@ -27,7 +27,8 @@ from .._errors import ConfigurationError, FormatError, collapse_exception_group
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
-from ..format._compression import compress, validate_compression
+from ..format._compression import Compression, compress, resolve_compression
+from ..format._framed import pack as pack_in_file
 from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
 from ..format._tokens import TokenEncoder
@@ -85,22 +86,42 @@ def pack_and_compress(items: list[bytes], compression: str | None) -> tuple[byte
     return compress(data, compression), size
 
 
+def pack_in_file_compressed(items: list[bytes], compression: Compression) -> tuple[bytes, int]:
+    """A ``"batch"`` or ``"sample"`` chunk file and its length (``chunk_bytes``, as LitData 0.2.76 records it)."""
+    data = pack_in_file(items, compression)
+    items.clear()
+    return data, len(data)
+
+
 def dataset_config(
     encoder: SampleEncoder | TokenEncoder,
     *,
     chunk_size: int | None,
     chunk_bytes: int | None,
-    compression: str | None,
+    compression: str | Compression | None,
     item_loader: PyTreeLoader | TokensLoader,
 ) -> DatasetConfig:
-    """The ``config`` of ``index.json`` for samples encoded by ``encoder`` (its format fixed by a first sample)."""
+    """The ``config`` of ``index.json`` for samples encoded by ``encoder`` (its format fixed by a first sample).
+
+    Holds every key LitData 0.2.76 writes: ``compression_level``, ``compression_batch_size``,
+    ``ipc_compression`` (always ``None``: litstream writes no Arrow chunks here) and ``types``.
+    """
+    spec = Compression(compression) if isinstance(compression, str) else compression
+    keys = spec.config_keys() if spec is not None else {"compression": None}
     return DatasetConfig(
         data_format=encoder.data_format,
         data_spec=encoder.data_spec,
         chunk_size=chunk_size,
         chunk_bytes=chunk_bytes,
-        compression=compression,
+        compression=keys.pop("compression"),
         item_loader=type(item_loader).__name__,
+        extra={
+            "compression_batch_size": None,
+            "compression_level": None,
+            **keys,
+            "ipc_compression": None,
+            "types": getattr(encoder, "types", None),
+        },
     )
 
 
@@ -113,6 +134,9 @@ class ChunkWriter:
         chunk_size: Items per chunk. Exactly one of ``chunk_size`` and ``chunk_bytes``.
         chunk_bytes: Payload bytes per chunk (int or a string like ``"64MB"``, decimal units).
         compression: ``None``, ``"zstd"`` or ``"zstd:N"``.
+        compression_level: ``"chunk"`` (default here: one frame per file, readable by every LitData),
+            ``"batch"`` or ``"sample"`` (LitData 0.2.76's in-file layouts; PyTreeLoader only).
+        compression_batch_size: Items per frame for ``"batch"`` (default 256).
         serializers: Extra serializers by registry key.
         start_chunk: Number of this rank's first chunk (append mode continues numbering).
         max_pending_chunks: Closed chunks allowed to wait for upload besides the one being uploaded
@@ -137,15 +161,24 @@ class ChunkWriter:
         serializers: Mapping[str, Serializer] | None = None,
         item_loader: PyTreeLoader | TokensLoader | None = None,
         start_chunk: int = 0,
+        compression_level: str | None = None,
+        compression_batch_size: int | None = None,
         max_pending_chunks: int = 0,
         resume: Index | None = None,
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
     ) -> None:
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
-        validate_compression(compression)
+        spec = resolve_compression(compression, compression_level, compression_batch_size, default_level="chunk")
+        if spec is not None and not spec.whole_file and isinstance(item_loader, TokensLoader):
+            raise ConfigurationError(
+                f"compression_level={spec.level!r} is only for the default PyTreeLoader (as in LitData); "
+                "TokensLoader datasets use compression_level='chunk'"
+            )
         self._store = store
         self._rank = rank
-        self._compression = compression
+        self._spec = spec
+        # the ``.{compression}`` file-name infix, only for whole-file compression
+        self._compression = compression if spec is not None and spec.whole_file else None
         self._encoder: SampleEncoder | TokenEncoder = (
             TokenEncoder(serializers) if isinstance(item_loader, TokensLoader) else SampleEncoder(serializers)
         )
@@ -222,11 +255,14 @@ class ChunkWriter:
             async for name, items, dim in receive:
                 count = len(items)
                 put_parts = getattr(self._store, "put_parts", None)
-                if self._compression is None and put_parts is not None:
+                if self._spec is None and put_parts is not None:
                     # header and items go to the file one after the other: no 64 MB joined copy
                     header = chunk_header(items)
                     size = len(header) + sum(len(item) for item in items)
                     await put_parts(name, [header, *items])
+                elif self._spec is not None and not self._spec.whole_file:
+                    payload, size = await anyio.to_thread.run_sync(pack_in_file_compressed, items, self._spec)
+                    await self._store.put(name, payload)
                 else:
                     payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
                     await self._store.put(name, payload)
@@ -249,7 +285,7 @@ class ChunkWriter:
             self._encoder,
             chunk_size=self._chunk_size,
             chunk_bytes=self._chunk_bytes,
-            compression=self._compression,
+            compression=self._spec,
             item_loader=self._item_loader,
         )
 
