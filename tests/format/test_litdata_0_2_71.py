@@ -23,7 +23,8 @@ FIXTURES = DATA / "litdata-0.2.71"
 
 def _maker() -> Any:
     spec = importlib.util.spec_from_file_location("make_litdata_0_2_71", DATA / "make_litdata_0_2_71.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -34,11 +35,13 @@ MAKER = _maker()
 
 def _same(actual: Any, expected: Any, where: str) -> None:
     if isinstance(expected, dict):
-        assert isinstance(actual, dict) and list(actual) == list(expected), where
+        assert isinstance(actual, dict), where
+        assert list(actual) == list(expected), where
         for key in expected:
             _same(actual[key], expected[key], f"{where}[{key!r}]")
     elif isinstance(expected, list):
-        assert isinstance(actual, list) and len(actual) == len(expected), where
+        assert isinstance(actual, list), where
+        assert len(actual) == len(expected), where
         for k, (a, e) in enumerate(zip(actual, expected, strict=True)):
             _same(a, e, f"{where}[{k}]")
     elif isinstance(expected, np.ndarray):
@@ -50,7 +53,8 @@ def _same(actual: Any, expected: Any, where: str) -> None:
         assert (actual.dtype, actual.shape) == (expected.dtype, expected.shape), where
         assert torch.equal(actual, expected), where
     else:
-        assert type(actual) is type(expected) and actual == expected, f"{where}: {actual!r} != {expected!r}"
+        assert type(actual) is type(expected), f"{where}: {type(actual)} != {type(expected)}"
+        assert actual == expected, f"{where}: {actual!r} != {expected!r}"
 
 
 @pytest.mark.parametrize("name", ["pytree", "pytree-zstd"])

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 KEYS = [
     "str", "bool", "int", "float", "pil", "jpeg", "bytes",
-    "no_header_numpy", "numpy", "no_header_tensor", "tensor", "pickle",
+    "no_header_numpy", "numpy", "no_header_tensor", "tensor", "json", "pickle",
 ]  # fmt: skip
 
 LITDATA_CLASSES = {

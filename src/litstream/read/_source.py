@@ -17,6 +17,7 @@ import anyio.to_thread
 from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
 from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import Compression, compression_from_config
+from ..format._config_keys import check_config_keys
 from ..format._framed import chunk_from_file
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
@@ -218,6 +219,7 @@ class DatasetSource:
         index = await (load_index(store) if index_path is None else load_local_index(index_path))
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
+        check_config_keys(index.config.to_json_obj(), index.extra)
         parquet = check_parquet_loader(store.url, index.config, item_loader)
         if parquet is not None:
             source = cls(store, index, RowDecoder(), parquet=parquet)
