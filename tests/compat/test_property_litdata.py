@@ -89,7 +89,9 @@ def _value(kind: Any, draw: Any) -> Any:
         return draw(json_lists)
     if kind[0] == "np":
         shape = draw(st.lists(st.integers(0, 3), min_size=kind[2], max_size=kind[2]))
-        return np.asarray(draw(st.lists(st.integers(0, 200), min_size=int(np.prod(shape)), max_size=int(np.prod(shape))))).reshape(shape).astype(NP_DTYPES[kind[1]])  # fmt: skip
+        size = int(np.prod(shape))
+        values = draw(st.lists(st.integers(0, 200), min_size=size, max_size=size))
+        return np.asarray(values).reshape(shape).astype(NP_DTYPES[kind[1]])
     if kind[0] == "torch":
         shape = draw(st.lists(st.integers(1, 3), min_size=kind[2], max_size=kind[2]))
         return (torch.arange(int(np.prod(shape))).reshape(shape) * draw(st.integers(0, 9))).to(TORCH_DTYPES[kind[1]])
