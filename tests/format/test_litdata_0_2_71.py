@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,16 @@ def test_token_fixture_reads_back() -> None:
     for i, window in enumerate(ds):
         assert np.array_equal(np.asarray(window), expected[i]), f"window {i}"
         assert np.array_equal(np.asarray(ds[i]), expected[i]), f"ds[{i}]"
+
+
+def test_append_to_a_0_2_71_dataset(tmp_path: Path) -> None:
+    target = tmp_path / "data"
+    shutil.copytree(FIXTURES / "pytree", target)
+    more = list(range(MAKER.NUM, MAKER.NUM + 3))
+    litstream.optimize(MAKER.pytree_sample, more, target, chunk_size=4, num_workers=1, mode="append", verbose=False)
+    config = json.loads((target / "index.json").read_text())["config"]
+    assert config["data_format"][-1] == "int"  # the 0.2.71 layout (nested list flattened) is kept
+    ds = litstream.StreamingDataset(target, shuffle=False)
+    assert len(ds) == MAKER.NUM + 3
+    for i in range(len(ds)):
+        _same(ds[i], MAKER.pytree_sample(i), f"ds[{i}]")

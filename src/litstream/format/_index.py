@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INDEX_FILENAME",
     "ChunkInfo",
+    "comparable_config",
     "DatasetConfig",
     "Index",
     "is_partial_index_name",
@@ -236,7 +237,14 @@ def merge_partial_indexes(partials: Iterable[tuple[str, Index]], existing: Index
 
 
 def _without_types(config: DatasetConfig) -> DatasetConfig:
-    return replace(config, extra={k: v for k, v in config.extra.items() if k != "types"})
+    return comparable_config(config)
+
+
+def comparable_config(config: DatasetConfig) -> DatasetConfig:
+    """``config`` without what may differ between writers of one dataset: ``types`` (fused on merge) and the
+    LitData 0.2.76 keys left ``None`` (an index of LitData <= 0.2.75 has none of them)."""
+    extra = {k: v for k, v in config.extra.items() if k != "types" and v is not None}
+    return replace(config, extra=extra)
 
 
 def _with_fused_types(config: DatasetConfig, other: DatasetConfig) -> DatasetConfig:

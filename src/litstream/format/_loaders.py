@@ -105,9 +105,12 @@ class SampleEncoder:
 
     Args:
         serializers: Extra serializers by registry key, tried before the built-ins.
+        json_leaves: Store the list and dict fields of ``dict`` samples as ``json`` leaves (LitData
+            0.2.76); ``False`` flattens them as LitData <= 0.2.75 did (to append to such a dataset).
     """
 
-    def __init__(self, serializers: Mapping[str, Serializer] | None = None) -> None:
+    def __init__(self, serializers: Mapping[str, Serializer] | None = None, *, json_leaves: bool = True) -> None:
+        self._json_leaves = json_leaves
         self._registry = _registry(serializers)
         self._spec: TreeSpec | None = None
         self._serializers: list[Serializer] = []
@@ -134,7 +137,7 @@ class SampleEncoder:
         """
         inferred = infer_type(sample)
         self._types = inferred if self._types is None else fuse_type(self._types, inferred)
-        if type(sample) is dict:
+        if type(sample) is dict and self._json_leaves:
             sample = wrap_for_pytree(sample, self._types, self._keys)
             if self._keys is None:
                 self._keys = list(sample)

@@ -221,7 +221,11 @@ def _jobs(
                 positions=positions,
                 fn_pickle=fn_pickle,
                 store=store,
-                writer_kwargs={**writer_kwargs, "start_chunk": prepared.start_chunks.get(rank, 0)},
+                writer_kwargs={
+                    **writer_kwargs,
+                    "start_chunk": prepared.start_chunks.get(rank, 0),
+                    "json_leaves": _json_leaves(prepared.existing),
+                },
                 checkpoint=prepared.checkpoints.get(rank) if prepared.checkpoints else None,
                 queue_timeout=plan.env.timeout,
             )
@@ -246,3 +250,9 @@ async def _finish(store: Store, ranks: list[int], env: OptimizerEnv, prepared: P
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
     if env.num_nodes > 1 and env.is_last_node:
         await merge_nodes(store, env, prepared.existing)
+
+
+def _json_leaves(existing: Index | None) -> bool:
+    """Whether new chunks store list fields as ``json`` leaves: yes, unless appending to a dataset whose
+    lists were flattened (written before LitData 0.2.76, or without list fields at all)."""
+    return existing is None or existing.config is None or "json" in existing.config.data_format

@@ -29,7 +29,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import Compression, compress, resolve_compression
 from ..format._framed import pack as pack_in_file
-from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
+from ..format._index import ChunkInfo, DatasetConfig, Index, comparable_config, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
 from ..format._tokens import TokenEncoder
 from ..format._units import parse_bytes
@@ -137,6 +137,8 @@ class ChunkWriter:
         compression_level: ``"chunk"`` (default here: one frame per file, readable by every LitData),
             ``"batch"`` or ``"sample"`` (LitData 0.2.76's in-file layouts; PyTreeLoader only).
         compression_batch_size: Items per frame for ``"batch"`` (default 256).
+        json_leaves: Store list / dict fields of dict samples as ``json`` leaves (LitData 0.2.76); ``False``
+            flattens them (appending to a dataset written so).
         serializers: Extra serializers by registry key.
         start_chunk: Number of this rank's first chunk (append mode continues numbering).
         max_pending_chunks: Closed chunks allowed to wait for upload besides the one being uploaded
@@ -163,6 +165,7 @@ class ChunkWriter:
         start_chunk: int = 0,
         compression_level: str | None = None,
         compression_batch_size: int | None = None,
+        json_leaves: bool = True,
         max_pending_chunks: int = 0,
         resume: Index | None = None,
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
@@ -180,7 +183,9 @@ class ChunkWriter:
         # the ``.{compression}`` file-name infix, only for whole-file compression
         self._compression = compression if spec is not None and spec.whole_file else None
         self._encoder: SampleEncoder | TokenEncoder = (
-            TokenEncoder(serializers) if isinstance(item_loader, TokensLoader) else SampleEncoder(serializers)
+            TokenEncoder(serializers)
+            if isinstance(item_loader, TokensLoader)
+            else SampleEncoder(serializers, json_leaves=json_leaves)
         )
         self._item_loader = item_loader or PyTreeLoader()
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
@@ -293,7 +298,7 @@ class ChunkWriter:
         config = self.config()
         if not self._chunks or config is None:
             return
-        if self._resume_config is not None and config != self._resume_config:
+        if self._resume_config is not None and comparable_config(config) != comparable_config(self._resume_config):
             raise FormatError(
                 f"rank {self._rank}: the samples of this run have config {config.to_json_obj()}, the chunks "
                 f"of the interrupted run {self._resume_config.to_json_obj()}; fn must produce the same format"
