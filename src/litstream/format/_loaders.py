@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 __all__ = ["PyTreeLoader", "SampleDecoder", "SampleEncoder", "TokensLoader"]
 
 
+# values whose inferred type depends on their content, not only on their class (see ._types.infer_type)
+_CONTENT_TYPED = (list, dict, type(None), JsonLeaf)
+
+
 class PyTreeLoader:
     """The default item loader: each item is one pytree sample (LitData's ``PyTreeLoader``).
 
@@ -119,6 +123,7 @@ class SampleEncoder:
         self._fast: Callable[[Any], bytes | None] | None = None
         self._types: JsonType | None = None
         self._keys: list[Any] | None = None
+        self._plain: tuple[tuple[Any, ...], tuple[type, ...]] | None = None
 
     @property
     def types(self) -> Any:
@@ -135,12 +140,21 @@ class SampleEncoder:
             FormatError: the sample's structure differs from the first sample's, or a leaf cannot
                 be serialized (the message names the leaf position and its type).
         """
-        inferred = infer_type(sample)
-        self._types = inferred if self._types is None else fuse_type(self._types, inferred)
-        if type(sample) is dict and self._json_leaves:
-            sample = wrap_for_pytree(sample, self._types, self._keys)
-            if self._keys is None:
-                self._keys = list(sample)
+        if type(sample) is not dict:
+            inferred = infer_type(sample)
+            self._types = inferred if self._types is None else fuse_type(self._types, inferred)
+        elif (tuple(sample), tuple(map(type, sample.values()))) != self._plain:
+            # not the same keys and value types as the last flat sample: infer, fuse and wrap
+            inferred = infer_type(sample)
+            self._types = inferred if self._types is None else fuse_type(self._types, inferred)
+            if self._json_leaves:
+                sample = wrap_for_pytree(sample, self._types, self._keys)
+                if self._keys is None:
+                    self._keys = list(sample)
+            if not any(type(v) in _CONTENT_TYPED for v in sample.values()):
+                # every value's type says all: later samples with this signature change neither the
+                # fused types nor the wrapping (idempotent), so they skip both
+                self._plain = (tuple(sample), tuple(map(type, sample.values())))
         if self._fast is not None:  # same bytes as below, for flat samples of simple leaves
             item = self._fast(sample)
             if item is not None:
