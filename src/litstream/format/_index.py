@@ -50,7 +50,8 @@ class ChunkInfo:
     Attributes:
         filename: Basename of the chunk file, including the ``.{compression}`` infix if any.
         chunk_size: Number of items in the chunk.
-        chunk_bytes: Length of the chunk in bytes before compression (header included).
+        chunk_bytes: Length of the chunk in bytes before compression (header included); for zstd
+            ``compression_level`` ``"batch"`` / ``"sample"`` (LitData 0.2.76) the file's length.
         dim: Total token count for TokensLoader chunks, else ``None``.
         extra: Keys LitData or MosaicML add that litstream keeps but does not interpret.
     """
