@@ -8,7 +8,8 @@ measured library is imported.
 
 Cases (``case`` key): ``optimize``, ``local_dataset``, ``local_loader`` (``workers``), ``remote_dataset``
 (``url``, ``s3``: endpoint/key/secret, ``cache_dir``), ``async`` (``backend``: asyncio/trio/thread),
-``tokens`` (``block_size``). The timed region starts before the dataset object is built and ends
+``tokens`` (``block_size``), ``rows`` (dict rows, e.g. LitData's Arrow chunks). The timed region starts
+before the dataset object is built and ends
 after the last sample; time to first batch is measured from the same start. The checksum of what was
 read (:class:`_e2e_data.Checksum`) is computed in a second, untimed pass over the same dataset with
 the same API, except ``optimize`` (checksum of a read-back of what was written, untimed).
@@ -304,6 +305,28 @@ def case_raw_download(spec: dict[str, Any]) -> dict[str, Any]:
             "checksum": None}  # fmt: skip
 
 
+def case_rows(spec: dict[str, Any]) -> dict[str, Any]:
+    """Iterate a dataset of dict rows (``bench/_e2e_arrow.py``); also report its bytes on disk."""
+    from _e2e_arrow import RowChecksum
+
+    library = spec["library"]
+    start = time.perf_counter()
+    dataset = _dataset(library, spec["data"], spec)
+    first, count = None, 0
+    for _ in dataset:
+        if first is None:
+            first = time.perf_counter() - start
+        count += 1
+    seconds = time.perf_counter() - start
+    rss = _peak_rss_mb()
+    check = RowChecksum()
+    for sample in dataset:
+        check.add(sample)
+    size = sum(p.stat().st_size for p in Path(spec["data"]).glob("chunk-*"))
+    return {"items": count, "seconds": seconds, "ttfb_s": first or 0.0, "rss": rss, "checksum": check.hexdigest(),
+            "dataset_bytes": size}  # fmt: skip
+
+
 CASES = {
     "raw_download": case_raw_download,
     "optimize": case_optimize,
@@ -312,6 +335,7 @@ CASES = {
     "remote_dataset": case_remote_dataset,
     "async": case_async,
     "tokens": case_tokens,
+    "rows": case_rows,
 }
 
 

@@ -42,7 +42,7 @@ from _e2e_data import NUM_SAMPLES, expected_checksum  # noqa: E402
 
 PY = sys.executable
 LIBS = ("litstream", "litdata")
-FAMILIES = ("micro", "local", "async", "tokens", "remote")
+FAMILIES = ("micro", "local", "async", "tokens", "arrow", "remote")
 TOKENS_BLOCK = 2048
 
 
@@ -164,6 +164,9 @@ PAIRS = [
     ("async_asyncio", "async_asyncio", "async_asyncio"),
     ("async_trio", "async_trio", "async_trio"),
     ("tokens_block2048", "tokens_block2048", "tokens_block2048"),
+    ("arrow_litdata_default", "arrow_litdata_default", "arrow_litdata_default"),
+    ("arrow_litstream_pytree", "arrow_litstream_pytree", "arrow_litstream_pytree"),
+    ("arrow_litstream_arrow", "arrow_litstream_arrow", "arrow_litstream_arrow"),
 ]
 TARGETS = {
     "optimize": 2.0,
@@ -172,6 +175,7 @@ TARGETS = {
     "local_loader_w2": 2.0,
     "remote_cold": 2.0,
     "remote_cold_latency20ms": 3.0,
+    "arrow_litdata_default": 1.0,
 }
 
 
@@ -202,7 +206,7 @@ def summarize(results: dict[str, dict[str, dict[str, Any]]], expected: str | Non
             rss_a, rss_b = total_rss(a), total_rss(b)
             row["rss_ratio"] = rss_a / rss_b if rss_b else None
             row["checksums_equal"] = a.get("checksum") == b.get("checksum")
-            if expected is not None and config not in ("tokens_block2048",):
+            if expected is not None and not config.startswith(("tokens", "arrow")):
                 row["checksum_expected"] = a.get("checksum") == expected == b.get("checksum")
         row["target"] = TARGETS.get(config)
         rows.append(row)
@@ -281,6 +285,7 @@ def main() -> None:
     parser.add_argument("--remote-repeats", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.02, help="added round-trip latency, s (default 0.02)")
     parser.add_argument("--tokens", type=int, default=4000, help="token documents (~2-6k tokens each)")
+    parser.add_argument("--arrow-rows", type=int, default=200_000, help="dict rows of the arrow family")
     parser.add_argument("--skip", action="append", default=[], choices=FAMILIES)
     parser.add_argument("--quick", action="store_true", help="5,000 samples, 1 repeat, 500 token documents")
     parser.add_argument("--out", type=Path, default=BENCH / "results")
@@ -288,6 +293,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.samples, args.repeats, args.remote_repeats, args.tokens = 5_000, 1, 1, 500
+        args.arrow_rows = 20_000
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="litstream-bench-", dir=args.workdir))
@@ -353,6 +359,11 @@ def main() -> None:
                            "block_size": TOKENS_BLOCK} for lib in LIBS}  # fmt: skip
             for lib, record in paired(specs, args.repeats).items():
                 results[lib]["tokens_block2048"] = record
+        if "arrow" not in args.skip:  # LitData's default output for dict rows: Arrow chunks (arrow_bench.py)
+            from arrow_bench import run_family
+
+            for lib, records in run_family(work, args.arrow_rows, args.repeats).items():
+                results[lib].update(records)
         for lib in LIBS:  # LitData never wrote into its (uncompressed) dataset: check it
             now = sorted((p.name, p.stat().st_size) for p in data[lib].iterdir())
             if now != snapshot[lib]:

@@ -12,4 +12,6 @@ fi
 .venv/bin/python -m pip install -q -c requirements/constraints.txt -r requirements/dev.txt
 # LitData (test peer) without its torchvision requirement; see requirements/dev.txt.
 .venv/bin/python -m pip install -q --no-deps -c requirements/constraints.txt litdata==0.2.76
+# mosaicml-streaming (test peer for MDS) without its dependencies; see requirements/dev.txt.
+.venv/bin/python -m pip install -q --no-deps -c requirements/constraints.txt mosaicml-streaming==0.13.0
 bash scripts/install_servers.sh

@@ -1,19 +1,19 @@
 """The ``litstream`` command.
 
 * ``litstream inspect DIR`` prints what a dataset holds.
-* ``litstream cache path`` prints the chunk cache root; ``litstream cache clear`` deletes it.
+* ``litstream cache path`` prints the chunk cache root; ``litstream cache clear`` deletes litstream's own cache
+  (LitData's only with ``--include-litdata``; see :mod:`litstream._cache_cli`).
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from typing import TYPE_CHECKING
 
+from ._cache_cli import add_cache_commands, run_cache
 from ._errors import LitstreamError
 from ._sync import run_sync
-from .read._cache import default_cache_root
 from .read._source import load_index
 from .storage._resolver import store_for
 
@@ -38,31 +38,17 @@ def _inspect(input_dir: str) -> int:
     return 0
 
 
-def _cache(command: str) -> int:
-    root = default_cache_root()
-    if command == "path":
-        print(root)
-        return 0
-    if root.exists():
-        shutil.rmtree(root)
-    print(f"removed {root}")
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``litstream`` console script; returns the exit code."""
     parser = argparse.ArgumentParser(prog="litstream", description="Inspect litstream / LitData datasets.")
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser("inspect", help="print the item count, chunks and format of a dataset")
     inspect.add_argument("input_dir", help="dataset directory (holds index.json)")
-    cache = commands.add_parser("cache", help="the local chunk cache of remote datasets")
-    cache_commands = cache.add_subparsers(dest="cache_command", required=True)
-    cache_commands.add_parser("path", help="print the cache root")
-    cache_commands.add_parser("clear", help="delete the cache root and everything in it")
+    add_cache_commands(commands)
     args = parser.parse_args(argv)
     try:
         if args.command == "cache":
-            return _cache(args.cache_command)
+            return run_cache(args)
         return _inspect(args.input_dir)
     except LitstreamError as exc:
         print(f"litstream: {exc}", file=sys.stderr)

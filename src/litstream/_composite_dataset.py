@@ -345,6 +345,7 @@ class CompositeDataset(IterableDataset[Any]):
                     transform=d._apply if d.transforms else None,
                     serializers=d.serializers,
                     pieces=to_pieces(s),
+                    encryption=d.encryption,
                 )
                 for d, s in zip(self._datasets, streams, strict=True)
             ]

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torch.utils.data import DataLoader, get_worker_info
 
-from ._collate import fast_collate
 from ._composite_dataset import CompositeDataset
 from ._dataset import StreamingDataset
 from ._errors import ConfigurationError
+from ._media_collate import litdata_collate
 from .storage import _store
 
 if TYPE_CHECKING:
@@ -71,8 +71,9 @@ class StreamingDataLoader(DataLoader[Any]):
         num_workers: Worker processes (default 0: load in this process).
         shuffle: If not ``None``, overrides the dataset's ``shuffle``.
         drop_last: If not ``None``, overrides the dataset's ``drop_last``.
-        collate_fn: Batch builder (default: torch's ``default_collate``, minus its stacking copy where
-            samples were decoded as one array; see ``litstream._collate``).
+        collate_fn: Batch builder (default: :func:`litstream.litdata_collate`, LitData's default: graphs
+            batched with PyG, everything else as torch's ``default_collate`` minus its stacking copy
+            where samples were decoded as one array; see ``litstream._collate``).
         **kwargs: Passed to ``torch.utils.data.DataLoader`` (``pin_memory``, ``prefetch_factor``,
             ``multiprocessing_context``, ...).
 
@@ -121,7 +122,7 @@ class StreamingDataLoader(DataLoader[Any]):
             dataset,
             batch_size=batch_size,
             num_workers=num_workers,
-            collate_fn=_TaggingCollate(collate_fn or fast_collate),
+            collate_fn=_TaggingCollate(collate_fn or litdata_collate),
             **kwargs,
         )
         self.current_epoch = 0

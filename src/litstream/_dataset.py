@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import IterableDataset
@@ -18,9 +19,11 @@ from torch.utils.data import IterableDataset
 from . import _portal
 from ._collate import shared_block
 from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
+from ._dataset_keys import KeyedMixin
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import collapse_exception_group
+from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
 from .read._cache import parse_cache_size
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
+    from .format._encryption import Encryption
     from .format._parquet import ParquetLoader
     from .format._serializers import Serializer
     from .read._core import Piece
@@ -53,7 +57,7 @@ _REMOTE_MIN_PRE_DOWNLOAD = 4
 _HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
 
-class StreamingDataset(IterableDataset[Any], ResumeMixin):
+class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
     """Stream an optimized dataset (LitData format) into PyTorch.
 
     Iteration splits items between ranks and DataLoader workers in whole batches and orders them
@@ -92,10 +96,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             permuted by ``RandomState([seed])`` first when ``shuffle`` is not ``False`` (a prefix of
             the dataset otherwise); ``s > 1`` serves whole copies for each unit plus that fraction.
             Fixed once per dataset (``set_shuffle`` later does not change it).
+        encryption: For a dataset written with ``encryption=``, the same ``FernetEncryption`` /
+            ``RSAEncryption``, usually ``FernetEncryption.load(key_file, password)`` (LitData's key
+            files work too). Items are decrypted in memory; chunk files stay encrypted in the cache.
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
         DatasetNotFoundError: on first use, when ``input_dir`` holds no dataset.
+        EncryptionError: on first use, when the dataset is encrypted and ``encryption`` is missing
+            or wrong (a ``FormatError``).
     """
 
     def __init__(
@@ -116,11 +125,13 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         hedge_delay: float | None = None,
         subsample: float = 1.0,
         index_path: str | os.PathLike[str] | None = None,
+        encryption: Encryption | None = None,
     ) -> None:
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
         self.subsample = check_subsample(subsample)
         check_read_loader(item_loader)
+        check_reader_encryption(encryption)
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
             self.input_dir = Dir(path=None, url=input_dir.url)
@@ -146,6 +157,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         self.serializers = dict(serializers) if serializers else None
         self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
         self.index_path = index_path
+        self.encryption = encryption
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -202,10 +214,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
             and self.index_path is None
             and isinstance(self._store, LocalFileStore)
         ):
-            self._source = _open_now(self._store, self.serializers, self.item_loader)
+            self._source = _open_now(self._store, self.serializers, self.item_loader, self.encryption)
         if self._source is None:
             self._source = _portal.call(
-                DatasetSource.open, self._store, self.serializers, self.cache, self.item_loader, self.index_path
+                partial(DatasetSource.open, encryption=self.encryption),
+                self._store,
+                self.serializers,
+                self.cache,
+                self.item_loader,
+                self.index_path,
             )
         return self._source
 
@@ -257,12 +274,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin):
         return self.get_len(self.num_workers, self.batch_size)
 
     # -- random access ----------------------------------------------------------------------------
-    def __getitem__(self, index: int | slice) -> Any:
-        """Sample ``index`` (0-based, index order across the whole dataset), or a list for a slice.
+    def __getitem__(self, index: int | slice | str) -> Any:
+        """Sample ``index`` (0-based, index order across the whole dataset), a list for a slice, or for a
+        ``str`` the sample with that key (:meth:`get_by_key`).
 
         Raises:
             IndexError: ``index`` is outside ``[-len, len)`` of the whole dataset.
         """
+        if isinstance(index, str):
+            return self.get_by_key(index)
         source = self._get_source()
         selection = self._selected()
         total = len(source) if selection is None else len(selection)

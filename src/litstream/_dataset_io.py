@@ -22,18 +22,18 @@ __all__ = ["_close", "_get_item_at", "_inside_worker", "_make_stream", "_open_no
 
 
 async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
-    return source.decoder.decode(await source.read_item_bytes(chunk, item))
+    return await source.read_sample(chunk, item)
 
 
 def _open_now(
-    store: LocalFileStore, serializers: Mapping[str, Serializer] | None, item_loader: Any
+    store: LocalFileStore, serializers: Mapping[str, Serializer] | None, item_loader: Any, encryption: Any = None
 ) -> DatasetSource | None:
     """``DatasetSource.open`` of a local dataset run to completion in this thread, without an event
     loop: with ``index.json`` present it awaits nothing. ``None`` when it would need a loop (no
     index.json, or a step that awaits), so the caller opens it on the portal instead."""
     if not (store.root / INDEX_FILENAME).is_file():
         return None
-    coroutine = DatasetSource.open(store, serializers, None, item_loader)
+    coroutine = DatasetSource.open(store, serializers, None, item_loader, encryption=encryption)
     try:
         coroutine.send(None)
     except StopIteration as done:

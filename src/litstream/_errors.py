@@ -6,12 +6,16 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
 
     LitstreamError
     ├── FormatError (ValueError)        bytes, index.json or a sample that cannot be encoded/decoded
+    │   └── EncryptionError             an encrypted dataset read without its key, or with a wrong one
     ├── PlanError (ValueError)          bad sharding / shuffle / resume arguments
     ├── ConfigurationError (ValueError) bad arguments to optimize, astream, StreamingDataset, ...
+    ├── DuplicateKeyError (ValueError)  key_fn gave two samples one key (names both inputs)
+    ├── KeyNotFoundError (KeyError)     ds["id"] / get_by_key / dataset_update: no such key
     ├── DatasetNotFoundError (FileNotFoundError)   no index.json where a dataset was expected
     ├── OutputNotEmptyError (RuntimeError)         optimize into a directory that holds a dataset
     ├── StorageError (OSError)          a store operation failed (foreign errors mapped once)
-    │   └── ObjectNotFoundError (FileNotFoundError)
+    │   ├── ObjectNotFoundError (FileNotFoundError)
+    │   └── RetriesExhaustedError       retries spent; names the URL, the attempts and the seconds
     └── WorkerError (RuntimeError)      an optimize worker failed; names the input
 
 Every class can be built from one message string: torch re-raises errors from DataLoader workers as
@@ -28,11 +32,15 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = [
     "ConfigurationError",
     "DatasetNotFoundError",
+    "DuplicateKeyError",
+    "EncryptionError",
     "FormatError",
+    "KeyNotFoundError",
     "LitstreamError",
     "ObjectNotFoundError",
     "OutputNotEmptyError",
     "PlanError",
+    "RetriesExhaustedError",
     "StorageError",
     "WorkerError",
 ]
@@ -44,6 +52,10 @@ class LitstreamError(Exception):
 
 class FormatError(LitstreamError, ValueError):
     """Bytes, an index or a sample that cannot be encoded or decoded."""
+
+
+class EncryptionError(FormatError):
+    """An encrypted dataset read without ``encryption=``, with a wrong key, or a key that does not match it."""
 
 
 class PlanError(LitstreamError, ValueError):
@@ -70,8 +82,27 @@ class ObjectNotFoundError(StorageError, FileNotFoundError):
     """The requested object or file does not exist."""
 
 
+class RetriesExhaustedError(StorageError):
+    """A remote operation kept failing (5xx, dropped connections, timeouts) until its retry budget was spent.
+
+    The message names the URL, the attempts made, the seconds spent and how to give more (``storage_options``
+    keys ``retry_timeout`` and ``max_retries``).
+    """
+
+
 class WorkerError(LitstreamError, RuntimeError):
     """An ``optimize`` worker failed; the message names the input and carries the traceback."""
+
+
+class KeyNotFoundError(LitstreamError, KeyError):
+    """``ds[key]`` / ``get_by_key`` / ``dataset_update`` named a key the dataset's ``keys/`` sidecar lacks."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateKeyError(LitstreamError, ValueError):
+    """``key_fn`` gave two samples the same key; the message names the key and both inputs."""
 
 
 def collapse_exception_group(exc: BaseException) -> BaseException:

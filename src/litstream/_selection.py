@@ -37,6 +37,7 @@ class SelectionMixin:
     serializers: dict[str, Serializer] | None
     item_loader: Any
     index_path: str | os.PathLike[str] | None
+    encryption: Any
     _store: Store
     current_epoch: int
     _resume_state: dict[str, Any] | None
@@ -106,6 +107,7 @@ class SelectionMixin:
             seed=self.seed,
             item_loader=self.item_loader,
             index_path=self.index_path,
+            encryption=self.encryption,
         )
 
     def _selection_config(self) -> dict[str, Any]:

@@ -29,11 +29,12 @@ from PIL import Image
 from PIL.JpegImagePlugin import JpegImageFile
 
 import litstream
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 from litdata.streaming.serializers import JPEGSerializer  # noqa: E402
 
 pytestmark = [

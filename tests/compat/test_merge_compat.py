@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 
 import litstream
+from peer import require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 from litdata.utilities.train_test_split import train_test_split as litdata_split  # noqa: E402
 
 pytestmark = [

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import litstream
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from servers import S3Server
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 
 pytestmark = [
     pytest.mark.litdata,

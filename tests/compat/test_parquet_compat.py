@@ -9,11 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import litstream
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 pytest.importorskip("polars")
 from litdata.streaming.item_loader import ParquetLoader as LitParquetLoader  # noqa: E402
 from litdata.streaming.writer import index_parquet_dataset as lit_index_parquet_dataset  # noqa: E402

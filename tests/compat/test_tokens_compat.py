@@ -26,12 +26,13 @@ import torch
 import zstandard
 
 import litstream
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
-litdata_env = pytest.importorskip("litdata.utilities.env")
+litdata = require_peer("litdata")
+litdata_env = require_peer("litdata.utilities.env")
 
 pytestmark = [
     pytest.mark.litdata,

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from litstream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataset
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 
 pytestmark = [
     pytest.mark.litdata,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from litstream import FormatError
@@ -29,7 +29,7 @@ values = st.recursive(
 
 
 @pytest.mark.litdata
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=values)
 def test_same_bytes_as_litdata_both_ways(value: Any) -> None:
     litdata_serializers = pytest.importorskip("litdata.streaming.serializers")
@@ -48,7 +48,7 @@ def test_registry_claims_only_marked_values() -> None:
     assert loads(b'[1, "a"]') == [1, "a"]  # older LitData wrote plain JSON text
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=values, cut=st.integers(0, 40), junk=st.binary(max_size=30))
 def test_malformed_payloads_raise_format_error(value: Any, cut: int, junk: bytes) -> None:
     data = dumps(value)

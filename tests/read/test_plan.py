@@ -29,6 +29,7 @@ from litstream.read._plan import (
     resume_position,
     worker_plan,
 )
+from peer import require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -294,7 +295,7 @@ def test_bad_inputs_of_the_other_functions() -> None:
 
 def _litdata_shuffler(intervals: list[tuple[int, int, int, int]], *, shuffle: bool, seed: int, drop_last: bool) -> Any:
     """LitData's own single-node shuffler over a stand-in cache that only knows the intervals."""
-    shuffle_mod = pytest.importorskip("litdata.streaming.shuffle")
+    shuffle_mod = require_peer("litdata.streaming.shuffle")
     cache = SimpleNamespace(
         get_chunk_intervals=lambda: intervals, _reader=SimpleNamespace(_config=None, _max_cache_size=0)
     )
@@ -320,7 +321,7 @@ def _assert_matches_litdata(
     seed: int,
     epoch: int,
 ) -> None:
-    env_mod = pytest.importorskip("litdata.utilities.env")
+    env_mod = require_peer("litdata.utilities.env")
     intervals = _intervals(regions, chunk_sizes)
     shuffler = _litdata_shuffler(intervals, shuffle=shuffle, seed=seed, drop_last=drop_last)
     env = env_mod._DistributedEnv(world_size, 0, 1)
@@ -414,7 +415,7 @@ _E2E_CASES = random.Random(20260818).sample(_full_grid(), 48)
 @pytest.fixture(scope="module")
 def written_datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int], Path]:
     """One LitData dataset per (n, chunk_size) whose item i is the int i."""
-    writer_mod = pytest.importorskip("litdata.streaming.writer")
+    writer_mod = require_peer("litdata.streaming.writer")
     out = {}
     for n, chunk_size in sorted({(case[0], case[1]) for case in _E2E_CASES}):
         path = tmp_path_factory.mktemp(f"litdata_{n}_{chunk_size}")
@@ -437,8 +438,8 @@ def test_streaming_dataset_serves_the_same_items(
 ) -> None:
     """End to end: LitData's ``StreamingDataset`` iterated as every (rank, worker) of the topology."""
     n, chunk_size, world_size, num_workers, batch_size, drop_last, shuffle, seed, epoch = case
-    litdata = pytest.importorskip("litdata")
-    env_mod = pytest.importorskip("litdata.utilities.env")
+    litdata = require_peer("litdata")
+    env_mod = require_peer("litdata.utilities.env")
     monkeypatch.setenv("LITDATA_POSIX_FAST", "0")  # keep FullShuffle on a local disk
     monkeypatch.setenv("WORLD_SIZE", str(world_size))
     regions = _uniform(n, chunk_size)

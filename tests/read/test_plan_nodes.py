@@ -30,6 +30,7 @@ from litstream.read._plan import (
     node_shard_fits,
     worker_plan,
 )
+from peer import require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -119,7 +120,7 @@ def test_bad_topologies_and_cache_inputs_are_named() -> None:
 def _litdata_full_shuffle(
     regions: Sequence[tuple[int, int]], chunk_bytes: Sequence[int], max_cache_size: int | None, *, seed: int, drop: bool
 ) -> Any:
-    shuffle_mod = pytest.importorskip("litdata.streaming.shuffle")
+    shuffle_mod = require_peer("litdata.streaming.shuffle")
     offsets = [0, *itertools.accumulate(end for _, end in regions)]
     intervals = [(offsets[c], offsets[c] + s, offsets[c] + e, offsets[c + 1]) for c, (s, e) in enumerate(regions)]
     config = SimpleNamespace(_chunks=[{"chunk_bytes": b} for b in chunk_bytes])
@@ -139,7 +140,7 @@ _NODE_TOPOLOGY = [(2, 2), (4, 2), (6, 2), (6, 3), (4, 4), (8, 2)]  # (world_size
 def test_grid_matches_litdata_full_shuffle_on_several_nodes(
     n: int, chunk_size: int, world_size: int, num_nodes: int, drop_last: bool
 ) -> None:
-    env_mod = pytest.importorskip("litdata.utilities.env")
+    env_mod = require_peer("litdata.utilities.env")
     regions = _uniform(n, chunk_size)
     chunk_bytes = [100 + (37 * c) % 23 for c in range(len(regions))]
     for num_workers, batch_size, seed in [(1, 1, 42), (3, 4, 7), (2, 3, 42)]:
@@ -190,7 +191,7 @@ _E2E = [
 
 @pytest.fixture(scope="module")
 def node_datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int], Path]:
-    writer_mod = pytest.importorskip("litdata.streaming.writer")
+    writer_mod = require_peer("litdata.streaming.writer")
     out = {}
     for n, chunk_size in sorted({(case[0], case[1]) for case in _E2E}):
         path = tmp_path_factory.mktemp(f"litdata_nodes_{n}_{chunk_size}")
@@ -215,8 +216,8 @@ def test_streaming_dataset_on_several_nodes_serves_the_same_items(
 ) -> None:
     """LitData's ``StreamingDataset`` with ``NNODES`` set (its cache budget, 75% of free disk, fits)."""
     n, chunk_size, world_size, num_nodes, num_workers, batch_size, drop_last = case
-    litdata = pytest.importorskip("litdata")
-    env_mod = pytest.importorskip("litdata.utilities.env")
+    litdata = require_peer("litdata")
+    env_mod = require_peer("litdata.utilities.env")
     path = node_datasets[(n, chunk_size)]
     chunk_bytes = [c["chunk_bytes"] for c in json.loads((path / "index.json").read_text())["chunks"]]
     monkeypatch.setenv("LITDATA_POSIX_FAST", "0")
@@ -245,7 +246,7 @@ def test_streaming_dataset_on_several_nodes_serves_the_same_items(
         del ds
     # LitData's shuffler methods are lru_cached on the class and keep the datasets (and their open
     # chunk files) alive; release them while this test's warning filter applies.
-    shuffle_mod = pytest.importorskip("litdata.streaming.shuffle")
+    shuffle_mod = require_peer("litdata.streaming.shuffle")
     shuffle_mod.Shuffle.get_len.cache_clear()
     shuffle_mod.FullShuffle.get_chunks_and_intervals_per_workers.cache_clear()
     gc.collect()

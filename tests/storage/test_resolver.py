@@ -141,7 +141,10 @@ def test_s3_with_obstore_keys_client_and_retry_options() -> None:
     }
     assert spec.client_options == {"timeout": "30s", "pool_max_idle_per_host": "4"}
     assert spec.full_client_options()["timeout"] == "30s"  # the user's value beats TransferConfig's
-    assert spec.full_retry_config() == {"max_retries": 2}
+    retry = spec.full_retry_config()
+    assert retry["max_retries"] == 2  # the user's key wins; the deadline and backoff stay litstream's
+    assert retry["retry_timeout"] == timedelta(seconds=60)
+    assert retry["backoff"]["max_backoff"] == timedelta(seconds=4)
 
 
 @pytest.mark.parametrize("options", [{"anon": True}, {"unsigned": True}])

@@ -14,6 +14,7 @@ from write_targets import TARGETS, Target, make_target
 
 from litstream import ChunkWriter, DatasetNotFoundError, FormatError, LocalFileStore, complete_dataset
 from litstream._sync import run_sync
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -56,7 +57,7 @@ def delete(target: Target, *names: str) -> None:
 
 def litdata_samples(target: Target, tmp_path: Path) -> list[Any]:
     """The samples LitData's StreamingDataset reads from a local copy of the dataset."""
-    litdata = pytest.importorskip("litdata")
+    litdata = require_peer("litdata")
     copy = tmp_path / "dataset-litdata-copy"
     copy.mkdir()
     for name in target.files():

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from litstream import StreamingDataset, WorkerError, map, optimize
+from peer import require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -65,7 +66,7 @@ def test_optimize_on_a_dask_cluster(tmp_path: Path, dask_client: Any) -> None:
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(["index.json", *(f"chunk-{r}-{n}.bin" for r in range(4) for n in range(2))])
     # The peer library reads the same samples in the same order.
-    litdata = pytest.importorskip("litdata")
+    litdata = require_peer("litdata")
     copy = tmp_path / "ds-litdata-copy"
     shutil.copytree(out, copy)
     peer = litdata.StreamingDataset(str(copy))

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from litstream import DatasetNotFoundError, FormatError, index_parquet_dataset
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -84,7 +85,7 @@ def test_errors_name_the_directory_and_the_files(tmp_path: Path) -> None:
 
 @pytest.mark.litdata
 def test_same_index_as_litdata(tmp_path: Path) -> None:
-    litdata_writer = pytest.importorskip("litdata.streaming.writer")
+    litdata_writer = require_peer("litdata.streaming.writer")
     write_parquet_dir(tmp_path / "pq")
     ours = index_parquet_dataset(tmp_path / "pq", cache_dir=tmp_path / "ours")
     (tmp_path / "theirs").mkdir()

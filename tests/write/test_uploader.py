@@ -22,6 +22,7 @@ from litstream import (
     astream,
     optimize,
 )
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -312,7 +313,7 @@ def test_bad_arguments_are_rejected_before_anything_is_written(
 @pytest.mark.litdata
 @pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy/:ResourceWarning")
 async def test_litdata_reads_what_the_uploader_appended(tmp_path: Path) -> None:
-    litdata = pytest.importorskip("litdata")
+    litdata = require_peer("litdata")
     location = tmp_path / "ds"
     for session in range(2):  # two sessions: the second appends
         async with AsyncUploader(location, chunk_size=4, compression="zstd") as up:

@@ -202,9 +202,13 @@ class ChunkBuilder:
             or (self._chunk_size is not None and self._count + count > self._chunk_size)
         )
 
-    def add(self, item: bytes, dim: int | None = None) -> tuple[list[bytes], list[int | None]] | None:
-        """Buffer ``item``; return the items (and dims) of a chunk this closed, else ``None``."""
-        size, count = len(item), dim if dim is not None else 1
+    def add(
+        self, item: bytes, dim: int | None = None, size: int | None = None
+    ) -> tuple[list[bytes], list[int | None]] | None:
+        """Buffer ``item``; return the items (and dims) of a chunk this closed, else ``None``.
+
+        ``size`` is what the item counts toward ``chunk_bytes`` (default ``len(item)``)."""
+        size, count = len(item) if size is None else size, dim if dim is not None else 1
         closed = self.flush() if self.closes_before(size, dim) else None
         self._items.append(item)
         self._dims.append(dim)

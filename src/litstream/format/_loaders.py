@@ -187,7 +187,8 @@ class SampleEncoder:
                     f"{self.data_format[position]!r} serializer fixed by the first sample: {exc}"
                 ) from exc
             recorded = name or serializer.name
-            if recorded != self.data_format[position]:
+            fixed = self.data_format[position]
+            if recorded != fixed and not serializer.same_format(recorded, fixed):
                 raise FormatError(
                     f"leaf {position} of the sample encodes as {recorded!r} but the first sample fixed "
                     f"{self.data_format[position]!r}; keep dtypes and types the same in every sample"

@@ -2,7 +2,8 @@
 
 A sample is a tree whose inner nodes are ``tuple``, ``list``, ``dict``, ``OrderedDict``,
 ``defaultdict`` and ``deque``; everything else (numbers, strings, arrays, tensors, images, ``None``,
-dataclasses) is a leaf. Leaves are visited depth-first, dict values in the dict's own key order.
+dataclasses) is a leaf, and so is a non-empty list or tuple of JPEG images (LitData's ``jpeg_array``).
+Leaves are visited depth-first, dict values in the dict's own key order.
 
 The structure is stored in ``index.json`` as ``config.data_spec``, a JSON string of
 ``[1, node]`` where each node is ``{"type": ..., "context": ..., "children_spec": [...]}`` with
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import FormatError
+from ._media_image import is_jpeg_list
 
 __all__ = ["TreeSpec", "spec_from_json", "spec_to_json", "tree_flatten", "tree_unflatten"]
 
@@ -77,7 +79,7 @@ def tree_flatten(sample: Any) -> tuple[list[Any], TreeSpec]:
 
 def _flatten(obj: Any, leaves: list[Any]) -> TreeSpec:
     kind = type(obj)
-    if kind is tuple or kind is list:
+    if (kind is tuple or kind is list) and not is_jpeg_list(obj):  # a list of JPEGs is one leaf, as in LitData
         children = [_flatten(x, leaves) for x in obj]
         return _node(_TUPLE if kind is tuple else _LIST, None, children)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):

@@ -51,6 +51,14 @@ class Serializer(abc.ABC):
         """
         return self.can_serialize(obj)
 
+    def same_format(self, recorded: str, fixed: str) -> bool:
+        """Whether a later leaf that encodes as ``recorded`` may be stored in a column fixed as ``fixed``.
+
+        Defaults to equality; media encodings whose suffix is only a hint (``"image:png"`` in an
+        ``"image:jpg"`` column, decoded alike) accept any suffix, as LitData stores them.
+        """
+        return recorded == fixed
+
     def setup(self, data_format: str) -> Serializer:
         """Return a serializer configured for a recorded ``data_format``; stateless serializers return self.
 

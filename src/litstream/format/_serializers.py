@@ -31,13 +31,13 @@ Every decoded array, tensor and image owns a writable copy of its data.
 
 Deliberate differences from LitData:
 
-* A ``str`` is always stored as ``str``. LitData first checks whether the string names an existing file
-  (and then stores the file); that is I/O, so it is skipped here.
-* Only the ``pil`` and ``jpeg`` media serializers exist (no video, audio, image, text, tiff, ...).
-* ``jpeg`` always re-encodes the image with Pillow's defaults (quality 75, no EXIF or ICC profile), which
-  is what LitData does when the image has no readable ``filename``; LitData copies the original file when
-  it has one. ``jpeg`` payloads decode with Pillow (EXIF orientation applied) instead of torchvision, so
-  pixel values may differ slightly from LitData's decode; the result is the same kind of tensor.
+* A ``str`` naming an existing local file with a media extension (``.jpg``, ``.wav``, ``.nii.gz``, ...)
+  is left to the media serializers, as in LitData (:mod:`._media_paths`); any other ``str`` is stored as
+  ``str``. LitData pickles a string that names an existing file of another kind (``.txt``, ``.npy``).
+* The media encodings (``text``, ``image``, ``audio``, ``jpeg_array``, ``tifffile``, ``file``, ...) and
+  their typed wrappers live in the ``_media_*`` modules and join the registry through
+  :mod:`._media_registry`. Image payloads decode with Pillow instead of torchvision, so pixel values
+  may differ slightly from LitData's decode; the result is the same kind of tensor.
 * NumPy arrays in big-endian byte order are converted to little-endian instead of being refused; arrays of
   object, string, bytes or void dtype are refused instead of being stored as unreadable bytes.
 * Tensors that require grad, live on another device or carry a conjugate bit are accepted by
@@ -59,6 +59,7 @@ from .._errors import FormatError
 from . import _dtypes as dt
 from ._image_serializers import JpegSerializer, PilSerializer
 from ._json_serializer import JsonSerializer
+from ._media_paths import is_media_path
 from ._serializer_base import Serializer
 
 if TYPE_CHECKING:
@@ -93,6 +94,9 @@ class StrSerializer(Serializer):
     name = "str"
 
     def can_serialize(self, obj: object) -> bool:
+        return isinstance(obj, str) and not is_media_path(obj)
+
+    def accepts(self, obj: object) -> bool:
         return isinstance(obj, str)
 
     def serialize(self, obj: str) -> tuple[bytes, str | None]:
@@ -316,7 +320,9 @@ _DEFAULT_ORDER: tuple[type[Serializer], ...] = (
 
 def default_serializers() -> dict[str, Serializer]:
     """Return a new registry of the built-in serializers, keyed by name, in priority order."""
-    return {serializer.name: serializer for serializer in (cls() for cls in _DEFAULT_ORDER)}
+    from ._media_registry import with_media_serializers  # typed media wrappers (LitData's litdata.types)
+
+    return with_media_serializers({serializer.name: serializer for serializer in (cls() for cls in _DEFAULT_ORDER)})
 
 
 def select_serializer(obj: object, registry: Mapping[str, Serializer]) -> Serializer:

@@ -13,6 +13,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from .._errors import ConfigurationError, collapse_exception_group
+from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._parquet import ParquetLoader
 from ..storage._resolver import Dir, store_for
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
     from anyio.streams.memory import MemoryObjectReceiveStream
 
+    from ..format._encryption import Encryption
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
@@ -119,8 +121,10 @@ class SampleStream:
         select: Callable[[Sequence[int]], Selection | None] | None = None,
         pieces: Sequence[Piece] | None = None,
         index_path: str | os.PathLike[str] | None = None,
+        encryption: Any = None,
     ) -> None:
         self._store = store
+        self._encryption = encryption
         self._item_loader = item_loader
         self._index_path = index_path
         self._select = select
@@ -142,7 +146,11 @@ class SampleStream:
     async def _open(self) -> DatasetSource:
         if self._source is None:
             self._source = await DatasetSource.open(
-                self._store, self._serializers, item_loader=self._item_loader, index_path=self._index_path
+                self._store,
+                self._serializers,
+                item_loader=self._item_loader,
+                index_path=self._index_path,
+                encryption=self._encryption,
             )
             if self._given_pieces is not None:
                 self._pieces = deque(self._given_pieces)
@@ -255,6 +263,7 @@ def astream(
     item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
     subsample: float = 1.0,
     index_path: str | os.PathLike[str] | None = None,
+    encryption: Encryption | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -298,6 +307,8 @@ def astream(
             that dataset selects.
         index_path: A local ``index.json`` (or a directory holding one) to use instead of the one in
             ``input_dir`` (see ``StreamingDataset``).
+        encryption: For an encrypted dataset, the ``FernetEncryption`` / ``RSAEncryption`` it was
+            written with (see ``StreamingDataset``); with a ``StreamingDataset`` input, its own.
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
@@ -313,6 +324,7 @@ def astream(
     if view is not None:
         item_loader = item_loader if item_loader is not None else view.item_loader
         index_path = index_path if index_path is not None else view.index_path
+        encryption = encryption if encryption is not None else view.encryption
         transforms = [*view.transforms, *transforms]
         serializers = serializers if serializers is not None else view.serializers
 
@@ -324,6 +336,7 @@ def astream(
         return subsample_selection(full, fraction, shuffle=shuffle is not False, seed=seed)
 
     check_read_loader(item_loader)
+    check_reader_encryption(encryption)
     plan = ReadPlanArgs(
         rank=rank,
         world_size=world_size,
@@ -343,4 +356,5 @@ def astream(
         item_loader=item_loader,
         select=select,
         index_path=index_path,
+        encryption=encryption,
     )

@@ -41,7 +41,8 @@ from ..format._units import parse_bytes
 if os.name == "posix":
     import fcntl
 
-__all__ = ["ChunkCache", "dataset_cache_dir", "default_cache_root", "parse_cache_size"]
+__all__ = ["ChunkCache", "dataset_cache_dir", "default_cache_root", "litdata_cache_root", "own_cache_root",
+           "parse_cache_size"]
 
 LOCK_DIR = ".locks"
 _NOT_CHUNKS = (".json", ".lock", ".cnt", ".tmb")  # never counted nor evicted (LitData's side files included)
@@ -53,17 +54,32 @@ def _environment() -> dict[str, str]:
     return {name: os.environ[name] for name in names if os.environ.get(name)}
 
 
+def own_cache_root() -> Path:
+    """litstream's own cache root (not created): ``LITSTREAM_CACHE_DIR``, else ``$XDG_CACHE_HOME/litstream/chunks``
+    (if absolute), else ``~/.cache/litstream/chunks``. LitData's ``LITDATA_CACHE_DIR`` is never this one.
+    """
+    env = _environment()
+    if "LITSTREAM_CACHE_DIR" in env:
+        return Path(env["LITSTREAM_CACHE_DIR"]).expanduser().absolute()
+    xdg = env.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "litstream" / "chunks"
+
+
+def litdata_cache_root() -> Path | None:
+    """LitData's cache root, ``LITDATA_CACHE_DIR``, when that variable is set (else ``None``)."""
+    env = _environment()
+    return Path(env["LITDATA_CACHE_DIR"]).expanduser().absolute() if "LITDATA_CACHE_DIR" in env else None
+
+
 def default_cache_root() -> Path:
     """Where remote datasets are cached (not created): ``LITSTREAM_CACHE_DIR``, else LitData's
     ``LITDATA_CACHE_DIR``, else ``$XDG_CACHE_HOME/litstream/chunks`` (if absolute), else ``~/.cache/litstream/chunks``.
     """
-    env = _environment()
-    for name in ("LITSTREAM_CACHE_DIR", "LITDATA_CACHE_DIR"):
-        if name in env:
-            return Path(env[name]).expanduser().absolute()
-    xdg = env.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "litstream" / "chunks"
+    litdata = litdata_cache_root()
+    if "LITSTREAM_CACHE_DIR" in _environment() or litdata is None:
+        return own_cache_root()
+    return litdata
 
 
 def _md5(text: str) -> str:

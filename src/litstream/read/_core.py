@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ._source import DatasetSource
     from ._subset import Selection
 
+from ..format._arrow import ArrowChunk
 from ..format._loaders import SampleDecoder
 from ._source import populate, release
 
@@ -304,8 +305,10 @@ def _decode_batch(
     items: Sequence[int],
     alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
 ) -> list[Any]:
-    """Decode ``items`` of ``view``: column-wise for PyTree chunks, one by one for token blocks and
-    Parquet rows (their views have no per-item offsets table to batch over)."""
+    """Decode ``items`` of ``view``: column-wise for PyTree and Arrow chunks, one by one for token
+    blocks and Parquet rows (their views have no per-item offsets table to batch over)."""
+    if isinstance(view, ArrowChunk):
+        return view.rows(items)
     decoder = source.decoder
     if isinstance(decoder, SampleDecoder):
         begins, ends = view.spans(items)
@@ -323,13 +326,20 @@ def decode_work(
         views = [work.view, *(view for _, view in work.more)]
         ends = list(itertools.accumulate(view.num_items for view in views))
         starts = [0, *ends[:-1]]
-        located = []
-        for i in items:
+        samples: list[Any] = [None] * len(items)
+        arrow: dict[int, tuple[ArrowChunk, list[int]]] = {}  # rows of an Arrow chunk are decoded together
+        for k, i in enumerate(items):
             j = bisect.bisect_right(ends, i)
-            located.append(views[j].item(i - starts[j]))
-        if transform is None:
-            return [decode(b) for b in located]
-        return [transform(decode(b)) for b in located]
+            view = views[j]
+            if isinstance(view, ArrowChunk):
+                arrow.setdefault(j, (view, []))[1].append(k)
+            else:
+                samples[k] = decode(view.item(i - starts[j]))
+        for j, (arrow_view, positions) in arrow.items():
+            rows = arrow_view.rows([items[k] - starts[j] for k in positions])
+            for k, row in zip(positions, rows, strict=True):
+                samples[k] = row
+        return samples if transform is None else [transform(sample) for sample in samples]
     view = work.view
     step = _batch_size(view)
     out: list[Any] = []
@@ -366,7 +376,7 @@ def work_batches(
     else:
         begin, size = 0, min(_FIRST_BATCH, step)
     decoder = source.decoder
-    columnar = isinstance(decoder, SampleDecoder)
+    columnar = isinstance(decoder, SampleDecoder) and not isinstance(view, ArrowChunk)
     ascending = columnar and (isinstance(items, range) or bool((np.diff(np.asarray(items)) > 0).all()))
     if not ascending:
         populate(view.data)

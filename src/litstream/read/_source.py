@@ -14,13 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from ..format._arrow import ArrowChunk, ArrowRowsOnly, read_chunk_view
 from ..format._chunk import ChunkView, header_length, item_span_offset
-from ..format._compression import Compression, compression_from_config
+from ..format._compression import Compression, compression_from_config, decompress
 from ..format._config_keys import check_config_keys
+from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
 from ..format._framed import chunk_from_file
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
+from ..format._mds import decompress_shard, is_mds_config, read_index
+from ..format._mds_encodings import MdsDecoder
 from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._tokens import TokenLayout, check_item_loader
 from ..storage._base import mapped_errors
@@ -28,10 +32,12 @@ from ..storage._hedged import HedgedStore
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
+from ._verify import check_chunk, check_chunk_file, has_checksum
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
+    from ..format._index import DatasetConfig
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
     from ..storage._store import Store
@@ -117,7 +123,7 @@ async def load_index(store: Store) -> Index:
                 raw = path.read_bytes()
         else:
             raw = await store.get(INDEX_FILENAME)
-        return Index.from_json(raw, source=f"{store.url}/{INDEX_FILENAME}")
+        return read_index(raw, f"{store.url}/{INDEX_FILENAME}")
     except ObjectNotFoundError:
         pass
     names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
@@ -146,7 +152,20 @@ async def load_local_index(index_path: str | os.PathLike[str]) -> Index:
             f"index_path={os.fspath(index_path)!r}: no index file at {path}; pass the index.json that "
             "index_parquet_dataset or optimize wrote (or the directory holding it)"
         ) from None
-    return Index.from_json(text, source=str(path))
+    return read_index(text, str(path))
+
+
+def _sample_decoder(
+    config: DatasetConfig, serializers: Mapping[str, Serializer] | None
+) -> SampleDecoder | ArrowRowsOnly:
+    """The pytree decoder; for an index whose ``types`` mark Arrow rows, a decoder that defers the
+    set-up error to the first plain item (its Arrow chunks need no pytree decoder)."""
+    try:
+        return SampleDecoder(config, serializers)
+    except (FormatError, ConfigurationError) as exc:
+        if not (getattr(config, "types", None) or config.extra.get("types")):
+            raise
+        return ArrowRowsOnly(exc)
 
 
 @dataclass(frozen=True)
@@ -179,7 +198,7 @@ class DatasetSource:
 
     store: Store
     index: Index
-    decoder: SampleDecoder | TokenLayout | RowDecoder
+    decoder: SampleDecoder | TokenLayout | RowDecoder | MdsDecoder | ArrowRowsOnly
     _cumulative: list[int] = field(default_factory=list)
     max_decoded_bytes: int = 256 * 2**20
     _chunks: OrderedDict[int, ChunkView] = field(default_factory=OrderedDict)
@@ -188,7 +207,10 @@ class DatasetSource:
     downloader: Downloader | None = None
     tokens: TokenLayout | None = None
     parquet: ParquetLoader | None = None
-    compression: Compression | None = None
+    compression: Compression | None = None  # zstd chunks (any compression_level); MDS shards use ``unpack``
+    encryption: Any = None
+    encryption_level: str | None = None
+    unpack: Callable[[bytes | memoryview, str], bytes] = decompress  # whole-file decompression
 
     @classmethod
     async def open(
@@ -198,6 +220,7 @@ class DatasetSource:
         cache: CacheSettings | None = None,
         item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
         index_path: str | os.PathLike[str] | None = None,
+        encryption: Any = None,
     ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
 
@@ -210,25 +233,40 @@ class DatasetSource:
                 ``ParquetLoader()``; must match the loader the dataset was written with.
             index_path: Read the index from this local file (or directory holding ``index.json``)
                 instead of from ``store`` — for a Parquet directory indexed elsewhere.
+            encryption: The ``FernetEncryption`` / ``RSAEncryption`` an encrypted dataset was written
+                with (``format/_encryption.py``); ``None`` for a plain dataset.
 
         Raises:
             DatasetNotFoundError: no index. FormatError: an index litstream cannot decode.
             ConfigurationError: ``item_loader`` does not match the dataset.
+            EncryptionError: an encrypted dataset without (or with a mismatched) ``encryption``.
             FileNotFoundError: nothing at ``index_path``.
         """
         index = await (load_index(store) if index_path is None else load_local_index(index_path))
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
-        check_config_keys(index.config.to_json_obj(), index.extra)
+        if not is_mds_config(index.config):
+            check_config_keys(index.config.to_json_obj(), index.extra)
+        level = check_encryption(index.config.encryption, encryption, store.url)
+        if level is not None and item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
+            raise ConfigurationError(
+                f"item_loader={item_loader!r} cannot read the encrypted dataset at {store.url}; use PyTreeLoader()"
+            )
         parquet = check_parquet_loader(store.url, index.config, item_loader)
-        if parquet is not None:
+        if is_mds_config(index.config):  # a Mosaic MDS directory: its own decoder and codecs
+            if item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
+                raise ConfigurationError(f"item_loader={item_loader!r} cannot read the MDS dataset at {store.url}")
+            source = cls(store, index, MdsDecoder(index.config), unpack=decompress_shard)
+        elif parquet is not None:
             source = cls(store, index, RowDecoder(), parquet=parquet)
         else:
             tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
-            decoder = tokens if tokens is not None else SampleDecoder(index.config, serializers)
+            decoder = tokens if tokens is not None else _sample_decoder(index.config, serializers)
             source = cls(store, index, decoder, tokens=tokens)
-        source.compression = compression_from_config(index.config.to_json_obj())
+        if not is_mds_config(index.config):  # MDS shard codecs go through ``unpack``
+            source.compression = compression_from_config(index.config.to_json_obj())
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
+        source.encryption, source.encryption_level = encryption, level
         if cache is not None:
             source.cache, source.downloader = await anyio.to_thread.run_sync(_open_cache, store, index, cache)
         return source
@@ -265,13 +303,17 @@ class DatasetSource:
             self._chunks.move_to_end(chunk_index)
             return cached
         info = self.index.chunks[chunk_index]
-        compression = self.compression
+        compression = self.index.config.compression if self.index.config else None
         data: bytes | mmap.mmap
+        path: Path | None = None  # the file the bytes are mapped from, if any
         if self.cache is not None and self.downloader is not None:
-            # a whole-file zstd chunk's length is not recorded; a "batch"/"sample" file's is chunk_bytes
-            size = None if compression is not None and compression.whole_file else info.chunk_bytes
-            data = await _read_through_cache(self.cache, self.downloader, info.filename, size)
-        elif isinstance(self.store, LocalFileStore) and compression is None:
+            # a whole-file compressed chunk's length is not recorded; a "batch"/"sample" file's is chunk_bytes
+            whole = compression and (self.compression is None or self.compression.whole_file)
+            data = await _read_through_cache(
+                self.cache, self.downloader, info.filename, None if whole else info.chunk_bytes
+            )
+            path = self.downloader.path(info.filename)
+        elif isinstance(self.store, LocalFileStore) and not compression:
             path = self.store.root / info.filename
             with mapped_errors("get", str(path)):
                 # open + mmap take microseconds and read nothing (pages come later, by populate), so
@@ -279,13 +321,23 @@ class DatasetSource:
                 data = map_file(path)
         else:
             data = await self.store.get(info.filename)
-        if compression is not None:
+        if has_checksum(info):
+            where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
+            await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
+        spec = self.compression
+        if spec is not None:
             data = await anyio.to_thread.run_sync(
                 lambda: chunk_from_file(
-                    memoryview(data), compression, filename=info.filename, chunk_size=info.chunk_size,
+                    memoryview(data), spec, filename=info.filename, chunk_size=info.chunk_size,
                     chunk_bytes=info.chunk_bytes,
                 )
             )  # fmt: skip
+        elif compression:
+            data = await anyio.to_thread.run_sync(self.unpack, memoryview(data), compression)
+        if self.encryption_level is not None:
+            self._check_length(chunk_index, data)  # chunk_bytes counts the encrypted bytes
+            where = f"{self.store.url}/{info.filename}"
+            data = await anyio.to_thread.run_sync(decrypt_chunk, self.encryption, self.encryption_level, data, where)
         return self._checked_view(chunk_index, data, keep)
 
     def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
@@ -298,6 +350,8 @@ class DatasetSource:
         config = self.index.config
         if not isinstance(self.store, LocalFileStore) or self.cache is not None or (config and config.compression):
             return None
+        if self.encryption_level is not None:
+            return None
         cached = self._chunks.get(chunk_index)
         if cached is not None:
             return cached
@@ -308,9 +362,11 @@ class DatasetSource:
             raise ObjectNotFoundError(f"get: {path} does not exist") from exc
         except OSError as exc:
             raise StorageError(f"get failed for {path}: {exc}") from exc
+        if has_checksum(self.index.chunks[chunk_index]):
+            check_chunk(data, self.index.chunks[chunk_index], path, str(path))
         return self._checked_view(chunk_index, data, False)
 
-    def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
+    def _check_length(self, chunk_index: int, data: bytes | mmap.mmap) -> None:
         info = self.index.chunks[chunk_index]
         in_file = self.compression is not None and not self.compression.whole_file  # checked by chunk_from_file
         if not in_file and len(data) < info.chunk_bytes:
@@ -318,9 +374,16 @@ class DatasetSource:
                 f"{info.filename} holds {len(data)} bytes but index.json records chunk_bytes="
                 f"{info.chunk_bytes}; the file is incomplete — re-run optimize"
             )
+
+    def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
+        info = self.index.chunks[chunk_index]
+        if self.encryption_level is None:  # else checked before decryption
+            self._check_length(chunk_index, data)
         view: ChunkView
         if self.parquet is not None:
             view = ParquetChunk(data, columns=self.parquet.columns)
+        elif self.tokens is None:
+            view = read_chunk_view(data)  # an ArrowChunk when LitData stored the samples as Arrow
         else:
             view = ChunkView(data)
         if view.num_items != info.chunk_size:
@@ -344,8 +407,20 @@ class DatasetSource:
         """The bytes of one item. Uncompressed chunks are read with two range reads (the item's
         offsets, then its bytes) instead of the whole chunk."""
         config = self.index.config
-        if (config is not None and config.compression) or chunk_index in self._chunks or self.parquet is not None:
+        if (
+            (config is not None and config.compression)
+            or chunk_index in self._chunks
+            or self.parquet is not None
+            or self.encryption_level == "chunk"
+        ):
             return (await self.read_chunk(chunk_index, keep=True)).item(item)
+        raw = await self._read_raw_item(chunk_index, item)
+        if self.encryption_level is None:
+            return raw
+        where = f"{self.store.url}/{self.index.chunks[chunk_index].filename} item {item}"
+        return decrypt_item(self.encryption, raw, where)
+
+    async def _read_raw_item(self, chunk_index: int, item: int) -> bytes | memoryview:
         info = self.index.chunks[chunk_index]
         if self.tokens is not None:
             begin, length = self.tokens.block_span(chunk_index, item)
@@ -356,6 +431,14 @@ class DatasetSource:
         if not 0 <= item < info.chunk_size:
             raise FormatError(f"item {item} is outside {info.filename} ({info.chunk_size} items)")
         if isinstance(self.store, LocalFileStore):  # both reads in one thread call
+            if has_checksum(info):  # the whole file, once per process
+                path = self.store.root / info.filename
+                try:
+                    await anyio.to_thread.run_sync(check_chunk_file, path, info)
+                except FileNotFoundError as exc:
+                    raise ObjectNotFoundError(f"get: {path} does not exist") from exc
+                except OSError as exc:
+                    raise StorageError(f"get failed for {path}: {exc}") from exc
             return await self.store.get_span_at(info.filename, item_span_offset(item))
         span = await self.store.get_range(info.filename, item_span_offset(item), 8)
         if len(span) != 8:
@@ -364,7 +447,25 @@ class DatasetSource:
         end = int.from_bytes(span[4:], "little")
         return await self.store.get_range(info.filename, begin, end - begin)
 
+    def decode_in(self, view: ChunkView, item: int) -> Any:
+        """Decode item ``item`` (chunk-local) of ``view``: an Arrow chunk's row, else the item bytes."""
+        if isinstance(view, ArrowChunk):
+            return view.item(item)
+        return self.decoder.decode(view.item(item))
+
+    async def read_sample(self, chunk_index: int, item: int) -> Any:
+        """Decode one item (``ds[i]``). Uncompressed chunks: two range reads of the item's bytes; an
+        empty item (an Arrow chunk's: its samples live in the Arrow payload at the chunk's end) or a
+        compressed chunk: the whole chunk, kept for the next reads."""
+        config = self.index.config
+        if (config is not None and config.compression) or chunk_index in self._chunks or self.parquet is not None:
+            return self.decode_in(await self.read_chunk(chunk_index, keep=True), item)
+        raw = await self.read_item_bytes(chunk_index, item)
+        if len(raw) == 0 and self.tokens is None:
+            return self.decode_in(await self.read_chunk(chunk_index, keep=True), item)
+        return self.decoder.decode(raw)
+
     async def get_item(self, index: int) -> Any:
         """Decode the item at global ``index``."""
         chunk, item = self.locate(index)
-        return self.decoder.decode(await self.read_item_bytes(chunk, item))
+        return await self.read_sample(chunk, item)

@@ -343,6 +343,7 @@ class DatasetView:
     seed: int
     item_loader: Any = None
     index_path: Any = None
+    encryption: Any = None
 
     def select(self, chunk_sizes: Sequence[int]) -> Selection | None:
         """The dataset's selection (see :func:`resolve_selection`)."""

@@ -53,33 +53,41 @@ class TransferConfig:
             for HTTP stores, the longest wait for any one read). Default 200, as LitData's obstore path.
         connect_timeout: Seconds to establish a connection. Default 10.
         max_retries: Retries of a failed request (5xx, 429, connection errors, timeouts of reads); 0 turns
-            retries off. Default 10.
-        backoff_initial: Seconds before the first retry; each later wait doubles, with full jitter. Default 0.1.
-        backoff_max: The longest wait between two tries, in seconds. Default 15.
-        retry_timeout: Seconds after the first try past which no retry is started. Default 180.
+            retries off. Default 100, so that ``retry_timeout`` is what ends a long outage.
+        backoff_initial: Seconds before the first retry; later waits grow by ``backoff_base``, with jitter.
+            Default 0.2.
+        backoff_max: The longest wait between two tries, in seconds. Default 4.
+        retry_timeout: The deadline: seconds after the first try past which no retry is started. Default 60,
+            enough to ride out a 30 s outage (obstore's own default budget is spent in about 2 s).
         multipart_threshold: Objects of at least this many bytes are uploaded in parts. Default 8 MiB.
         part_size: Bytes per part of a multipart upload (S3 needs at least 5 MiB). Default 8 MiB.
         part_concurrency: Parts of one upload in flight at once. Default 8.
+        backoff_base: How much the longest wait grows per retry (> 1). Default 3.
 
     Raises:
-        ConfigurationError: a value is negative, or ``part_size`` is below 5 MiB.
+        ConfigurationError: a value is negative, ``backoff_base`` is not above 1, or ``part_size`` is below
+            5 MiB.
     """
 
     timeout: float = 200.0
     connect_timeout: float = 10.0
-    max_retries: int = 10
-    backoff_initial: float = 0.1
-    backoff_max: float = 15.0
-    retry_timeout: float = 180.0
+    max_retries: int = 100
+    backoff_initial: float = 0.2
+    backoff_max: float = 4.0
+    retry_timeout: float = 60.0
     multipart_threshold: int = 8 * MiB
     part_size: int = 8 * MiB
     part_concurrency: int = 8
+    backoff_base: float = 3.0
 
     def __post_init__(self) -> None:
         for name in ("timeout", "connect_timeout", "backoff_initial", "backoff_max", "retry_timeout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise ConfigurationError(f"TransferConfig({name}={value!r}): use a number of seconds >= 0")
+        base = self.backoff_base
+        if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 1:
+            raise ConfigurationError(f"TransferConfig(backoff_base={self.backoff_base!r}): use a number > 1")
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ConfigurationError(f"TransferConfig(max_retries={self.max_retries!r}): use an int >= 0")
         if not isinstance(self.part_size, int) or self.part_size < 5 * MiB:
@@ -96,7 +104,7 @@ class TransferConfig:
 
     def backoff(self, attempt: int) -> float:
         """The longest wait in seconds before retry number ``attempt`` (0-based); callers draw a jitter below it."""
-        return float(min(self.backoff_max, self.backoff_initial * (2.0**attempt)))
+        return float(min(self.backoff_max, self.backoff_initial * (self.backoff_base ** min(attempt, 64))))
 
 
 @runtime_checkable

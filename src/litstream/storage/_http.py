@@ -28,6 +28,7 @@ import httpx
 
 from .._errors import ObjectNotFoundError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors
+from ._faults import retries_exhausted
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -119,7 +120,9 @@ class HTTPStore:
         headers: Extra request headers (e.g. ``{"Authorization": "Bearer …"}``); dropped by httpx on a
             redirect to another host.
         transfer: Timeouts and retries (5xx, 408, 425, 429 and connection errors are retried with
-            exponential backoff and full jitter). Default ``TransferConfig()``.
+            exponential backoff and full jitter until ``retry_timeout``; then
+            :class:`~litstream.RetriesExhaustedError` names the URL, the attempts and the seconds spent).
+            Default ``TransferConfig()``.
         lister: What makes :meth:`list` work (:class:`HubTreeLister` for the Hub); ``None``: listing fails.
         url: A description of the root for messages (default ``base_url``).
         max_threads: Concurrent requests (default 16).
@@ -201,8 +204,12 @@ class HTTPStore:
                 failure: Exception = StorageError(f"HTTP {response.status_code} from {method} {url}")
             except httpx.TransportError as exc:
                 failure = exc
-            if attempt >= t.max_retries or time.monotonic() - first >= t.retry_timeout:
-                raise failure
+            elapsed = time.monotonic() - first
+            if attempt >= t.max_retries or elapsed >= t.retry_timeout:
+                if attempt == 0:
+                    raise failure
+                detail = f"{type(failure).__name__}: {failure}"
+                raise retries_exhausted(method, url, attempt + 1, elapsed, detail) from failure
             time.sleep(random.uniform(0, t.backoff(attempt)))
             attempt += 1
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
@@ -28,6 +29,7 @@ import anyio.to_thread
 
 from .._errors import ConfigurationError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
+from ._faults import explain_failure, obstore_retry_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -96,7 +98,7 @@ class ObstoreSpec:
         prefix: The key prefix inside the bucket, without leading or trailing ``/`` (``""`` for the root).
         config: obstore's store configuration (``S3Config``, ``GCSConfig``, ``AzureConfig`` keys).
         client_options: obstore's ``ClientConfig``; it overrides what ``transfer`` sets.
-        retry_config: obstore's ``RetryConfig``; when empty it is derived from ``transfer``.
+        retry_config: obstore's ``RetryConfig`` keys; they override, key by key, the one derived from ``transfer``.
         transfer: Timeouts, retries and multipart sizes.
     """
 
@@ -134,19 +136,8 @@ class ObstoreSpec:
         return options
 
     def full_retry_config(self) -> dict[str, Any]:
-        """``retry_config``, or the one ``transfer`` describes."""
-        if self.retry_config:
-            return dict(self.retry_config)
-        t = self.transfer
-        return {
-            "max_retries": t.max_retries,
-            "retry_timeout": timedelta(seconds=t.retry_timeout),
-            "backoff": {
-                "init_backoff": timedelta(seconds=t.backoff_initial),
-                "max_backoff": timedelta(seconds=t.backoff_max),
-                "base": 2,
-            },
-        }
+        """obstore's ``RetryConfig``: the one ``transfer`` describes, with ``retry_config`` applied key by key."""
+        return obstore_retry_config(self.transfer, self.retry_config)
 
     def build(self) -> Any:
         """A new obstore store for this spec (cheap; no request is made).
@@ -266,13 +257,36 @@ class ObstoreStore:
             abandon_on_cancel: When the caller is cancelled, return at once and let the thread finish in
                 the background (reads); ``False`` waits for the call to finish (writes, deletes).
         """
-        with mapped_errors(operation, f"{self._url}/{path}"):
-            client = self._client()
-            self._limiter_obj = loop_limiter(self._limiter_obj, self._max_threads)
-            _OBSTORE_USED_IN.add(os.getpid())
-            return await anyio.to_thread.run_sync(
-                partial(fn, client, *args), limiter=self._limiter_obj[1], abandon_on_cancel=abandon_on_cancel
+        where = f"{self._url}/{path}"
+        started: list[float] = []  # when the call began in its thread (not counting the wait for one)
+
+        def timed(client: Any) -> T:
+            started.append(time.monotonic())
+            return fn(client, *args)
+
+        try:
+            with mapped_errors(operation, where):
+                client = self._client()
+                self._limiter_obj = loop_limiter(self._limiter_obj, self._max_threads)
+                _OBSTORE_USED_IN.add(os.getpid())
+                return await anyio.to_thread.run_sync(
+                    partial(timed, client), limiter=self._limiter_obj[1], abandon_on_cancel=abandon_on_cancel
+                )
+        except StorageError as exc:
+            if exc.__cause__ is None or not started:
+                raise
+            spec = self._spec
+            clearer = explain_failure(
+                exc,
+                kind=spec.kind if spec is not None else "",
+                config=spec.config if spec is not None else {},
+                operation=operation,
+                where=where,
+                elapsed=time.monotonic() - started[0],
             )
+            if clearer is None:
+                raise
+            raise clearer from exc.__cause__
 
     async def get(self, path: str) -> bytes:
         """See :meth:`litstream.Store.get`."""

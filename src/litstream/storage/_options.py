@@ -19,6 +19,9 @@ LitData / SDK keys and what they become:
 * Azure ``account_url``, ``credential`` (key or SAS), ``connection_string`` → ``endpoint``,
   ``account_name``, ``account_key`` or ``sas_key``.
 * GCS ``project`` → ignored (object operations do not need it).
+* botocore ``Config(retries={"max_attempts": n})`` → ``retry_config["max_retries"] = n - 1``. The retry keys
+  every remote store takes (``retry_timeout``, ``max_retries``, ...) are read before this mapping, by
+  :mod:`~litstream.storage._faults`.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def _normalise(kind: str, key: str) -> str:
     return name
 
 
-def _botocore_config(config: Any, out: dict[str, Any], client: dict[str, Any]) -> None:
+def _botocore_config(config: Any, out: dict[str, Any], client: dict[str, Any], retry: dict[str, Any]) -> None:
     """Read what obstore can use from a ``botocore.config.Config`` (duck-typed: botocore is not needed)."""
     signature = getattr(config, "signature_version", None)
     if signature is not None and "UNSIGNED" in (type(signature).__name__, str(signature)):
@@ -100,6 +103,9 @@ def _botocore_config(config: Any, out: dict[str, Any], client: dict[str, Any]) -
         value = getattr(config, attr, None)
         if isinstance(value, (int, float)):
             client[key] = f"{value}s"
+    attempts = (getattr(config, "retries", None) or {}).get("max_attempts")
+    if isinstance(attempts, int) and not isinstance(attempts, bool) and attempts >= 1:
+        retry["max_retries"] = attempts - 1  # botocore counts the first try
 
 
 def _azure_credential(credential: Any, out: dict[str, Any], where: str) -> None:
@@ -174,7 +180,7 @@ def obstore_options(
         elif name == "retry_config" and isinstance(value, dict):
             retry.update(value)
         elif name == "config" and kind == "s3":
-            _botocore_config(value, config, client)
+            _botocore_config(value, config, client, retry)
         elif name == "verify":
             if value is False:
                 client["allow_invalid_certificates"] = True

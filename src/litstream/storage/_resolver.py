@@ -28,6 +28,7 @@ from urllib.parse import quote, unquote
 
 from .._errors import ConfigurationError
 from ._base import Store, TransferConfig
+from ._faults import RETRY_KEYS, transfer_with_options
 from ._http import HTTPStore, HubTreeLister
 from ._local import LocalFileStore
 from ._obstore import ObstoreSpec, ObstoreStore
@@ -160,9 +161,10 @@ def _split(url: str, scheme_len: int, argument: str, what: str) -> tuple[str, st
 def _remote_store(url: str, options: dict[str, Any], transfer: TransferConfig, argument: str) -> Store:
     scheme = _scheme(url) or ""
     head = len(scheme) + 3
+    transfer = transfer_with_options(transfer, options, url)
     if scheme in ("http", "https"):
         headers = options.pop("headers", None) or {}
-        _no_more(options, url, ["headers"])
+        _no_more(options, url, ["headers", *RETRY_KEYS])
         return HTTPStore(url, headers=headers, transfer=transfer, url=url.rstrip("/"))
     if scheme == "hf":
         return _hub_store(url, options, transfer, argument)
@@ -236,7 +238,7 @@ def _hub_store(url: str, options: dict[str, Any], transfer: TransferConfig, argu
     token = _hub_token(options, env)
     if token:
         headers.setdefault("Authorization", f"Bearer {token}")
-    _no_more(options, url, ["endpoint", "token", "revision", "headers"])
+    _no_more(options, url, ["endpoint", "token", "revision", "headers", *RETRY_KEYS])
     repo = f"{org}/{name}"
     base = f"{endpoint}/datasets/{repo}/resolve/{quote(revision, safe='')}"
     if path:

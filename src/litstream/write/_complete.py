@@ -173,6 +173,11 @@ async def _chunk_info(store: Store, name: str, size: int, config: DatasetConfig)
             f"chunk file {name} in {store.url} is {'compressed with ' + infix if infix else 'not compressed'}, but the "
             f"dataset's config says compression={config.compression!r}; remove it or the files of the other run"
         )
+    if config.encryption is not None and config.encryption.get("level") == "chunk":
+        raise FormatError(
+            f"chunk file {name} in {store.url} is encrypted whole (level 'chunk') and no partial index lists it: "
+            "its item count cannot be read without the key; delete it to complete the dataset without its samples"
+        )
     data: bytes | None = None
     if config.compression is not None:
         data = await anyio.to_thread.run_sync(decompress, await store.get(name), config.compression)

@@ -10,7 +10,8 @@
 * ``fast_dev_run`` keeps the first ``n`` inputs of every worker (``True`` → 10). LitData documents 10
   but, because ``True`` is an ``int``, actually keeps 1; litstream keeps the documented 10.
 * A queue input (``queue.Queue`` or ``multiprocessing.Queue``) is drained until the sentinel
-  :data:`ALL_DONE` (LitData's string ``"ALL_DONE"``) or ``DATA_OPTIMIZER_TIMEOUT`` seconds of silence.
+  :data:`ALL_DONE` (LitData's string ``"ALL_DONE"``) or ``DATA_OPTIMIZER_TIMEOUT`` seconds of silence
+  (read by :class:`~._feed.QueueInputs`).
 """
 
 from __future__ import annotations
@@ -190,15 +191,3 @@ def assign_inputs(
     if keep is not None:
         mine = [b[:keep] for b in mine]
     return Assignment(positions=mine, global_ranks=[node_rank * num_workers + i for i in range(num_workers)])
-
-
-def drain_queue(source: Any, timeout: float) -> Any:
-    """Yield items from a queue until :data:`ALL_DONE` or ``timeout`` seconds without an item."""
-    while True:
-        try:
-            item = source.get(timeout=timeout)
-        except queue_module.Empty:
-            return
-        if isinstance(item, str) and item == ALL_DONE:
-            return
-        yield item

@@ -13,6 +13,8 @@ import inspect
 import os
 import shutil
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,15 +24,17 @@ import cloudpickle
 from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
 from .._sync import run_sync
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
-from ._inputs import drain_queue
+from ._feed import QueueInputs, SequenceInputs, run_ahead
 from ._runner import run_jobs
+from ._summary import WorkerSummary, summarize
 
 if TYPE_CHECKING:
     import concurrent.futures
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from ..storage._resolver import Dir
     from ..storage._store import Store
+    from ._summary import RunSummary
     from ._worker import Report
 
 __all__ = ["map"]
@@ -59,19 +63,21 @@ class MapJob:
     def num_inputs(self) -> int | None:
         return None if self.items is None else len(self.items)
 
-    def _inputs(self, source: Any) -> Iterator[tuple[Any, str, bool]]:
+    def _source(self, source: Any, halt: threading.Event) -> SequenceInputs | QueueInputs:
         if self.items is None:
-            for count, item in enumerate(drain_queue(source, self.queue_timeout)):
-                yield item, f"queue item {count}", False
-            return
-        for offset, item in enumerate(self.items):
-            yield item, f"index {self.positions[offset]}", offset == len(self.items) - 1
+            return QueueInputs(source, self.queue_timeout, halt)
+        return SequenceInputs(self.items, self.positions)
 
-    async def run(self, report: Report, source: Any = None) -> None:
-        """Transform every input and store its files; raises WorkerError naming a failing input."""
+    async def run(self, report: Report, source: Any = None) -> WorkerSummary:
+        """Transform every input and store its files; raises WorkerError naming a failing input.
+
+        ``fn`` runs in a worker thread, one batch of inputs ahead of the uploads (see :mod:`._feed`).
+        """
         fn = cloudpickle.loads(self.fn_pickle)
         params = inspect.signature(fn).parameters
-        for item, where, is_last in self._inputs(source):
+        inputs = files = stored = 0
+
+        def call(item: Any, where: str, is_last: bool) -> str:
             kwargs: dict[str, Any] = {}
             if "device" in params:
                 kwargs["device"] = _device(self.rank)
@@ -91,11 +97,27 @@ class MapJob:
                         "must write its files into the output_dir it is given and return None (use optimize to "
                         "write samples)"
                     )
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            return tmp
+
+        async def handle(item: Any, where: str, tmp: str) -> None:
+            nonlocal inputs, files, stored
+            try:
                 for path in sorted(_files(tmp)):
+                    size = path.stat().st_size
                     await self.store.put(path.relative_to(tmp).as_posix(), path)
+                    files += 1
+                    stored += size
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
+            inputs += 1
             report(("progress", self.rank, 1))
+
+        halt = threading.Event()
+        await run_ahead(self._source(source, halt), call, handle, halt)
+        return WorkerSummary(rank=self.rank, inputs=inputs, files=files, bytes=stored)
 
 
 def _files(root: str) -> list[Path]:
@@ -118,7 +140,7 @@ def map(
     executor: concurrent.futures.Executor | None = None,
     storage_options: Mapping[str, Any] | None = None,
     verbose: bool = True,
-) -> None:
+) -> RunSummary:
     """Run ``fn(input, output_dir)`` over every input in worker processes; ``fn`` writes files.
 
     Matches LitData's ``map``: ``fn`` gets a fresh temporary directory per input (not ``output_dir``
@@ -136,12 +158,18 @@ def map(
         error_when_not_empty: Refuse an ``output_dir`` that already holds files (LitData checks only
             remote outputs; litstream checks every kind).
 
+    Returns:
+        A :class:`~litstream.RunSummary`: inputs finished, ``files`` and ``bytes`` stored, seconds
+        (``samples`` and ``chunks`` are 0). LitData returns ``None``.
+
     Raises:
         ConfigurationError: a bad argument; raised before anything is written.
         OutputNotEmptyError: ``error_when_not_empty`` and ``output_dir`` holds files.
-        WorkerError: ``fn`` failed or returned something other than ``None``; names the input. Files of
-            inputs that finished stay in ``output_dir``.
+        WorkerError: an input was lost: ``fn`` failed or returned something other than ``None`` (names the
+            input), a worker process died, an executor task was cancelled, or a queue input raised or held
+            an item that cannot be pickled. Files of inputs that finished stay in ``output_dir``.
     """
+    started = time.monotonic()
     fn_pickle = pickle_fn(fn)
     if not isinstance(error_when_not_empty, bool):
         raise ConfigurationError(f"error_when_not_empty must be True or False, got {error_when_not_empty!r}")
@@ -177,7 +205,7 @@ def map(
         )
         for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True)
     ]
-    run_jobs(
+    workers = run_jobs(
         jobs,
         total=None if plan.items is None else plan.assignment.num_inputs,
         num_workers=num_workers,
@@ -189,3 +217,4 @@ def map(
         desc="Mapping",
         label="map",
     )
+    return summarize(workers, seconds=time.monotonic() - started, output=store.url)

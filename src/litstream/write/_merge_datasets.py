@@ -27,7 +27,9 @@ from .._sync import run_sync
 from ..format._chunk import chunk_filename
 from ..format._compression import compression_from_config
 from ..format._index import INDEX_FILENAME, ChunkInfo, DatasetConfig, Index
+from ..format._keys import KeyTable, shard_name
 from ..storage._resolver import store_for
+from ._keys import load_sidecar, merge_key_tables, write_sidecar
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -166,6 +168,7 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
             f"output_dir {output.url} is not empty (holds {names}{', ...' if len(present) > 3 else ''}); "
             "merge_datasets writes into an empty directory or prefix"
         )
+    keys = await _merged_keys(inputs, indexes)
     copies: list[tuple[Store, str, str]] = []
     chunks: list[ChunkInfo] = []
     for store, index in zip(inputs, indexes, strict=True):
@@ -195,9 +198,36 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
                 raise
             raise single from None
         merged = Index(chunks=tuple(chunks), config=config).stamped()
+        if keys is not None:
+            written.append(shard_name(0))
+            merged = replace(merged, extra={"keys": await write_sidecar(output, keys, merged, 1)})
         await output.put(INDEX_FILENAME, merged.to_json().encode())
     except BaseException:
         with anyio.CancelScope(shield=True):
             for name in written:
                 await output.delete(name)
         raise
+
+
+async def _merged_keys(inputs: Sequence[Store], indexes: Sequence[Index]) -> KeyTable | None:
+    """The inputs' ``keys/`` sidecars as one (indices shifted), ``None`` when no input has one.
+
+    Raises:
+        ConfigurationError: some inputs have a sidecar and others not.
+        DuplicateKeyError: two inputs share a key (checked before anything is copied).
+    """
+    tables = [await load_sidecar(store, index) for store, index in zip(inputs, indexes, strict=True)]
+    if all(t is None for t in tables):
+        return None
+    lacking = [i for i, t in enumerate(tables) if t is None]
+    if lacking:
+        raise ConfigurationError(
+            f"input_dirs[{lacking[0]}]={inputs[lacking[0]].url} has no keys/ sidecar but other inputs do; run "
+            "build_keys_index on it first so the merged dataset keeps keyed access"
+        )
+    parts = [
+        (f"input_dirs[{i}]", t[0], index.num_items)
+        for i, (t, index) in enumerate(zip(tables, indexes, strict=True))
+        if t is not None
+    ]
+    return merge_key_tables(parts, source="merge_datasets")

@@ -15,11 +15,13 @@ index, so a later run never merges a stale one.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import ObjectNotFoundError, StorageError
+from .._errors import ObjectNotFoundError, StorageError, WorkerError
 from ..format._index import INDEX_FILENAME, Index, merge_partial_indexes, partial_index_name
 
 if TYPE_CHECKING:
@@ -30,7 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = ["finish_node", "merge_nodes", "node_index_name", "sweep_orphans"]
 
-_CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[A-Za-z0-9:]+)?\.bin$")
+_CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(?:-u\d+)?(?:\.[A-Za-z0-9:]+)?\.bin$")
+
+BeforeIndex = Callable[[Index], Awaitable[Mapping[str, Any]]]
+"""Awaited with the merged index just before ``index.json`` is written; returns top-level keys to add."""
 
 
 def node_index_name(node_rank: int) -> str:
@@ -54,27 +59,37 @@ async def finish_node(
     env: OptimizerEnv,
     existing: Index | None,
     sweep: bool = False,
+    expected_chunks: Mapping[int, int] | None = None,
+    before_index: BeforeIndex | None = None,
 ) -> Index | None:
     """Merge this node's partial indexes: into ``index.json`` on one node, else into ``{node_rank}-index.json``.
 
     With ``sweep``, chunk files of this node's ranks that no partial (or ``existing``) names are deleted
-    first: chunks a killed run stored after its last checkpoint.
+    first: chunks a killed run stored after its last checkpoint. With ``expected_chunks`` (rank → chunks
+    its worker reported in its partial index), a partial that is missing or lists another number of
+    chunks stops the merge before anything is written.
+
+    ``before_index`` (single node) is awaited with the merged index before ``index.json`` is written; the
+    mapping it returns is added to the index's top level (the ``keys`` sidecar section).
 
     Returns:
         The final index on a single node, else ``None``.
 
     Raises:
         FormatError: two partials carry different configs.
+        WorkerError: a partial index does not match what its worker reported.
     """
     own = [partial_index_name(r) for r in ranks]
     partials = await _read_partials(store, own)
+    if expected_chunks is not None:
+        _check_partials(store, partials, expected_chunks)
     if sweep:
         keep = {c.filename for _, part in partials for c in part.chunks} | set(own)
         if existing is not None:
             keep |= {c.filename for c in existing.chunks}
         await sweep_orphans(store, ranks, keep)
     if env.num_nodes == 1:
-        merged = merge_partial_indexes(partials, existing=existing).stamped()
+        merged = await _with_extra(merge_partial_indexes(partials, existing=existing).stamped(), before_index)
         await store.put(INDEX_FILENAME, merged.to_json().encode())
     else:
         await store.put(node_index_name(env.node_rank), merge_partial_indexes(partials).to_json().encode())
@@ -84,7 +99,30 @@ async def finish_node(
     return merged
 
 
-async def merge_nodes(store: Store, env: OptimizerEnv, existing: Index | None, poll_interval: float = 0.2) -> Index:
+def _check_partials(store: Store, partials: list[tuple[str, Index]], expected: Mapping[int, int]) -> None:
+    found = {int(name.split(".", 1)[0]): len(index.chunks) for name, index in partials}
+    for rank, count in sorted(expected.items()):
+        if found.get(rank, 0) != count:
+            got = "is missing" if rank not in found else f"lists {found[rank]} chunk(s)"
+            raise WorkerError(
+                f"worker {rank} reported {count} chunk(s), but its partial index {partial_index_name(rank)} in "
+                f"{store.url} {got}; nothing was committed"
+            )
+
+
+async def _with_extra(index: Index, before_index: BeforeIndex | None) -> Index:
+    if before_index is None:
+        return index
+    return replace(index, extra={**index.extra, **(await before_index(index))})
+
+
+async def merge_nodes(
+    store: Store,
+    env: OptimizerEnv,
+    existing: Index | None,
+    poll_interval: float = 0.2,
+    before_index: BeforeIndex | None = None,
+) -> Index:
     """On the last node: wait for every ``{k}-index.json``, merge them into ``index.json``, delete them.
 
     Raises:
@@ -108,7 +146,7 @@ async def merge_nodes(store: Store, env: OptimizerEnv, existing: Index | None, p
             "with mode='overwrite' (it redoes only its own share) to write index.json"
         )
     nodes = await _read_partials(store, wanted)
-    merged = merge_partial_indexes(nodes, existing=existing).stamped()
+    merged = await _with_extra(merge_partial_indexes(nodes, existing=existing).stamped(), before_index)
     await store.put(INDEX_FILENAME, merged.to_json().encode())
     for name in wanted:
         await store.delete(name)

@@ -12,19 +12,27 @@ without ``use_checkpoint`` the files of this run are removed, with it they stay 
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
+from ..format._arrow import pyarrow_module
+from ..format._arrow_write import check_chunk_format
+from ..format._checksum import check_checksum_argument
 from ..format._compression import resolve_compression
+from ..format._encrypted import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._inputs import split_inputs
+from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
 from ._runner import run_jobs
+from ._summary import summarize
 from ._worker import OptimizeJob
 from ._writer import check_chunking
 
@@ -33,10 +41,13 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Mapping, Sequence
 
+    from ..format._encryption import Encryption
     from ..format._serializers import Serializer
     from ..storage._resolver import Dir
     from ..storage._store import Store
     from ._env import OptimizerEnv
+    from ._nodes import BeforeIndex
+    from ._summary import RunSummary
 
 __all__ = ["optimize", "split_inputs"]
 
@@ -68,7 +79,11 @@ def optimize(
     executor: concurrent.futures.Executor | None = None,
     storage_options: Mapping[str, Any] | None = None,
     verbose: bool = True,
-) -> None:
+    checksum: str | None = None,
+    encryption: Encryption | None = None,
+    chunk_format: str | None = None,
+    key_fn: Callable[[Any], Any] | None = None,
+) -> RunSummary:
     """Apply ``fn`` to every input and write the samples as a LitData-format dataset.
 
     Matches LitData's ``optimize`` for the arguments it shares (names, defaults, the ordered input split,
@@ -120,16 +135,43 @@ def optimize(
         storage_options: Credentials and client options when ``output_dir`` is an object-store URL;
             chunks are uploaded as they are written and ``index.json`` last.
         verbose: Show a tqdm progress bar.
+        checksum: ``None`` (default, as LitData) or ``"sha256"``/``"blake2b"``: record each chunk file's digest
+            in ``index.json`` (under a key LitData ignores); litstream's readers verify it when a chunk is
+            downloaded or first opened in a process and raise ``FormatError`` naming a corrupt chunk.
+        encryption: ``FernetEncryption(password, level)`` or ``RSAEncryption(password, level)``
+            (LitData's): encrypt each item (``level="sample"``) or each chunk (``"chunk"``), before
+            any compression; ``index.json`` records the algorithm and level, never the key. Save the
+            key file (``encryption.save(path)``): reading needs it. See ``docs/format.md``.
+
+        chunk_format: ``None`` (default) writes the pytree layout; ``"arrow"`` writes LitData's Arrow
+            chunks (the layout LitData >= 0.2.7x writes by default for dict samples of JSON-like values,
+            see ``docs/format.md``): every sample a ``dict`` of ``None``/``bool``/``int``/``float``/
+            ``str``/``bytes``, lists and nested dicts of those, each field keeping one type. Needs
+            pyarrow (``pip install "litstream[arrow]"``). With ``compression`` the Arrow buffers are
+            compressed (``config.ipc_compression``) and file names keep ``.bin``. LitData has no such
+            argument (it picks Arrow itself); this one is litstream's.
+        key_fn: ``key_fn(sample) -> str | int``, a sample's own id (LitData 0.2.76's argument). Writes the
+            ``keys/`` sidecar (``keys/shard-00000.parquet``, see ``docs/keys.md``) so that ``ds["id"]`` and
+            ``ds.get_by_key(id)`` find a sample by it and ``dataset_update`` can replace it. Keys must be
+            unique across the dataset (append and resumed runs included) and all of one type; needs
+            pyarrow. In append mode the dataset must already have a sidecar exactly when ``key_fn`` is given.
+
+    Returns:
+        A :class:`~litstream.RunSummary` of this node's work: inputs finished, samples, chunk files, bytes
+        stored, seconds. LitData returns ``None``; code that ignores the result is unaffected.
 
     Raises:
         ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
             written. Also when checkpoints were made by a different run.
         OutputNotEmptyError: ``output_dir`` already holds files and ``mode`` is ``None``.
-        WorkerError: ``fn`` or the writer failed in a worker; names the input and chains the worker's
-            exception. Without ``use_checkpoint`` no ``index.json`` is written and this run's files are
-            removed; with it they stay for a re-run.
+        WorkerError: an input was lost: ``fn`` or the writer failed in a worker (names the input and
+            chains the worker's exception), a worker process died, an executor task was cancelled, a queue
+            input raised or held an item that cannot be pickled. No ``index.json`` is written (in append
+            mode the previous one stays as it was); without ``use_checkpoint`` this run's files are
+            removed, with it they stay for a re-run. See ``docs/write.md``.
         StorageError: on N nodes, the last node waited ``DATA_OPTIMIZER_TIMEOUT`` s for another node.
     """
+    started = time.monotonic()
     fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     resolve_compression(compression, compression_level, compression_batch_size, default_level="chunk")
@@ -138,6 +180,8 @@ def optimize(
         "compression_level": compression_level,
         "compression_batch_size": compression_batch_size,
     }
+    check_checksum_argument(checksum)
+    check_writer_encryption(encryption, item_loader)
     if mode not in _MODES:
         raise ConfigurationError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
     if item_loader is not None and not isinstance(item_loader, (PyTreeLoader, TokensLoader)):
@@ -145,6 +189,10 @@ def optimize(
     if not isinstance(use_checkpoint, bool):
         raise ConfigurationError(f"use_checkpoint must be True or False, got {use_checkpoint!r}")
     check_start_method(start_method)
+    if check_chunk_format(chunk_format) == "arrow":
+        if isinstance(item_loader, TokensLoader):
+            raise ConfigurationError("chunk_format='arrow' stores dict samples; it cannot be used with TokensLoader()")
+        pyarrow_module()  # fail now, naming the extra, rather than in a worker
     plan, num_workers = plan_inputs(
         inputs,
         queue,
@@ -157,7 +205,12 @@ def optimize(
         executor=executor,
         use_checkpoint=use_checkpoint,
     )
+    if key_fn is not None and not callable(key_fn):
+        raise ConfigurationError(f"key_fn must be a callable sample -> str | int, got {key_fn!r:.80}")
+    key_fn_pickle = None if key_fn is None else pickle_fn(key_fn)
     store = output_store(output_dir, storage_options)
+    if mode == "append":
+        run_sync(check_append_keys, store, key_fn is not None)
     assignment = plan.assignment
     run_config = None
     if use_checkpoint:
@@ -173,9 +226,20 @@ def optimize(
     jobs = _jobs(
         plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression_args, item_loader, serializers
     )
+    if checksum is not None:  # only then, so jobs pickle as before for every other run
+        jobs = [replace(job, writer_kwargs={**job.writer_kwargs, "checksum": checksum}) for job in jobs]
+    if encryption is not None:
+        for job in jobs:
+            job.writer_kwargs["encryption"] = encryption
+    if chunk_format == "arrow":
+        for job in jobs:
+            job.writer_kwargs["chunk_format"] = "arrow"
+    if key_fn_pickle is not None:
+        jobs = [replace(job, key_fn_pickle=key_fn_pickle) for job in jobs]
+    before_index = None if key_fn is None else run_sync(keys_hook, store, prepared.existing)
     total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
     try:
-        run_jobs(
+        workers = run_jobs(
             jobs,
             total=total,
             num_workers=num_workers,
@@ -185,12 +249,23 @@ def optimize(
             queue_timeout=plan.env.timeout,
             verbose=verbose,
         )
-        run_sync(finish_node, store, assignment.global_ranks, plan.env, prepared.existing, use_checkpoint)
+        expected = {w.rank: w.indexed_chunks for w in workers}
+        run_sync(
+            finish_node,
+            store,
+            assignment.global_ranks,
+            plan.env,
+            prepared.existing,
+            use_checkpoint,
+            expected,
+            before_index,
+        )
     except BaseException:
         if not use_checkpoint:
             run_sync(_discard, store, assignment.global_ranks, prepared)
         raise
-    run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint)
+    run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint, before_index)
+    return summarize(workers, seconds=time.monotonic() - started, output=store.url)
 
 
 def _jobs(
@@ -243,13 +318,21 @@ async def _discard(store: Store, ranks: list[int], prepared: Prepared) -> None:
     if current is not None:
         keep |= {c.filename for c in current.chunks}
     await sweep_orphans(store, ranks, keep)
+    await discard_rank_keys(store, ranks)
 
 
-async def _finish(store: Store, ranks: list[int], env: OptimizerEnv, prepared: Prepared, checkpoints: bool) -> None:
+async def _finish(
+    store: Store,
+    ranks: list[int],
+    env: OptimizerEnv,
+    prepared: Prepared,
+    checkpoints: bool,
+    before_index: BeforeIndex | None = None,
+) -> None:
     if checkpoints:
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
     if env.num_nodes > 1 and env.is_last_node:
-        await merge_nodes(store, env, prepared.existing)
+        await merge_nodes(store, env, prepared.existing, before_index=before_index)
 
 
 def _json_leaves(existing: Index | None) -> bool:

@@ -11,6 +11,12 @@
 A failing job stops the run: the other worker processes are killed (executor tasks, which cannot be
 stopped reliably, are waited for) and :class:`~litstream.WorkerError` is raised, chained to the
 worker's own exception where it can be pickled.
+
+Every input is accounted for. Each job returns a :class:`~._summary.WorkerSummary`; the run succeeds
+only when every job did, and each finished exactly the inputs it was given (for a queue input: the
+workers together finished every item this process forwarded). A worker process that died, an executor
+task that was cancelled, a queue that raised or an item that cannot be pickled is a
+:class:`~litstream.WorkerError`, never a shorter dataset.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ import cloudpickle
 from .._errors import WorkerError
 from .._sync import run_sync
 from ._env import set_worker_env
-from ._inputs import ALL_DONE, drain_queue
+from ._feed import FedQueue, QueueInputs, pack
+from ._inputs import ALL_DONE
 
 if TYPE_CHECKING:
+    from ._summary import WorkerSummary
     from ._worker import Report
 
 __all__ = ["Job", "run_jobs"]
@@ -45,7 +53,13 @@ class Job(Protocol):
     @property
     def rank(self) -> int: ...
 
-    async def run(self, report: Report, source: Any = None) -> None: ...
+    @property
+    def positions(self) -> list[int]: ...
+
+    @property
+    def num_inputs(self) -> int | None: ...
+
+    async def run(self, report: Report, source: Any = None) -> WorkerSummary: ...
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -73,22 +87,21 @@ def _worker_main(job_bytes: bytes, num_workers: int, events: Any, source: Any, p
     job: Job = cloudpickle.loads(job_bytes)
     set_worker_env(job.rank, num_workers)
     try:
-        run_sync(job.run, events.put, source)
+        summary = run_sync(job.run, events.put, source)
     except BaseException as exc:
         # The parent chains its WorkerError to the user's own exception (the cause of ours), when it pickles.
         original = exc.__cause__ if isinstance(exc, WorkerError) and exc.__cause__ is not None else exc
         message = f"{type(exc).__name__}: {exc}"
         events.put(("error", job.rank, message, traceback.format_exc(), _pickle_exception(original)))
     else:
-        events.put(("done", job.rank))
+        events.put(("done", job.rank, summary))
 
 
-def run_in_executor(job_bytes: bytes, num_workers: int) -> int:
-    """Run one cloudpickled job to completion (the function executors are given); returns its rank."""
+def run_in_executor(job_bytes: bytes, num_workers: int) -> WorkerSummary:
+    """Run one cloudpickled job to completion (the function executors are given); returns its summary."""
     job: Job = cloudpickle.loads(job_bytes)
     set_worker_env(job.rank, num_workers)
-    run_sync(job.run, lambda event: None)
-    return job.rank
+    return run_sync(job.run, lambda event: None)
 
 
 def run_jobs(
@@ -103,8 +116,8 @@ def run_jobs(
     verbose: bool = True,
     desc: str = "Optimizing",
     label: str = "optimize",
-) -> None:
-    """Run every job; return when all finished.
+) -> list[WorkerSummary]:
+    """Run every job; return their summaries once all finished and every input is accounted for.
 
     Args:
         jobs: Picklable jobs, one per worker.
@@ -118,24 +131,64 @@ def run_jobs(
         desc: The bar's label.
         label: The function's name in error messages (``optimize`` / ``map``).
 
+    Returns:
+        One summary per job, in the order of ``jobs``.
+
     Raises:
-        WorkerError: a job failed; names the worker and, through the job's message, the input.
+        WorkerError: a job failed, a worker process died, an executor task was cancelled, the queue input
+            failed or held an item that cannot be pickled, or a job finished fewer inputs than it was given;
+            names the worker and, where known, the input.
     """
     from tqdm.auto import tqdm
 
     bar = tqdm(total=total, desc=desc, unit="input", disable=not verbose)
     try:
         if executor is not None:
-            _run_on_executor(jobs, num_workers, executor, bar, label)
+            summaries = _run_on_executor(jobs, num_workers, executor, bar, label)
+            forwarded = None
         elif len(jobs) == 1:
-            _run_here(jobs[0], num_workers, bar, source, queue_timeout)
+            summaries = [_run_here(jobs[0], num_workers, bar, source, queue_timeout)]
+            forwarded = None
         else:
-            _run_processes(jobs, num_workers, start_method, bar, source, queue_timeout, label)
+            summaries, forwarded = _run_processes(jobs, num_workers, start_method, bar, source, queue_timeout, label)
     finally:
         bar.close()
+    check_accounting(jobs, summaries, forwarded, label)
+    return summaries
 
 
-def _run_here(job: Job, num_workers: int, bar: Any, source: Any, queue_timeout: float) -> None:
+def _span(positions: list[int]) -> str:
+    if not positions:
+        return "no inputs"
+    if positions == list(range(positions[0], positions[-1] + 1)):
+        return f"inputs at index {positions[0]}..{positions[-1]}"
+    shown = ", ".join(str(p) for p in positions[:8])
+    return f"inputs at index {shown}{', ...' if len(positions) > 8 else ''}"
+
+
+def check_accounting(jobs: list[Any], summaries: list[WorkerSummary], forwarded: int | None, label: str) -> None:
+    """Raise unless every job finished every input it was given (and the workers every forwarded queue item).
+
+    Raises:
+        WorkerError: names the worker and the inputs it did not finish.
+    """
+    for job, summary in zip(jobs, summaries, strict=True):
+        expected = job.num_inputs
+        if summary.rank != job.rank or (expected is not None and summary.inputs != expected):
+            raise WorkerError(
+                f"{label} worker {job.rank} finished {summary.inputs} of its {expected} inputs "
+                f"({_span(job.positions)}); nothing was committed"
+            )
+    if forwarded is not None:
+        received = sum(s.inputs for s in summaries)
+        if received != forwarded:
+            raise WorkerError(
+                f"{label}: the workers finished {received} of the {forwarded} queue items sent to them; nothing was "
+                "committed"
+            )
+
+
+def _run_here(job: Job, num_workers: int, bar: Any, source: Any, queue_timeout: float) -> WorkerSummary:
     saved = {k: os.environ.get(k) for k in ("DATA_OPTIMIZER_GLOBAL_RANK", "DATA_OPTIMIZER_NUM_WORKERS")}
     set_worker_env(job.rank, num_workers)
 
@@ -144,7 +197,7 @@ def _run_here(job: Job, num_workers: int, bar: Any, source: Any, queue_timeout: 
             bar.update(event[2])
 
     try:
-        run_sync(job.run, report, source)
+        return run_sync(job.run, report, source)
     finally:
         for key, value in saved.items():
             if value is None:
@@ -153,46 +206,85 @@ def _run_here(job: Job, num_workers: int, bar: Any, source: Any, queue_timeout: 
                 os.environ[key] = value
 
 
-def _pump(source: Any, target: Any, timeout: float, num_workers: int, stop: threading.Event) -> None:
-    """Forward a user's queue into the workers' queue, then one sentinel per worker."""
-    try:
-        for item in drain_queue(source, timeout):
-            if stop.is_set():
-                return
-            target.put(item)
-    finally:
-        for _ in range(num_workers):
-            target.put(ALL_DONE)
+_FEED_PER_WORKER = 8
+"""Queue items forwarded but not yet taken, per worker process."""
+
+
+class _Pump:
+    """Forwards a user's queue to the workers (in a thread of this process), each item pickled here."""
+
+    def __init__(self, source: Any, target: Any, timeout: float, num_workers: int, events: Any) -> None:
+        self.stop = threading.Event()
+        self.forwarded = 0
+        self.error: BaseException | None = None
+        self._inputs = QueueInputs(source, timeout, self.stop)
+        self._target = target
+        self._num_workers = num_workers
+        self._events = events
+        self.thread = threading.Thread(target=self._run, name="litstream-queue-pump", daemon=True)
+
+    def _put(self, entry: Any) -> bool:
+        """Put ``entry`` on the bounded feed, waiting while it is full; False once the run is stopped."""
+        while not self.stop.is_set():
+            try:
+                self._target.put(entry, timeout=0.2)
+                return True
+            except queue_module.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            while True:
+                taken = self._inputs.take()
+                if self.stop.is_set():
+                    return  # the run failed; no ALL_DONE, the workers are stopped
+                if taken is None:
+                    break
+                item, where, _ = taken
+                if not self._put(pack(item, where)):
+                    return
+                self.forwarded += 1
+            for _ in range(self._num_workers):
+                if not self._put(ALL_DONE):
+                    return
+        except BaseException as exc:
+            self.error = exc
+            self._events.put(("source_error",))  # wakes the runner
 
 
 def _run_processes(
     jobs: list[Job], num_workers: int, start_method: str, bar: Any, source: Any, queue_timeout: float, label: str
-) -> None:
+) -> tuple[list[WorkerSummary], int | None]:
     ctx: Any = multiprocessing.get_context(start_method)
     events = ctx.Queue()
-    feed = ctx.Queue() if source is not None else None
+    # Bounded: a fast producer waits for the workers instead of filling this process's memory.
+    feed = ctx.Queue(_FEED_PER_WORKER * len(jobs)) if source is not None else None
     if feed is not None:
         feed.cancel_join_thread()  # items left for dead workers must not block this process's exit
     processes = [
         ctx.Process(
             target=_worker_main,
-            args=(cloudpickle.dumps(job), num_workers, events, feed, os.getpid()),
+            args=(cloudpickle.dumps(job), num_workers, events, FedQueue(feed) if feed else None, os.getpid()),
             daemon=True,
         )
         for job in jobs
     ]
     for p in processes:
         p.start()
-    stop = threading.Event()
     pump = None
     if source is not None:
-        pump = threading.Thread(target=_pump, args=(source, feed, queue_timeout, len(jobs), stop), daemon=True)
-        pump.start()
+        pump = _Pump(source, feed, queue_timeout, len(jobs), events)
+        pump.thread.start()
     by_rank = {job.rank: p for job, p in zip(jobs, processes, strict=True)}
     pending = set(by_rank)
+    summaries: dict[int, WorkerSummary] = {}
     failure: tuple[Any, ...] | None = None
     try:
         while pending and failure is None:
+            if pump is not None and pump.error is not None:
+                failure = ("source",)
+                break
             try:
                 event = events.get(timeout=0.5)
             except queue_module.Empty:
@@ -206,10 +298,12 @@ def _run_processes(
                 bar.update(event[2])
             elif event[0] == "done":
                 pending.discard(event[1])
+                summaries[event[1]] = event[2]
             elif event[0] == "error":
                 failure = event
     finally:
-        stop.set()
+        if pump is not None:
+            pump.stop.set()
         if failure is not None or pending:
             for p in processes:
                 if p.is_alive():
@@ -217,31 +311,44 @@ def _run_processes(
         for p in processes:
             p.join()
         if pump is not None:
-            pump.join(timeout=1.0)
+            pump.thread.join(timeout=5.0)
+    if pump is not None and pump.error is not None:
+        raise WorkerError(f"{label}: {pump.error}; nothing was committed") from (pump.error.__cause__ or pump.error)
     if failure is not None:
         _, rank, message, tb, original = failure
         cause = cloudpickle.loads(original) if original is not None else None
         raise WorkerError(f"{label} worker {rank} failed: {message}\n{tb}") from cause
+    return [summaries[job.rank] for job in jobs], None if pump is None else pump.forwarded
 
 
 def _run_on_executor(
     jobs: list[Job], num_workers: int, executor: concurrent.futures.Executor, bar: Any, label: str
-) -> None:
+) -> list[WorkerSummary]:
     futures = {executor.submit(run_in_executor, cloudpickle.dumps(job), num_workers): job for job in jobs}
-    counts = {job.rank: getattr(job, "num_inputs", None) or 0 for job in jobs}
-    failure: tuple[int, BaseException] | None = None
+    summaries: dict[int, WorkerSummary] = {}
+    failure: tuple[int, str, BaseException | None] | None = None
     pending = set(futures)
     while pending:
-        done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+        done, pending = concurrent.futures.wait(pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
+        # A future cancelled without notifying its waiters (not through its executor) never counts as done.
+        cancelled = {future for future in pending if future.cancelled()}
+        done, pending = done | cancelled, pending - cancelled
         for future in done:
-            rank = futures[future].rank
-            exc = future.exception() if not future.cancelled() else None
+            job = futures[future]
+            if future.cancelled():
+                # Counts as a failure: the task's inputs were not written (LitData's runs "succeeded" here).
+                reason = f"its task was cancelled by the executor; its {_span(job.positions)} were not written"
+                failure = failure or (job.rank, reason, None)
+                continue
+            exc = future.exception()
             if exc is not None:
                 # The other jobs are left to finish: an executor may report a running task as cancelled
                 # while it still writes (Dask does), and cleaning up under it would leave its files behind.
-                failure = failure or (rank, exc)
-            elif not future.cancelled():
-                bar.update(counts[rank])
+                failure = failure or (job.rank, f"{type(exc).__name__}: {exc}", exc)
+            else:
+                summaries[job.rank] = future.result()
+                bar.update(job.num_inputs or 0)
     if failure is not None:
-        rank, exc = failure
-        raise WorkerError(f"{label} worker {rank} failed: {type(exc).__name__}: {exc}") from exc
+        rank, message, cause = failure
+        raise WorkerError(f"{label} worker {rank} failed: {message}") from cause
+    return [summaries[job.rank] for job in jobs]

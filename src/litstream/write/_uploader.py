@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +47,12 @@ from ..storage._transfer import ByteBudget, Uploader
 from ._append import config_diff, next_chunk_number, settings_mismatch
 from ._env import OptimizerEnv
 from ._output import prepare_output
+from ._uploader_keys import UploaderKeys
 from ._writer import check_chunking, dataset_config, pack_and_compress
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from types import TracebackType
 
     from ..format._serializers import Serializer
@@ -143,6 +144,9 @@ class AsyncUploader:
         max_bytes_in_flight: Budget for closed chunks being packed, queued or uploading: an int of
             bytes or a string like ``"256MB"``. Default 256 MiB.
         max_concurrency: Uploads running at once. Default 4.
+        key_fn: ``key_fn(sample) -> str | int`` (as ``optimize``'s): every commit also writes the ``keys/``
+            sidecar, so ``ds["id"]`` finds committed samples; ``add`` refuses a duplicate key
+            (``DuplicateKeyError``). Appending, the dataset must have a sidecar exactly when it is given.
 
     Raises:
         ConfigurationError: a bad argument (raised here, before anything is written); on entering,
@@ -164,6 +168,7 @@ class AsyncUploader:
         rank: int = 0,
         max_bytes_in_flight: int | str = 256 * MiB,
         max_concurrency: int = 4,
+        key_fn: Callable[[Any], Any] | None = None,
     ) -> None:
         self._chunking_given = chunk_size is not None or chunk_bytes is not None
         self._chunk_size, self._chunk_bytes = check_chunking(
@@ -201,6 +206,8 @@ class AsyncUploader:
         self._commits = 0
         self._last_stamp = 0.0
         self._peak_held = 0
+        self._key_fn = key_fn
+        self._keys: UploaderKeys | None = None
 
     @property
     def store(self) -> Store:
@@ -222,6 +229,7 @@ class AsyncUploader:
         # keep a pre-0.2.76 dataset's layout: its list fields were flattened, not stored as json leaves
         self._json_leaves = existing is None or existing.config is None or "json" in existing.config.data_format
         self._encoder = SampleEncoder(self._serializers, json_leaves=self._json_leaves)
+        self._keys = await UploaderKeys.open(self._store, existing, self._key_fn)
         self._next_number = await next_chunk_number(self._store, self._rank, starts.get(self._rank, 0))
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
         self._budget = ByteBudget(self._max_bytes)
@@ -292,6 +300,7 @@ class AsyncUploader:
         self._check_open("add")
         async with self._lock:
             self._check_open("add")
+            key = None if self._keys is None else self._keys.key_of(sample, self._samples_added)
             item = await anyio.to_thread.run_sync(self._encode, sample)
             charge = 0
             if self._builder.closes_before(len(item)):
@@ -299,6 +308,8 @@ class AsyncUploader:
             with anyio.CancelScope(shield=True):  # from here on, the sample is accepted whole
                 closed = self._builder.add(item)
                 del item
+                if self._keys is not None and key is not None:
+                    self._keys.accept(key)
                 self._samples_added += 1
                 self._note_held()
                 if closed is not None:
@@ -392,6 +403,9 @@ class AsyncUploader:
             return
         new = Index(chunks=tuple(c.info for c in self._chunks[:done]), config=self._config)
         merged = merge_partial_indexes([(partial_index_name(self._rank), new)], existing=self._existing)
+        if self._keys is not None:
+            extra = await self._keys.publish(self._store, merged, new.num_items)
+            merged = replace(merged, extra={**merged.extra, **extra})
         stamp = max(time.time(), self._last_stamp + 1e-6)  # updated_at changes with every commit
         await self._store.put(INDEX_FILENAME, merged.stamped(stamp).to_json().encode())
         self._last_stamp = stamp

@@ -9,6 +9,7 @@ starts from one on a re-run (see :mod:`._checkpoint`).
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,9 +20,12 @@ import cloudpickle
 
 from .._errors import WorkerError
 from ..format._index import Index
+from ..format._loaders import SampleDecoder
 from ._checkpoint import CommitTracker, WorkerCheckpoint, checkpoint_name
-from ._inputs import drain_queue
-from ._writer import ChunkWriter
+from ._feed import QueueInputs, SequenceInputs, run_ahead
+from ._keys import KeyRecorder
+from ._summary import WorkerSummary
+from ._writer import ChunkWriter, EncodedSample
 
 if TYPE_CHECKING:
     from ..format._index import ChunkInfo
@@ -34,6 +38,14 @@ _REPORT_EVERY_S = 0.1
 
 Report = Callable[[tuple[Any, ...]], None]
 """How a job tells its runner about progress: ``("progress", rank, inputs_finished)``."""
+
+
+class _EncodeFailed(Exception):
+    """Carries a failure of encoding a sample out of ``fn``'s loop (to tell it from a failure of ``fn``)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def iter_samples(fn: Callable[[Any], Any], item: Any) -> Iterator[Any]:
@@ -61,6 +73,7 @@ class OptimizeJob:
         checkpoint: ``None`` without ``use_checkpoint``; else where this worker stands (an empty one on a
             first run).
         queue_timeout: Seconds without a queue item after which a queue input counts as finished.
+        key_fn_pickle: ``key_fn`` cloudpickled, or ``None``: the keys go to ``{rank}.keys.parquet``.
     """
 
     rank: int
@@ -71,6 +84,7 @@ class OptimizeJob:
     writer_kwargs: dict[str, Any]
     checkpoint: WorkerCheckpoint | None = None
     queue_timeout: float = 300.0
+    key_fn_pickle: bytes | None = None
 
     @property
     def num_inputs(self) -> int | None:
@@ -80,17 +94,18 @@ class OptimizeJob:
         done = self.checkpoint.inputs_done if self.checkpoint is not None else 0
         return len(self.items) - done
 
-    def _inputs(self, source: Any) -> Iterator[tuple[Any, str]]:
+    def _source(self, source: Any, halt: threading.Event) -> SequenceInputs | QueueInputs:
         if self.items is None:
-            for count, item in enumerate(drain_queue(source, self.queue_timeout)):
-                yield item, f"queue item {count}"
-            return
+            return QueueInputs(source, self.queue_timeout, halt)
         start = self.checkpoint.inputs_done if self.checkpoint is not None else 0
-        for offset in range(start, len(self.items)):
-            yield self.items[offset], f"index {self.positions[offset]}"
+        return SequenceInputs(self.items, self.positions, start)
 
-    async def run(self, report: Report, source: Any = None) -> None:
-        """Process every input; raises :class:`WorkerError` naming the input that failed."""
+    async def run(self, report: Report, source: Any = None) -> WorkerSummary:
+        """Process every input; returns what was done, or raises :class:`WorkerError` naming the input that failed.
+
+        ``fn`` runs in a worker thread, a batch of inputs ahead of the writer (see :mod:`._feed`), so the
+        uploads on this loop go on while it computes.
+        """
         fn = cloudpickle.loads(self.fn_pickle)
         ckpt = self.checkpoint
         tracker = CommitTracker(ckpt) if ckpt is not None else None
@@ -113,45 +128,85 @@ class OptimizeJob:
 
         async def wait_committed() -> None:
             # With checkpoints, a closed chunk is stored (and its checkpoint saved) before the next
-            # input runs: the checkpoint then trails fn by less than one chunk, whatever fn does.
+            # input is written: the checkpoint then trails fn by less than one chunk, whatever fn does.
             while next_number < writer.next_chunk_index:
                 await stored.wait()
 
         writer = ChunkWriter(
             self.store, rank=self.rank, resume=resume, on_commit=on_commit if tracker else None, **kwargs
         )
+        keys = KeyRecorder(cloudpickle.loads(self.key_fn_pickle)) if self.key_fn_pickle is not None else None
+        if keys is not None and resume is not None and resume.config is not None:
+            decoder = SampleDecoder(resume.config, kwargs.get("serializers"))
+            await keys.resume(self.store, self.rank, resume, decoder.decode)
         skip = ckpt.samples_skip if ckpt is not None else 0
+        finished = 0
         done = 0  # inputs finished but not reported yet: progress goes out at most every 0.1 s, not per input
         next_report = time.monotonic() + _REPORT_EVERY_S
+
+        def call(item: Any, where: str, last: bool) -> list[tuple[EncodedSample, str | int | None]]:
+            # In fn's thread: each sample is encoded as soon as fn made it, as LitData does, so a fn that
+            # reuses its dict or array for the next input cannot change samples waiting for the writer.
+            encoded = []
+            try:
+                for sample in iter_samples(fn, item):
+                    try:
+                        key = keys.key_of(sample, where) if keys is not None else None
+                        encoded.append((writer.encode(sample), key))
+                    except Exception as exc:
+                        raise _EncodeFailed(exc) from exc
+            except _EncodeFailed as failed:
+                error = failed.error
+                raise WorkerError(
+                    f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+            except Exception as exc:
+                raise WorkerError(
+                    f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): {type(exc).__name__}: {exc}"
+                ) from exc
+            return encoded
+
+        async def handle(item: Any, where: str, samples: list[tuple[EncodedSample, str | int | None]]) -> None:
+            nonlocal skip, finished, done, next_report
+            if tracker is not None:
+                tracker.start_input()
+                tracker.add_samples(len(samples))
+            for sample, key in samples[skip:]:
+                try:
+                    if keys is not None:
+                        keys.record(key, where)
+                    await writer.add_encoded(sample)
+                except Exception as exc:
+                    raise WorkerError(
+                        f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+            skip = 0
+            if tracker is not None:
+                tracker.end_input()
+                await wait_committed()
+            finished += 1
+            done += 1
+            if time.monotonic() >= next_report:
+                report(("progress", self.rank, done))
+                done, next_report = 0, time.monotonic() + _REPORT_EVERY_S
+
+        halt = threading.Event()
         try:
             async with writer:
-                for item, where in self._inputs(source):
-                    try:
-                        samples = list(iter_samples(fn, item))
-                    except Exception as exc:
-                        raise WorkerError(
-                            f"fn failed on input {item!r:.200} ({where}, worker {self.rank}): "
-                            f"{type(exc).__name__}: {exc}"
-                        ) from exc
-                    if tracker is not None:
-                        tracker.start_input()
-                        tracker.add_samples(len(samples))
-                    for sample in samples[skip:]:
-                        try:
-                            await writer.add(sample)
-                        except Exception as exc:
-                            raise WorkerError(
-                                f"cannot write the sample from input {item!r:.200} ({where}, worker {self.rank}): "
-                                f"{type(exc).__name__}: {exc}"
-                            ) from exc
-                    skip = 0
-                    if tracker is not None:
-                        tracker.end_input()
-                        await wait_committed()
-                    done += 1
-                    if time.monotonic() >= next_report:
-                        report(("progress", self.rank, done))
-                        done, next_report = 0, time.monotonic() + _REPORT_EVERY_S
+                await run_ahead(self._source(source, halt), call, handle, halt)
         finally:
             if done:
                 report(("progress", self.rank, done))
+        if keys is not None:
+            await keys.save(self.store, self.rank)
+        partial = writer.partial_index
+        return WorkerSummary(
+            rank=self.rank,
+            inputs=finished,
+            samples=writer.num_samples,
+            chunks=writer.chunks_written,
+            bytes=writer.bytes_written,
+            indexed_chunks=0 if partial is None else len(partial.chunks),
+        )

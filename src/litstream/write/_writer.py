@@ -17,7 +17,8 @@ Usage::
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -26,8 +27,11 @@ from .._errors import ConfigurationError, FormatError, collapse_exception_group
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
+from ..format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk, snapshot
+from ..format._checksum import CHECKSUM_KEY, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
 from ..format._compression import Compression, compress, resolve_compression
+from ..format._encrypted import check_writer_encryption, encrypt_chunk
 from ..format._framed import pack as pack_in_file
 from ..format._index import ChunkInfo, DatasetConfig, Index, comparable_config, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
@@ -69,17 +73,21 @@ def check_chunking(chunk_size: int | None, chunk_bytes: int | str | None) -> tup
     return chunk_size, None if chunk_bytes is None else parse_bytes(chunk_bytes)
 
 
-def pack_and_compress(items: list[bytes], compression: str | None) -> tuple[bytes, int]:
+def pack_and_compress(items: list[bytes], compression: str | None, encryption: Any = None) -> tuple[bytes, int]:
     """Chunk bytes ready to store, and their length before compression (``index.json``'s ``chunk_bytes``).
 
     Pure CPU work, meant for a worker thread. ``items`` is emptied once packed, so the item bytes can be
-    freed while the chunk is compressed and uploaded.
+    freed while the chunk is compressed and uploaded. With a ``"chunk"``-level ``encryption`` the
+    packed chunk is encrypted before compression (LitData's order; ``chunk_bytes`` counts the ciphertext).
 
     Raises:
-        FormatError: the chunk would exceed the 4 GiB format limit.
+        FormatError: the chunk would exceed the 4 GiB format limit (``EncryptionError``: RSA cannot
+            encrypt it).
     """
     data = pack_chunk(items)
     items.clear()
+    if encryption is not None and encryption.level == "chunk":
+        data = encrypt_chunk(encryption, data)
     size = len(data)
     if compression is None:
         return data, size
@@ -100,6 +108,7 @@ def dataset_config(
     chunk_bytes: int | None,
     compression: str | Compression | None,
     item_loader: PyTreeLoader | TokensLoader,
+    encryption: Any = None,
 ) -> DatasetConfig:
     """The ``config`` of ``index.json`` for samples encoded by ``encoder`` (its format fixed by a first sample).
 
@@ -114,6 +123,7 @@ def dataset_config(
         chunk_size=chunk_size,
         chunk_bytes=chunk_bytes,
         compression=keys.pop("compression"),
+        encryption=None if encryption is None else encryption.state_dict(),
         item_loader=type(item_loader).__name__,
         extra={
             "compression_batch_size": None,
@@ -123,6 +133,16 @@ def dataset_config(
             "types": getattr(encoder, "types", None),
         },
     )
+
+
+class EncodedSample(NamedTuple):
+    """One sample as :meth:`ChunkWriter.encode` made it: a pytree ``item`` (bytes) and its token ``dim``,
+    or, for Arrow chunks, the row's estimated ``size`` and a ``row`` snapshot."""
+
+    item: bytes
+    dim: int | None
+    size: int | None
+    row: Any
 
 
 class ChunkWriter:
@@ -147,9 +167,22 @@ class ChunkWriter:
         resume: Chunks (and their config) this rank committed in an interrupted run; they head the
             partial index (``use_checkpoint`` resume).
         on_commit: Awaited after each chunk is stored, with its entry; the next chunk waits for it.
+        checksum: ``None`` (default) or ``"sha256"``/``"blake2b"``: record each stored chunk file's digest in
+            its ``index.json`` entry (see :mod:`litstream.format._checksum`); readers then verify it.
+        encryption: A ``FernetEncryption`` / ``RSAEncryption``: items (level ``"sample"``) or whole
+            chunks (level ``"chunk"``) are encrypted; ``index.json`` records its ``state_dict()``.
+
+        chunk_format: ``None`` (the pytree layout) or ``"arrow"``: LitData's Arrow chunks, for dict
+            samples of JSON-like values (``format._arrow_write``); ``compression`` then compresses the
+            Arrow buffers and ``chunk_bytes`` counts LitData's row estimate.
+
+    Attributes:
+        num_samples: Samples added so far.
+        chunks_written: Chunk files stored so far (``resume`` chunks not counted).
+        bytes_written: Bytes of those chunk files as stored (after compression).
 
     Raises:
-        ConfigurationError: invalid chunking or compression arguments.
+        ConfigurationError: invalid chunking, compression, encryption or chunk format arguments.
     """
 
     def __init__(
@@ -169,7 +202,11 @@ class ChunkWriter:
         max_pending_chunks: int = 0,
         resume: Index | None = None,
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
+        checksum: str | None = None,
+        encryption: Any = None,
+        chunk_format: str | None = None,
     ) -> None:
+        self._checksum = check_checksum_argument(checksum)
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
         spec = resolve_compression(compression, compression_level, compression_batch_size, default_level="chunk")
         if spec is not None and not spec.whole_file and isinstance(item_loader, TokensLoader):
@@ -177,17 +214,34 @@ class ChunkWriter:
                 f"compression_level={spec.level!r} is only for the default PyTreeLoader (as in LitData); "
                 "TokensLoader datasets use compression_level='chunk'"
             )
+        self._encryption = check_writer_encryption(encryption, item_loader)
+        if spec is not None and not spec.whole_file and (self._encryption is not None or chunk_format is not None):
+            raise ConfigurationError(
+                f"compression_level={spec.level!r} cannot be combined with encryption= or chunk_format= (as in "
+                "LitData); use compression_level='chunk'"
+            )
         self._store = store
         self._rank = rank
         self._spec = spec
+        self._compression = compression
         # the ``.{compression}`` file-name infix, only for whole-file compression
-        self._compression = compression if spec is not None and spec.whole_file else None
+        self._infix = compression if spec is not None and spec.whole_file else None
         self._encoder: SampleEncoder | TokenEncoder = (
             TokenEncoder(serializers)
             if isinstance(item_loader, TokensLoader)
             else SampleEncoder(serializers, json_leaves=json_leaves)
         )
         self._item_loader = item_loader or PyTreeLoader()
+        self._arrow = ArrowEncoder() if check_chunk_format(chunk_format) == "arrow" else None
+        if self._arrow is not None and isinstance(item_loader, TokensLoader):
+            raise ConfigurationError("chunk_format='arrow' stores dict samples; it cannot be used with TokensLoader()")
+        if self._arrow is not None and self._encryption is not None:
+            raise ConfigurationError(
+                "chunk_format='arrow' cannot be combined with encryption= (LitData cannot read encrypted Arrow "
+                "chunks back either); drop one of the two"
+            )
+        self._rows: list[Any] = []  # samples of the open Arrow chunk
+        self._encode_lock = threading.Lock()  # encode() may run in fn's thread while config() runs here
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
         self._next_chunk = start_chunk
         self._chunks: list[ChunkInfo] = list(resume.chunks) if resume is not None else []
@@ -195,13 +249,15 @@ class ChunkWriter:
         self._on_commit = on_commit
         self._max_pending = max_pending_chunks
         self._task_group: TaskGroup | None = None
-        self._send: MemoryObjectSendStream[tuple[str, list[bytes], int | None]] | None = None
+        self._send: MemoryObjectSendStream[tuple[str, list[Any], int | None]] | None = None
         self.num_samples = 0
+        self.chunks_written = 0
+        self.bytes_written = 0
         self.partial_index: Index | None = None
         self.written_files: list[str] = []
 
     async def __aenter__(self) -> ChunkWriter:
-        send, receive = anyio.create_memory_object_stream[tuple[str, list[bytes], int | None]](self._max_pending)
+        send, receive = anyio.create_memory_object_stream[tuple[str, list[Any], int | None]](self._max_pending)
         self._send = send
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -215,7 +271,8 @@ class ChunkWriter:
         assert self._send is not None
         try:
             if exc_type is None:
-                await self._emit(self._builder.flush())
+                closed = self._builder.flush()
+                await self._emit(closed if self._arrow is None or closed is None else (self._take_rows(), closed[1]))
             await self._send.aclose()
         finally:
             if exc_type is not None:
@@ -232,50 +289,106 @@ class ChunkWriter:
             await self._write_partial_index()
         return result
 
-    async def add(self, sample: Any) -> None:
-        """Encode ``sample`` and buffer it; waits while the upload queue is full (backpressure).
+    def encode(self, sample: Any) -> EncodedSample:
+        """Encode ``sample`` now, with no I/O, so that it no longer depends on the object ``fn`` returned (a
+        ``fn`` may reuse and mutate its dict or array for the next input). Call it from one thread at a
+        time (``optimize`` calls it in the thread that runs ``fn``); pass the result to :meth:`add_encoded`
+        in order.
 
         Raises:
             FormatError: the sample cannot be encoded or differs in structure from the first one.
         """
-        item, dim = self._encoder.encode_item(sample)
-        self.num_samples += 1
+        with self._encode_lock:
+            if self._arrow is not None:
+                return EncodedSample(b"", None, self._arrow.add(sample), snapshot(sample))
+            item, dim = self._encoder.encode_item(sample)
+        if self._encryption is not None and self._encryption.level == "sample":
+            item = self._encryption.encrypt(bytes(item))
         # An empty token array counts as one toward chunk_size, as in LitData.
-        await self._emit(self._builder.add(item, dim or None))
+        return EncodedSample(item, dim or None, None, None)
 
-    async def _emit(self, closed: tuple[list[bytes], list[int | None]] | None) -> None:
+    async def add_encoded(self, encoded: EncodedSample) -> None:
+        """Buffer a sample made by :meth:`encode`; waits while the upload queue is full (backpressure)."""
+        self.num_samples += 1
+        if self._arrow is not None:
+            closed = self._builder.add(b"", None, size=encoded.size)
+            rows = self._take_rows() if closed is not None else []
+            self._rows.append(encoded.row)
+            await self._emit(None if closed is None else (rows, closed[1]))
+            return
+        await self._emit(self._builder.add(encoded.item, encoded.dim))
+
+    async def add(self, sample: Any) -> None:
+        """Encode ``sample`` and buffer it (:meth:`encode` then :meth:`add_encoded`); waits while the upload
+        queue is full (backpressure).
+
+        Raises:
+            FormatError: the sample cannot be encoded or differs in structure from the first one.
+        """
+        await self.add_encoded(self.encode(sample))
+
+    def _take_rows(self) -> list[Any]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    async def _emit(self, closed: tuple[list[Any], list[int | None]] | None) -> None:
         if closed is None:
             return
         if self._send is None:
             raise RuntimeError("use ChunkWriter as `async with ChunkWriter(...) as writer:`")
         items, dims = closed
-        name = chunk_filename(self._rank, self._next_chunk, self._compression)
+        # Arrow chunks compress their buffers inside: the file name carries no compression infix
+        name = chunk_filename(self._rank, self._next_chunk, None if self._arrow else self._infix)
         self._next_chunk += 1
         # TokensLoader chunks record their token count (index.json's ``dim``); others ``None``.
         tokens = sum(d or 0 for d in dims) if isinstance(self._encoder, TokenEncoder) else None
         await self._send.send((name, items, tokens))
 
-    async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[bytes], int | None]]) -> None:
+    async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[Any], int | None]]) -> None:
         async with receive:
             async for name, items, dim in receive:
                 count = len(items)
                 put_parts = getattr(self._store, "put_parts", None)
-                if self._spec is None and put_parts is not None:
+                if self._arrow is not None:
+                    payload = await anyio.to_thread.run_sync(pack_arrow_chunk, items, self._compression)
+                    size = len(payload)
+                    stored = size
+                    digest = await self._digest([payload])
+                    await self._store.put(name, payload)
+                elif self._compression is None and self._encryption is None and put_parts is not None:
                     # header and items go to the file one after the other: no 64 MB joined copy
                     header = chunk_header(items)
                     size = len(header) + sum(len(item) for item in items)
-                    await put_parts(name, [header, *items])
+                    parts = [header, *items]
+                    digest = await self._digest(parts)
+                    await put_parts(name, parts)
+                    stored = size
                 elif self._spec is not None and not self._spec.whole_file:
                     payload, size = await anyio.to_thread.run_sync(pack_in_file_compressed, items, self._spec)
+                    stored = size
+                    digest = await self._digest([payload])
                     await self._store.put(name, payload)
                 else:
-                    payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
+                    payload, size = await anyio.to_thread.run_sync(
+                        pack_and_compress, items, self._compression, self._encryption
+                    )
+                    stored = len(payload)
+                    digest = await self._digest([payload])
                     await self._store.put(name, payload)
                 self.written_files.append(name)
-                info = ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim)
+                self.chunks_written += 1
+                self.bytes_written += stored
+                extra = {CHECKSUM_KEY: digest} if digest is not None else {}
+                info = ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=dim, extra=extra)
                 self._chunks.append(info)
                 if self._on_commit is not None:
                     await self._on_commit(info)
+
+    async def _digest(self, parts: list[bytes]) -> str | None:
+        """The stored file's checksum (in a worker thread), or ``None`` without ``checksum``."""
+        if self._checksum is None:
+            return None
+        return await anyio.to_thread.run_sync(chunk_digest, parts, self._checksum)
 
     @property
     def next_chunk_index(self) -> int:
@@ -284,6 +397,27 @@ class ChunkWriter:
 
     def config(self) -> DatasetConfig | None:
         """The dataset config fixed by the first sample (or by ``resume``); ``None`` before any sample."""
+        with self._encode_lock:
+            return self._config()
+
+    def _config(self) -> DatasetConfig | None:
+        if self._arrow is not None:
+            if self._arrow.data_spec is None:
+                return self._resume_config
+            return DatasetConfig(
+                data_format=self._arrow.data_format,
+                data_spec=self._arrow.data_spec,
+                chunk_size=self._chunk_size,
+                chunk_bytes=self._chunk_bytes,
+                compression=None,
+                item_loader=type(self._item_loader).__name__,
+                extra={  # every key LitData 0.2.76 writes for such a dataset
+                    "compression_batch_size": None,
+                    "compression_level": None,
+                    "ipc_compression": ipc_codec(self._compression)[0],
+                    "types": self._arrow.types_json(),
+                },
+            )
         if self._encoder.data_spec is None:
             return self._resume_config
         return dataset_config(
@@ -292,6 +426,7 @@ class ChunkWriter:
             chunk_bytes=self._chunk_bytes,
             compression=self._spec,
             item_loader=self._item_loader,
+            encryption=self._encryption,
         )
 
     async def _write_partial_index(self) -> None:

@@ -1,0 +1,137 @@
+"""Keyed reads: a sample's own id → its position → its bytes (``ds["id"]``, ``get_by_key``).
+
+A :class:`KeyReader` loads the ``keys/`` shard a key hashes to once per process (one ``get`` of that
+shard, validated in :mod:`litstream.format._keys`) and answers every later lookup from memory by binary
+search; the sample itself is then one item read, as ``ds[i]``. The reader pickles empty, so each
+DataLoader worker loads its own copy on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError, collapse_exception_group
+from ..format._keys import KeyTable, decode_key_table, key_shard, normalize_key, section_of, shard_name, sorted_table
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._source import DatasetSource
+    from ._subset import Selection
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ["KeyReader", "read_by_keys"]
+
+_CONCURRENT_READS = 16
+"""Item reads of one ``get_by_keys`` call in flight at once."""
+
+
+class KeyReader:
+    """The shards of one dataset's sidecar loaded so far in this process (empty after pickling)."""
+
+    def __init__(self) -> None:
+        self._reset(None)
+
+    def _reset(self, updated_at: str | None) -> None:
+        self._pid = os.getpid()
+        self._num_shards: int | None = None
+        self._shards: dict[int, KeyTable] = {}
+        self._updated_at = updated_at
+
+    def __reduce__(self) -> tuple[type[KeyReader], tuple[()]]:
+        return (KeyReader, ())
+
+    async def _num_shards_of(self, source: DatasetSource) -> int:
+        if self._pid != os.getpid() or self._updated_at != source.index.updated_at:
+            self._reset(source.index.updated_at)  # another process or another index: start afresh
+        if self._num_shards is None:
+            n = section_of(source.index.extra, source=f"{source.store.url}/index.json")
+            if n is None:  # LitData infers one shard when the section is absent
+                try:
+                    await source.store.head(shard_name(0))
+                except ObjectNotFoundError:
+                    raise KeyNotFoundError(
+                        f"the dataset in {source.store.url} has no keys/ sidecar, so samples cannot be looked up "
+                        "by key; write it with optimize(..., key_fn=...) or build_keys_index(input_dir, key_fn)"
+                    ) from None
+                n = 1
+            self._num_shards = n
+        return self._num_shards
+
+    async def _shard(self, source: DatasetSource, shard: int) -> KeyTable:
+        table = self._shards.get(shard)
+        if table is None:
+            name = shard_name(shard)
+            where = f"{source.store.url}/{name}"
+            raw = await source.store.get(name)
+            keys, indices, _ = decode_key_table(raw, source=where, num_items=source.index.num_items)
+            table = sorted_table(keys, indices, source=where)
+            self._shards[shard] = table
+        return table
+
+    async def locate(self, source: DatasetSource, key: object) -> int:
+        """The global sample index (in ``index.json`` order) of ``key``.
+
+        Raises:
+            KeyNotFoundError: the dataset has no sidecar, or ``key`` is not in it.
+            ConfigurationError: ``key`` is not a str or int.
+            FormatError: the sidecar is malformed.
+        """
+        norm = normalize_key(key)
+        n = await self._num_shards_of(source)
+        found = (await self._shard(source, key_shard(norm, n))).find(norm)
+        if found is None:
+            raise KeyNotFoundError(f"key {norm!r} is not in the dataset {source.store.url}")
+        return found
+
+
+def _in_selection(selection: Selection, chunk: int, item: int) -> bool:
+    pairs = zip(selection.chunks, selection.regions, strict=True)
+    return any(c == chunk and start <= item < end for c, (start, end) in pairs)
+
+
+async def read_by_keys(
+    source: DatasetSource, reader: KeyReader, keys: Sequence[object], selection: Selection | None
+) -> list[Any]:
+    """Decode the samples of ``keys``, in that order.
+
+    Raises:
+        KeyNotFoundError: a key is missing, or outside ``selection`` (a subset or split).
+        ConfigurationError: the dataset is read with ``TokensLoader`` or ``ParquetLoader`` (no per-sample keys).
+    """
+    if source.tokens is not None or source.parquet is not None:
+        raise ConfigurationError(
+            "keyed access reads whole samples; open the dataset with the default item_loader (PyTreeLoader)"
+        )
+    positions = []
+    for key in keys:  # all lookups first: a missing key fails before any sample is read
+        chunk, item = source.locate(await reader.locate(source, key))
+        if selection is not None and not _in_selection(selection, chunk, item):
+            raise KeyNotFoundError(f"key {key!r} is in the dataset {source.store.url} but not in this subset")
+        positions.append((chunk, item))
+    if len(positions) == 1:
+        chunk, item = positions[0]
+        return [source.decoder.decode(await source.read_item_bytes(chunk, item))]
+    out: list[Any] = [None] * len(positions)
+    limiter = anyio.CapacityLimiter(_CONCURRENT_READS)
+
+    async def fetch(slot: int, chunk: int, item: int) -> None:
+        async with limiter:
+            out[slot] = source.decoder.decode(await source.read_item_bytes(chunk, item))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for slot, (chunk, item) in enumerate(positions):
+                tg.start_soon(fetch, slot, chunk, item)
+    except BaseExceptionGroup as group:
+        single = collapse_exception_group(group)
+        if single is group:
+            raise
+        raise single from None
+    return out

@@ -1,0 +1,351 @@
+"""``dataset_update`` (keyed in-place replaces) and ``build_keys_index`` (back-fill the ``keys/`` sidecar).
+
+An update never rewrites a file a reader may be using. Every chunk that holds an updated sample is
+written whole under a new name, ``chunk-{rank}-{n}-u{token}[.{compression}].bin`` (the name LitData
+0.2.76 uses for the same purpose), and only then is ``index.json`` replaced in one atomic put that points
+at the new chunks: that put is the commit. A crash before it leaves the old dataset (plus unlisted new
+chunk files, which no reader looks at), after it the new one; never a mix. The replaced chunk files are
+kept by default, so a reader that opened the dataset before the update still reads its old, consistent
+view; ``delete_replaced=True`` removes them after the commit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .._errors import (
+    ConfigurationError,
+    DatasetNotFoundError,
+    FormatError,
+    KeyNotFoundError,
+    ObjectNotFoundError,
+    OutputNotEmptyError,
+)
+from .._sync import run_sync
+from ..format._checksum import CHECKSUM_KEY, chunk_digest, expected_digest
+from ..format._chunk import ChunkView
+from ..format._compression import decompress
+from ..format._index import INDEX_FILENAME, ChunkInfo, Index
+from ..format._keys import KEYS_DIR, normalize_key, section_of, shard_name, sorted_table, table_from_values
+from ..format._loaders import SampleDecoder, SampleEncoder
+from ..storage._resolver import store_for
+from ._keys import has_sidecar, load_sidecar, write_sidecar
+from ._writer import pack_and_compress
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Mapping
+    from types import TracebackType
+
+    from ..format._serializers import Serializer
+    from ..storage._resolver import Dir
+    from ..storage._store import Store
+
+__all__ = ["DatasetUpdate", "build_keys_index", "dataset_update"]
+
+_NAME_RE = re.compile(r"^chunk-(\d+)-(\d+)(?:-u\d+)?((?:\.[A-Za-z0-9:]+)?)\.bin$")
+
+
+def _open(input_dir: str | os.PathLike[str] | Dir | Store, storage_options: Mapping[str, Any] | None) -> Store:
+    return store_for(input_dir, storage_options)
+
+
+async def _read_index(store: Store) -> Index:
+    try:
+        return Index.from_json(await store.get(INDEX_FILENAME), source=f"{store.url}/{INDEX_FILENAME}")
+    except ObjectNotFoundError:
+        raise DatasetNotFoundError(f"{store.url} holds no index.json; is it the output_dir of optimize()?") from None
+
+
+def _check_plain(index: Index, store: Store, what: str) -> None:
+    config = index.config
+    if config is None or not index.chunks:
+        raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks")
+    if config.encryption is not None or (config.item_loader not in (None, "PyTreeLoader")):
+        raise ConfigurationError(
+            f"{what} works on PyTreeLoader datasets without encryption; {store.url} has "
+            f"item_loader={config.item_loader!r}, encryption={'set' if config.encryption else None}"
+        )
+
+
+async def _chunk_items(store: Store, index: Index, chunk: ChunkInfo) -> ChunkView:
+    assert index.config is not None
+    data: bytes | memoryview = await store.get(chunk.filename)
+    if index.config.compression:
+        data = decompress(data, index.config.compression)
+    view = ChunkView(data)
+    if view.num_items != chunk.chunk_size:
+        raise FormatError(f"{chunk.filename} holds {view.num_items} items, index.json says {chunk.chunk_size}")
+    return view
+
+
+async def iter_samples_of(
+    store: Store, index: Index, serializers: Mapping[str, Serializer] | None = None
+) -> AsyncIterator[Any]:
+    """Every sample of the dataset, in index order (whole chunks, one at a time)."""
+    assert index.config is not None
+    decoder = SampleDecoder(index.config, serializers)
+    for chunk in index.chunks:
+        view = await _chunk_items(store, index, chunk)
+        for i in range(view.num_items):
+            yield decoder.decode(view.item(i))
+
+
+def _updated_name(filename: str, taken: set[str]) -> str:
+    match = _NAME_RE.match(filename)
+    if match is None:
+        raise FormatError(f"cannot derive an updated chunk name from {filename!r} (not chunk-R-N[.comp].bin)")
+    rank, number, suffix = match.groups()
+    token = time.time_ns() // 1000 % 1_000_000_000
+    while True:
+        name = f"chunk-{rank}-{number}-u{token}{suffix}.bin"
+        if name not in taken:
+            taken.add(name)
+            return name
+        token += 1
+
+
+class DatasetUpdate:
+    """A keyed update session (LitData 0.2.76's ``DatasetUpdate``): stage with ``update[key] = sample``,
+    then :meth:`commit`. Leaving the ``with`` block without ``commit()`` drops what was staged.
+
+    Args: see :func:`dataset_update`.
+    """
+
+    def __init__(
+        self,
+        input_dir: str | os.PathLike[str] | Dir | Store,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        serializers: Mapping[str, Serializer] | None = None,
+        delete_replaced: bool = False,
+    ) -> None:
+        self._store = _open(input_dir, storage_options)
+        self._serializers = serializers
+        self._delete_replaced = delete_replaced
+        self._pending: dict[str | int, Any] = {}
+        self._committed = False
+        index = run_sync(_read_index, self._store)
+        _check_plain(index, self._store, "dataset_update")
+        if not run_sync(has_sidecar, self._store):
+            raise DatasetNotFoundError(
+                f"the dataset in {self._store.url} has no {KEYS_DIR}/ sidecar; re-run optimize(..., key_fn=...) "
+                "or call build_keys_index(input_dir, key_fn) first"
+            )
+
+    def __enter__(self) -> DatasetUpdate:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._pending.clear()
+
+    def __setitem__(self, key: str | int, sample: Any) -> None:
+        self.replace(key, sample)
+
+    def replace(self, key: str | int, sample: Any) -> None:
+        """Stage ``sample`` as the new sample of ``key`` (checked on :meth:`commit`).
+
+        Raises:
+            RuntimeError: the session was committed already.
+            ConfigurationError: ``key`` is neither str nor int.
+        """
+        if self._committed:
+            raise RuntimeError("this dataset_update session is committed; open a new one for more changes")
+        self._pending[normalize_key(key)] = sample
+
+    def commit(self) -> None:
+        """Write the staged samples; afterwards the session takes no more changes.
+
+        Raises:
+            KeyNotFoundError: a staged key is not in the dataset (nothing is written).
+            FormatError: a new sample has another structure or leaf types than the dataset's.
+            RuntimeError: already committed, or ``index.json`` changed since it was read (a concurrent update).
+        """
+        if self._committed:
+            raise RuntimeError("this dataset_update session is committed already")
+        if self._pending:
+            run_sync(self._commit)
+        self._pending.clear()
+        self._committed = True
+
+    async def _commit(self) -> None:
+        store = self._store
+        index = await _read_index(store)
+        _check_plain(index, store, "dataset_update")
+        assert index.config is not None
+        loaded = await load_sidecar(store, index)
+        if loaded is None:
+            raise DatasetNotFoundError(f"the dataset in {store.url} has no {KEYS_DIR}/ sidecar")
+        table = loaded[0]
+        starts = [0]
+        for info in index.chunks:
+            starts.append(starts[-1] + info.chunk_size)
+        by_chunk: dict[int, dict[int, bytes]] = {}
+        encoder = SampleEncoder(self._serializers)
+        missing = []
+        for key, sample in self._pending.items():
+            position = table.find(key)
+            if position is None:
+                missing.append(key)
+                continue
+            chunk = next(c for c in range(len(index.chunks)) if starts[c] <= position < starts[c + 1])
+            by_chunk.setdefault(chunk, {})[position - starts[chunk]] = encoder.encode(sample)
+        if missing:
+            shown = ", ".join(map(repr, missing[:5])) + (", ..." if len(missing) > 5 else "")
+            raise KeyNotFoundError(
+                f"dataset_update: key(s) {shown} are not in the dataset {store.url}; nothing was written"
+            )
+        if (encoder.data_format, encoder.data_spec) != (index.config.data_format, index.config.data_spec):
+            raise FormatError(
+                f"the new samples have data_format {list(encoder.data_format)} / structure {encoder.data_spec}, the "
+                f"dataset {list(index.config.data_format)} / {index.config.data_spec}; keep the same keys and types"
+            )
+        chunks = list(index.chunks)
+        taken = {c.filename for c in index.chunks} | {m.path for m in await store.list() if "/" not in m.path}
+        for position, updates in sorted(by_chunk.items()):
+            old = chunks[position]
+            view = await _chunk_items(store, index, old)
+            items = [bytes(updates.get(i, view.item(i))) for i in range(view.num_items)]
+            payload, size = pack_and_compress(items, index.config.compression)
+            extra = dict(old.extra)
+            digest = expected_digest(old)
+            if digest is not None:
+                extra[CHECKSUM_KEY] = chunk_digest([payload], digest.split(":", 1)[0])
+            name = _updated_name(old.filename, taken)
+            await store.put(name, payload)
+            chunks[position] = replace(old, filename=name, chunk_bytes=size, extra=extra)
+        current = await _read_index(store)
+        if current.updated_at != index.updated_at:
+            raise RuntimeError(
+                f"index.json of {store.url} changed while this update was written (another update?); the new "
+                "chunks are unlisted and ignored — commit again"
+            )
+        new_index = replace(index, chunks=tuple(chunks)).stamped()
+        await store.put(INDEX_FILENAME, new_index.to_json().encode())  # the commit point
+        if self._delete_replaced:
+            for position in by_chunk:
+                await store.delete(index.chunks[position].filename)
+
+
+def dataset_update(
+    input_dir: str | os.PathLike[str] | Dir | Store,
+    updates: Mapping[str | int, Any] | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    serializers: Mapping[str, Serializer] | None = None,
+    delete_replaced: bool = False,
+) -> DatasetUpdate:
+    """Open a keyed update session on an optimized dataset (LitData 0.2.76's ``dataset_update``)::
+
+        with dataset_update("optimized_data") as update:
+            update["sample-id"] = {"x": 1, "y": 2}
+            update.commit()
+
+    The dataset needs a ``keys/`` sidecar (``optimize(..., key_fn=...)`` or :func:`build_keys_index`).
+    Unlike LitData's (local only), any location works: local, ``s3://``, ``gs://``, ``azure://``.
+
+    Args:
+        input_dir: The dataset (path, URL, ``Dir`` or ``Store``).
+        updates: litstream's shortcut: ``{key: sample}`` staged and committed at once.
+        storage_options: Credentials for object stores.
+        serializers: Extra serializers by registry key (for samples that need them).
+        delete_replaced: Delete the replaced chunk files after the commit. Default ``False``: they stay, so
+            readers that opened the dataset before keep reading a consistent old view (delete them later).
+
+    Returns:
+        The session (already committed when ``updates`` was given).
+
+    Raises:
+        DatasetNotFoundError: no ``index.json`` or no ``keys/`` sidecar.
+        ConfigurationError: an encrypted or TokensLoader dataset.
+    """
+    session = DatasetUpdate(
+        input_dir, storage_options=storage_options, serializers=serializers, delete_replaced=delete_replaced
+    )
+    if updates is not None:
+        for key, sample in updates.items():
+            session[key] = sample
+        session.commit()
+    return session
+
+
+async def _build(
+    store: Store,
+    out: Store,
+    key_fn: Callable[[Any], Any],
+    overwrite: bool,
+    num_shards: int,
+    verbose: bool,
+    serializers: Mapping[str, Serializer] | None,
+) -> None:
+    from tqdm.auto import tqdm
+
+    index = await _read_index(store)
+    _check_plain(index, store, "build_keys_index")
+    if await has_sidecar(out) and not overwrite:
+        raise OutputNotEmptyError(f"{out.url} already has a {KEYS_DIR}/ sidecar; pass overwrite=True to replace it")
+    keys: list[str | int] = []
+    with tqdm(total=index.num_items, desc="Building keys index", unit="sample", disable=not verbose) as bar:
+        async for sample in iter_samples_of(store, index, serializers):
+            keys.append(normalize_key(key_fn(sample), argument=f"key_fn(sample {len(keys)})"))
+            bar.update(1)
+    names = [f"sample {i}" for i in range(len(keys))]
+    array, indices = table_from_values(keys, source=store.url, inputs=names)
+    table = sorted_table(array, indices, source=store.url, inputs=names)
+    previous = None
+    try:
+        out_index = await _read_index(out)
+        previous = section_of(out_index.extra)
+    except DatasetNotFoundError:
+        out_index = None
+    section = await write_sidecar(out, table, index, num_shards)
+    for stale in range(num_shards, previous or 0):
+        await out.delete(shard_name(stale))
+    if out_index is not None:
+        await out.put(INDEX_FILENAME, replace(out_index, extra={**out_index.extra, "keys": section}).to_json().encode())
+
+
+def build_keys_index(
+    input_dir: str | os.PathLike[str] | Dir | Store,
+    key_fn: Callable[[Any], Any],
+    *,
+    output_dir: str | os.PathLike[str] | Dir | Store | None = None,
+    overwrite: bool = False,
+    verbose: bool = True,
+    num_shards: int = 1,
+    storage_options: Mapping[str, Any] | None = None,
+    serializers: Mapping[str, Serializer] | None = None,
+) -> str:
+    """Scan a dataset with ``key_fn`` and write its ``keys/`` sidecar (LitData 0.2.76's ``build_keys_index``).
+
+    For datasets written without ``optimize(..., key_fn=...)``. Reads every chunk once, in index order.
+
+    Args:
+        input_dir: The dataset (path, URL, ``Dir`` or ``Store``).
+        key_fn: ``key_fn(sample) -> str | int``; keys must be unique and of one type.
+        output_dir: Write the sidecar there instead (its ``index.json``, if any, gets the ``keys`` section).
+        overwrite: Replace an existing sidecar. Default ``False``.
+        verbose: Show a tqdm bar.
+        num_shards: Shards (``keys/shard-{k:05d}.parquet``, a key in shard ``blake2b(str(key)) % n``). Default 1.
+        storage_options: Credentials for object stores.
+        serializers: Extra serializers for decoding.
+
+    Returns:
+        The ``keys`` directory (path or URL).
+
+    Raises:
+        OutputNotEmptyError: a sidecar exists and ``overwrite`` is ``False``.
+        DuplicateKeyError: two samples have the same key (names both).
+        ConfigurationError: a bad argument or key.
+    """
+    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or not 1 <= num_shards <= 4096:
+        raise ConfigurationError(f"num_shards={num_shards!r} must be an int in [1, 4096]")
+    store = _open(input_dir, storage_options)
+    out = store if output_dir is None else _open(output_dir, storage_options)
+    run_sync(_build, store, out, key_fn, overwrite, num_shards, verbose, serializers)
+    return f"{out.url.rstrip('/')}/{KEYS_DIR}" if "://" in out.url else os.path.join(out.url, KEYS_DIR)

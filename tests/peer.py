@@ -1,0 +1,45 @@
+"""The LitData peer: imported through :func:`require_peer`, required in CI, optional on a developer's machine.
+
+The compatibility tests compare litstream with LitData itself. ``require_peer("litdata")`` would
+turn every one of them into a skip when the peer is missing or broken, and CI would stay green. Here:
+
+* CI (``CI=true`` in the environment, as GitHub Actions and most CI services set it): a peer that cannot be
+  imported **fails** the run, with the import error.
+* Elsewhere: the tests that need it are skipped, with a reason that ``-ra`` prints.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+__all__ = ["in_ci", "require_peer"]
+
+
+def in_ci() -> bool:
+    """True when the ``CI`` environment variable says this is a CI run (``true``, ``1``, ``yes``)."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def require_peer(name: str = "litdata") -> ModuleType:
+    """Import ``name`` (``litdata`` or one of its modules) for a compatibility test.
+
+    Works at module level (skips or fails the whole module) and inside a test.
+
+    Raises:
+        pytest.fail.Exception: the import failed (any exception, not only ``ImportError``) and ``CI`` is set.
+        pytest.skip.Exception: the import failed on a developer's machine.
+    """
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:  # a broken peer may raise anything while importing
+        problem = f"the LitData peer cannot be imported ({name}: {type(exc).__name__}: {exc})"
+        if in_ci():
+            pytest.fail(f"{problem}; CI requires it: install requirements/dev.txt", pytrace=False)
+        pytest.skip(f"{problem}; install requirements/dev.txt to run this compatibility test", allow_module_level=True)
