@@ -43,8 +43,6 @@ def test_write_knobs_are_accepted_and_change_nothing(tmp_path: Path) -> None:
         ("reader", object()),
         ("broadcast_paths", True),
         ("align_chunking", True),
-        ("compression_level", "batch"),
-        ("compression_batch_size", 8),
     ],
 )
 def test_write_switches_are_refused_unless_default(tmp_path: Path, name: str, value: Any) -> None:

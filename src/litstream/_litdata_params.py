@@ -47,8 +47,6 @@ def check_write_params(
     keep_data_ordered: Any = None,
     broadcast_paths: Any = False,
     align_chunking: Any = False,
-    compression_level: Any = None,
-    compression_batch_size: Any = None,
     item_loader: Any = None,
 ) -> None:
     """Validate the LitData-only arguments of ``optimize`` / ``map``.
@@ -72,13 +70,6 @@ def check_write_params(
         False,
         "single-worker chunk boundaries are not implemented; use num_workers=1 for that layout",
     )
-    _refuse(
-        "compression_level",
-        compression_level,
-        None,
-        "LitData's pytree wrap granularity; give the zstd level in compression='zstd:N'",
-    )
-    _refuse("compression_batch_size", compression_batch_size, None, "it goes with compression_level='batch'")
     if type(item_loader).__name__ == "TemporalArrayLoader":
         raise ConfigurationError(
             "item_loader=TemporalArrayLoader() cannot be written by litstream yet (it reads such datasets); "

@@ -321,25 +321,39 @@ def _assert_lists_same(actual: list[Any], expected: list[Any], what: str) -> Non
 
 # -- 1. LitData writes, litstream reads ---------------------------------------------------------------
 
+# (workers, compression, compression_level): LitData 0.2.76 defaults zstd to framed "batch" chunks
 WRITE_CASES = [
-    pytest.param((1, None), id="w1-raw"),
-    pytest.param((2, None), id="w2-raw"),
-    pytest.param((1, "zstd"), id="w1-zstd"),
-    pytest.param((2, "zstd"), id="w2-zstd"),
+    pytest.param((1, None, None), id="w1-raw"),
+    pytest.param((2, None, None), id="w2-raw"),
+    pytest.param((1, "zstd", None), id="w1-zstd"),
+    pytest.param((2, "zstd", None), id="w2-zstd"),
+    pytest.param((1, "zstd:9", "chunk"), id="w1-zstd9-chunk"),
+    pytest.param((1, "zstd", "sample"), id="w1-zstd-sample"),
 ]
+
+
+def _compression_kwargs(compression: str | None, level: str | None) -> dict[str, Any]:
+    return {"compression": compression} | ({"compression_level": level} if level else {})
+
+
+def _chunk_suffix(compression: str | None, level: str | None) -> str:
+    """``.zstd.bin`` only for whole-file compression; "batch" and "sample" chunks are ``.bin``."""
+    return f".{compression}.bin" if compression and level == "chunk" else ".bin"
 
 
 @pytest.fixture(scope="module", params=WRITE_CASES)
 def litdata_written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A LitData-written dataset of ``full_sample``, what LitData reads from it, and the files as written."""
-    num_workers, compression = request.param
+    num_workers, compression, level = request.param
     out = tmp_path_factory.mktemp("litdata_written") / "data"
-    _litdata_optimize(full_sample, out, chunk_size=CHUNK_SIZE, num_workers=num_workers, compression=compression)
+    kwargs = _compression_kwargs(compression, level)
+    _litdata_optimize(full_sample, out, chunk_size=CHUNK_SIZE, num_workers=num_workers, **kwargs)
     files = _snapshot(out)
     return {
         "dir": out,
         "files": files,
         "compression": compression,
+        "level": level,
         "litdata_iter": litdata_iterate(out),
         "litdata_items": litdata_getitems(out),
     }
@@ -354,7 +368,10 @@ def test_litdata_written_index(litdata_written: dict[str, Any]) -> None:
     assert config["chunk_bytes"] is None
     assert config["item_loader"] == "PyTreeLoader"
     assert sum(chunk["chunk_size"] for chunk in index["chunks"]) == NUM_SAMPLES
-    suffix = ".zstd.bin" if litdata_written["compression"] else ".bin"
+    suffix = _chunk_suffix(litdata_written["compression"], litdata_written["level"])
+    expected_level = None if litdata_written["compression"] is None else (litdata_written["level"] or "batch")
+    assert config["compression_level"] == (None if expected_level == "chunk" else expected_level)
+    assert config["compression_batch_size"] == (256 if expected_level == "batch" else None)
     assert all(chunk["filename"].endswith(suffix) for chunk in index["chunks"])
     assert all(chunk["chunk_size"] <= CHUNK_SIZE for chunk in index["chunks"])
     # litstream reads the dataset without touching it.
@@ -397,10 +414,11 @@ async def test_astream_litdata_dataset(litdata_written: dict[str, Any], anyio_ba
 
 @pytest.fixture(scope="module", params=WRITE_CASES)
 def litstream_written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    num_workers, compression = request.param
+    num_workers, compression, level = request.param
     out = tmp_path_factory.mktemp("litstream_written") / "data"
-    _litstream_optimize(full_sample, out, chunk_size=CHUNK_SIZE, num_workers=num_workers, compression=compression)
-    return {"dir": out, "compression": compression, "num_workers": num_workers}
+    kwargs = _compression_kwargs(compression, level)
+    _litstream_optimize(full_sample, out, chunk_size=CHUNK_SIZE, num_workers=num_workers, **kwargs)
+    return {"dir": out, "compression": compression, "level": level, "num_workers": num_workers}
 
 
 def test_litstream_written_index(litstream_written: dict[str, Any]) -> None:
@@ -413,11 +431,16 @@ def test_litstream_written_index(litstream_written: dict[str, Any]) -> None:
     assert config["item_loader"] == "PyTreeLoader"
     assert isinstance(index["updated_at"], str)
     assert float(index["updated_at"]) > 0
-    infix = ".zstd" if litstream_written["compression"] else ""
+    # litstream writes whole-file zstd unless asked otherwise (readable by every LitData version)
+    level = litstream_written["level"] or "chunk"
+    suffix = _chunk_suffix(litstream_written["compression"], level)
+    if litstream_written["compression"] is not None:
+        assert config["compression_level"] == (None if level == "chunk" else level)
+        assert config["compression_batch_size"] == (256 if level == "batch" else None)
     if litstream_written["num_workers"] == 1:
-        layout = [(f"chunk-0-{n}{infix}.bin", size) for n, size in enumerate([5, 5, 2])]
+        layout = [(f"chunk-0-{n}{suffix}", size) for n, size in enumerate([5, 5, 2])]
     else:  # inputs 0-5 to rank 0, 6-11 to rank 1
-        layout = [(f"chunk-{r}-{n}{infix}.bin", size) for r in (0, 1) for n, size in enumerate([5, 1])]
+        layout = [(f"chunk-{r}-{n}{suffix}", size) for r in (0, 1) for n, size in enumerate([5, 1])]
     assert [(c["filename"], c["chunk_size"]) for c in index["chunks"]] == layout
     assert sorted(p.name for p in litstream_written["dir"].iterdir()) == sorted(
         ["index.json", *(name for name, _ in layout)]

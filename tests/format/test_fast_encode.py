@@ -60,7 +60,8 @@ def test_layouts_without_a_fast_path_use_the_general_path() -> None:
     [
         ({"y": 2**63, "s": "a"}, r"int 9223372036854775808 does not fit in int64"),
         ({"y": "1", "s": "a"}, r"leaf 0 of the sample is a str"),
-        ({"s": "a", "y": 1}, r"differs from the first sample's"),
+        ({"y": 1}, r"differs from the first sample's"),
+        ({"y": 1, "s": "a", "extra": 2}, r"differs from the first sample's"),
         ({"y": 1, "s": "\ud800"}, r"cannot encode string as UTF-8"),
     ],
 )
@@ -69,3 +70,9 @@ def test_errors_come_from_the_general_path(second: dict[str, Any], message: str)
     encoder.encode({"y": 1, "s": "a"})
     with pytest.raises(FormatError, match=message):
         encoder.encode(second)
+
+
+def test_dict_keys_follow_the_first_sample_order() -> None:
+    # LitData 0.2.76 puts the fields of every dict sample in the first sample's key order
+    encoder = SampleEncoder()
+    assert encoder.encode({"s": "a", "y": 1}) == encoder.encode({"y": 1, "s": "a"})

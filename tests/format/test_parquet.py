@@ -91,6 +91,7 @@ def test_config_requires_identical_column_types() -> None:
         "data_spec": None,
         "encryption": None,
         "item_loader": "ParquetLoader",
+        "types": None,  # LitData 0.2.76 writes the key
     }
     with pytest.raises(FormatError, match=r"b.parquet has column types \['int64', 'large_string'\] but a.parquet"):
         parquet_config([a, b])

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 KEYS = [
     "str", "text", "bool", "int", "float", "video", "audio", "image", "nifti", "mesh", "pdf", "graph",
     "tifffile", "file", "pil", "jpeg", "jpeg_array", "bytes",
-    "no_header_numpy", "numpy", "no_header_tensor", "tensor", "pickle",
+    "no_header_numpy", "numpy", "no_header_tensor", "tensor", "json", "pickle",
 ]  # fmt: skip
 ALIASES = ["tiff"]  # LitData's name for Tiff wrappers, read but never written
 

@@ -34,12 +34,16 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     return make_target(request.param, request, tmp_path)
 
 
-def interrupted_run(store: Store, *, compression: str | None = None, ranks: dict[int, range] = RANKS) -> None:
+def interrupted_run(
+    store: Store, *, compression: str | None = None, ranks: dict[int, range] = RANKS, level: str | None = None
+) -> None:
     """What a killed optimize leaves: each rank's chunks and partial index, no index.json."""
 
     async def write() -> None:
         for rank, values in ranks.items():
-            async with ChunkWriter(store, rank=rank, chunk_size=3, compression=compression) as writer:
+            async with ChunkWriter(
+                store, rank=rank, chunk_size=3, compression=compression, compression_level=level
+            ) as writer:
                 for v in values:
                     await writer.add(sample(v))
 
@@ -80,14 +84,16 @@ EXPECTED_CHUNKS = [
 
 @pytest.mark.litdata
 @pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy/:ResourceWarning")
-@pytest.mark.parametrize("compression", [None, "zstd"])
+@pytest.mark.parametrize(
+    ("compression", "level"), [(None, None), ("zstd", None), ("zstd", "batch"), ("zstd", "sample")]
+)
 def test_rebuilds_from_partials_and_orphan_chunks_and_litdata_reads_it(
-    target: Target, tmp_path: Path, compression: str | None
+    target: Target, tmp_path: Path, compression: str | None, level: str | None
 ) -> None:
-    interrupted_run(target.store, compression=compression)
+    interrupted_run(target.store, compression=compression, level=level)
     delete(target, "2.index.json")  # rank 2 was killed before it wrote its partial index
     assert complete_dataset(target.location, storage_options=target.options) == target.store.url
-    infix = ".zstd" if compression else ""
+    infix = ".zstd" if compression and level is None else ""  # "batch" / "sample" chunks keep the .bin name
     assert chunk_table(target) == [(name.replace(".bin", f"{infix}.bin"), n) for name, n in EXPECTED_CHUNKS]
     index = json.loads(target.read("index.json"))
     assert index["config"]["chunk_size"] == 3

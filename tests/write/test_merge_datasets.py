@@ -175,3 +175,17 @@ def test_a_failed_copy_leaves_no_dataset(tmp_path: Path) -> None:
     with pytest.raises(ObjectNotFoundError, match=re.escape("chunk-0-2.bin")):
         merge_datasets([d1, d2], out, max_workers=1)
     assert _files(out) == []
+
+
+@pytest.mark.parametrize("level", ["batch", "sample"])
+def test_in_file_compressed_datasets_merge(tmp_path: Path, level: str) -> None:
+    d1 = _write(tmp_path / "d1", lambda i: i, 5, compression="zstd", compression_level=level)
+    d2 = _write(tmp_path / "d2", lambda i: 5 + i, 5, compression="zstd", compression_level=level)
+    out = tmp_path / "out"
+    merge_datasets([d1, d2], out)
+    names = [c["filename"] for c in json.loads((out / "index.json").read_text())["chunks"]]
+    assert all(name.endswith(".bin") and ".zstd" not in name for name in names)
+    assert list(StreamingDataset(out, shuffle=False)) == list(range(10))
+    d3 = _write(tmp_path / "d3", lambda i: i, 5, compression="zstd")
+    with pytest.raises(ConfigurationError, match="compression_level="):
+        merge_datasets([d1, d3], tmp_path / "bad")

@@ -52,6 +52,7 @@ def test_index_lands_next_to_the_files_by_default(tmp_path: Path) -> None:
         "data_spec": None,
         "encryption": None,
         "item_loader": "ParquetLoader",
+        "types": None,  # LitData 0.2.76 writes the key
     }
     assert float(on_disk["updated_at"]) > 0
 

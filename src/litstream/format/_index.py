@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INDEX_FILENAME",
     "ChunkInfo",
+    "comparable_config",
     "DatasetConfig",
     "Index",
     "is_partial_index_name",
@@ -50,7 +51,8 @@ class ChunkInfo:
     Attributes:
         filename: Basename of the chunk file, including the ``.{compression}`` infix if any.
         chunk_size: Number of items in the chunk.
-        chunk_bytes: Length of the chunk in bytes before compression (header included).
+        chunk_bytes: Length of the chunk in bytes before compression (header included); for zstd
+            ``compression_level`` ``"batch"`` / ``"sample"`` (LitData 0.2.76) the file's length.
         dim: Total token count for TokensLoader chunks, else ``None``.
         extra: Keys LitData or MosaicML add that litstream keeps but does not interpret.
     """
@@ -224,6 +226,8 @@ def merge_partial_indexes(partials: Iterable[tuple[str, Index]], existing: Index
             continue
         if config is None:
             config, first_name = part.config, name
+        elif _without_types(part.config) == _without_types(config):  # workers may see different types
+            config = _with_fused_types(config, part.config)
         elif part.config != config:
             raise FormatError(
                 f"the config in {name} differs from the one in {first_name}: "
@@ -232,3 +236,24 @@ def merge_partial_indexes(partials: Iterable[tuple[str, Index]], existing: Index
             )
         chunks.extend(part.chunks)
     return Index(chunks=tuple(chunks), config=config)
+
+
+def _without_types(config: DatasetConfig) -> DatasetConfig:
+    return comparable_config(config)
+
+
+def comparable_config(config: DatasetConfig) -> DatasetConfig:
+    """``config`` without what may differ between writers of one dataset: ``types`` (fused on merge) and the
+    LitData 0.2.76 keys left ``None`` (an index of LitData <= 0.2.75 has none of them)."""
+    extra = {k: v for k, v in config.extra.items() if k != "types" and v is not None}
+    return replace(config, extra=extra)
+
+
+def _with_fused_types(config: DatasetConfig, other: DatasetConfig) -> DatasetConfig:
+    """``config`` with ``config.types`` fused with ``other``'s (LitData 0.2.76 merges them so)."""
+    if "types" not in config.extra and "types" not in other.extra:
+        return config
+    from ._types import fuse_schema_json
+
+    types = fuse_schema_json(config.extra.get("types"), other.extra.get("types"))
+    return replace(config, extra={**config.extra, "types": types})

@@ -20,6 +20,7 @@ import numpy as np
 from .._errors import ConfigurationError, FormatError, PickleRefusedError
 from ._batch_decode import decode_items, sample_builder
 from ._fast_encode import fast_encoder
+from ._json_serializer import JsonLeaf
 from ._pytree import TreeSpec, factory_modules, spec_from_json, spec_to_json, tree_flatten, tree_unflatten
 from ._serializers import (
     PickleSerializer,
@@ -28,6 +29,7 @@ from ._serializers import (
     select_serializer,
     serializer_for_format,
 )
+from ._types import JsonType, fuse_type, infer_type, schema_to_json, wrap_for_pytree
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +37,10 @@ if TYPE_CHECKING:
     from ._index import DatasetConfig
 
 __all__ = ["PyTreeLoader", "SampleDecoder", "SampleEncoder", "TokensLoader", "refuse_unsafe_leaves"]
+
+
+# values whose inferred type depends on their content, not only on their class (see ._types.infer_type)
+_CONTENT_TYPED = (list, dict, type(None), JsonLeaf)
 
 
 class PyTreeLoader:
@@ -137,9 +143,18 @@ class SampleEncoder:
         serializers: Extra serializers by registry key, tried before the built-ins.
         allow_pickle: ``False`` refuses a first sample with a leaf that only the built-in ``pickle``
             serializer can store (:class:`~litstream.PickleRefusedError`). Default ``True``.
+        json_leaves: Store the list and dict fields of ``dict`` samples as ``json`` leaves (LitData
+            0.2.76); ``False`` flattens them as LitData <= 0.2.75 did (to append to such a dataset).
     """
 
-    def __init__(self, serializers: Mapping[str, Serializer] | None = None, *, allow_pickle: bool = True) -> None:
+    def __init__(
+        self,
+        serializers: Mapping[str, Serializer] | None = None,
+        *,
+        allow_pickle: bool = True,
+        json_leaves: bool = True,
+    ) -> None:
+        self._json_leaves = json_leaves
         self._registry = _registry(serializers)
         self._allow_pickle = allow_pickle
         self._spec: TreeSpec | None = None
@@ -147,14 +162,40 @@ class SampleEncoder:
         self.data_format: tuple[str, ...] = ()
         self.data_spec: str | None = None
         self._fast: Callable[[Any], bytes | None] | None = None
+        self._types: JsonType | None = None
+        self._keys: list[Any] | None = None
+        self._plain: tuple[tuple[Any, ...], tuple[type, ...]] | None = None
+
+    @property
+    def types(self) -> Any:
+        """``config.types``: the fused type of every sample encoded so far (see :mod:`._types`)."""
+        return schema_to_json(self._types)
 
     def encode(self, sample: Any) -> bytes:
         """Encode ``sample`` as one item.
+
+        As LitData 0.2.76, the list and dict fields of a ``dict`` sample are stored as one ``json`` leaf
+        each (see :mod:`._types`); other samples are flattened completely.
 
         Raises:
             FormatError: the sample's structure differs from the first sample's, or a leaf cannot
                 be serialized (the message names the leaf position and its type).
         """
+        if type(sample) is not dict:
+            inferred = infer_type(sample)
+            self._types = inferred if self._types is None else fuse_type(self._types, inferred)
+        elif (tuple(sample), tuple(map(type, sample.values()))) != self._plain:
+            # not the same keys and value types as the last flat sample: infer, fuse and wrap
+            inferred = infer_type(sample)
+            self._types = inferred if self._types is None else fuse_type(self._types, inferred)
+            if self._json_leaves:
+                sample = wrap_for_pytree(sample, self._types, self._keys)
+                if self._keys is None:
+                    self._keys = list(sample)
+            if not any(type(v) in _CONTENT_TYPED for v in sample.values()):
+                # every value's type says all: later samples with this signature change neither the
+                # fused types nor the wrapping (idempotent), so they skip both
+                self._plain = (tuple(sample), tuple(map(type, sample.values())))
         if self._fast is not None:  # same bytes as below, for flat samples of simple leaves
             item = self._fast(sample)
             if item is not None:
@@ -169,6 +210,8 @@ class SampleEncoder:
             )
         payloads = []
         for position, (leaf, serializer) in enumerate(zip(leaves, self._serializers, strict=False)):
+            if isinstance(leaf, JsonLeaf) and serializer.name != "json":
+                leaf = leaf.value  # the first sample fixed another format (e.g. None, then a list)
             if not serializer.accepts(leaf):
                 raise FormatError(
                     f"leaf {position} of the sample is a {type(leaf).__name__}, which the "

@@ -177,6 +177,7 @@ def parquet_config(files: Sequence[ParquetFileInfo]) -> DatasetConfig:
         compression=None,
         encryption=None,
         item_loader=PARQUET_LOADER_NAME,
+        extra={"types": None},  # LitData 0.2.76 records the key (null) in Parquet indexes
     )
 
 

@@ -21,6 +21,8 @@ Priority order and payload layouts (all integers unsigned 32-bit unless stated):
     numpy             np.ndarray, ndim > 1                LE dtype index | LE ndim | LE dims | C-order bytes
     no_header_tensor  torch.Tensor, ndim == 1             C-order bytes; dtype index in the name
     tensor            torch.Tensor, ndim != 1 (incl. 0-d) BE dtype index | BE rank | BE dims | LE bytes
+    json              JsonLeaf (a list / dict of a dict   tagged binary, see :mod:`._json_serializer`
+                      sample kept whole, LitData 0.2.76)
     pickle            anything else (0-d arrays, NumPy    pickle.dumps(obj), default protocol
                       scalars, None, bytearray, ...)
 
@@ -55,6 +57,7 @@ import numpy as np
 from .._errors import FormatError
 from . import _dtypes as dt
 from ._image_serializers import JpegSerializer, PilSerializer
+from ._json_serializer import JsonSerializer
 from ._media_paths import is_media_path
 from ._serializer_base import Serializer, loaded_class
 
@@ -70,6 +73,7 @@ __all__ = [
     "FloatSerializer",
     "IntSerializer",
     "JpegSerializer",
+    "JsonSerializer",
     "NoHeaderNumpySerializer",
     "NoHeaderTensorSerializer",
     "NumpySerializer",
@@ -316,7 +320,7 @@ class PickleSerializer(Serializer):
 _DEFAULT_ORDER: tuple[type[Serializer], ...] = (
     StrSerializer, BoolSerializer, IntSerializer, FloatSerializer, PilSerializer, JpegSerializer,
     BytesSerializer, NoHeaderNumpySerializer, NumpySerializer, NoHeaderTensorSerializer, TensorSerializer,
-    PickleSerializer,
+    JsonSerializer, PickleSerializer,
 )  # fmt: skip
 
 

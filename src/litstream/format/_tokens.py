@@ -72,6 +72,11 @@ class TokenEncoder:
     def data_spec(self) -> str | None:
         return self._inner.data_spec
 
+    @property
+    def types(self) -> Any:
+        """``config.types`` of the samples so far (LitData 0.2.76 records it for token datasets too)."""
+        return self._inner.types
+
     def encode_item(self, sample: Any) -> tuple[bytes, int]:
         """Encode one token array.
 

@@ -17,8 +17,10 @@ import anyio.to_thread
 from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
 from ..format._arrow import ArrowChunk, ArrowRowsOnly, read_chunk_view
 from ..format._chunk import ChunkView, header_length, item_span_offset
-from ..format._compression import decompress
+from ..format._compression import Compression, compression_from_config, decompress
+from ..format._config_keys import check_config_keys
 from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
+from ..format._framed import chunk_from_file
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._loaders import SampleDecoder
 from ..format._mds import decompress_shard, is_mds_config, read_index
@@ -208,6 +210,7 @@ class DatasetSource:
     downloader: Downloader | None = None
     tokens: TokenLayout | None = None
     parquet: ParquetLoader | None = None
+    compression: Compression | None = None  # zstd chunks (any compression_level); MDS shards use ``unpack``
     encryption: Any = None
     encryption_level: str | None = None
     unpack: Callable[[bytes | memoryview, str], bytes] = decompress  # whole-file decompression
@@ -249,6 +252,8 @@ class DatasetSource:
         index = await (load_index(store) if index_path is None else load_local_index(index_path))
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
+        if not is_mds_config(index.config):
+            check_config_keys(index.config.to_json_obj(), index.extra)
         level = check_encryption(index.config.encryption, encryption, store.url)
         if level is not None and item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
             raise ConfigurationError(
@@ -281,6 +286,8 @@ class DatasetSource:
                 )
             )
             source = cls(store, index, decoder, tokens=tokens)
+        if not is_mds_config(index.config):  # MDS shard codecs go through ``unpack``
+            source.compression = compression_from_config(index.config.to_json_obj())
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         source.encryption, source.encryption_level = encryption, level
         if cache is not None:
@@ -323,8 +330,10 @@ class DatasetSource:
         data: bytes | mmap.mmap
         path: Path | None = None  # the file the bytes are mapped from, if any
         if self.cache is not None and self.downloader is not None:
+            # a whole-file compressed chunk's length is not recorded; a "batch"/"sample" file's is chunk_bytes
+            whole = compression and (self.compression is None or self.compression.whole_file)
             data = await _read_through_cache(
-                self.cache, self.downloader, info.filename, None if compression else info.chunk_bytes
+                self.cache, self.downloader, info.filename, None if whole else info.chunk_bytes
             )
             path = self.downloader.path(info.filename)
         elif isinstance(self.store, LocalFileStore) and not compression:
@@ -338,7 +347,15 @@ class DatasetSource:
         if has_checksum(info):
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
             await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
-        if compression:
+        spec = self.compression
+        if spec is not None:
+            data = await anyio.to_thread.run_sync(
+                lambda: chunk_from_file(
+                    memoryview(data), spec, filename=info.filename, chunk_size=info.chunk_size,
+                    chunk_bytes=info.chunk_bytes,
+                )
+            )  # fmt: skip
+        elif compression:
             data = await anyio.to_thread.run_sync(self.unpack, memoryview(data), compression)
         if self.encryption_level is not None:
             self._check_length(chunk_index, data)  # chunk_bytes counts the encrypted bytes
@@ -374,7 +391,8 @@ class DatasetSource:
 
     def _check_length(self, chunk_index: int, data: bytes | mmap.mmap) -> None:
         info = self.index.chunks[chunk_index]
-        if len(data) < info.chunk_bytes:
+        in_file = self.compression is not None and not self.compression.whole_file  # checked by chunk_from_file
+        if not in_file and len(data) < info.chunk_bytes:
             raise FormatError(
                 f"{info.filename} holds {len(data)} bytes but index.json records chunk_bytes="
                 f"{info.chunk_bytes}; the file is incomplete — re-run optimize"

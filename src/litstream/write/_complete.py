@@ -21,8 +21,9 @@ import anyio.to_thread
 from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._chunk import header_length, item_span_offset
-from ..format._compression import decompress
+from ..format._compression import compression_from_config, decompress
 from ..format._dtypes import numpy_dtype_from_index, parse_dtype_suffix, torch_dtype_itemsize
+from ..format._framed import FRAMED_MAGIC, chunk_from_file
 from ..format._index import (
     INDEX_FILENAME,
     ChunkInfo,
@@ -180,6 +181,25 @@ async def _chunk_info(store: Store, name: str, size: int, config: DatasetConfig)
     match = _CHUNK_NAME.match(name)
     assert match is not None
     infix = (match.group(3) or "")[1:] or None
+    spec = compression_from_config(config.to_json_obj())
+    if spec is not None and not spec.whole_file:  # "batch" / "sample": no infix, chunk_bytes is the file length
+        if infix is not None:
+            raise FormatError(
+                f"chunk file {name} in {store.url} is compressed with {infix}, but the dataset's config says "
+                f"compression_level={spec.level!r}; remove it or the files of the other run"
+            )
+        whole = await store.get(name)
+        head = bytes(whole[12:16] if bytes(whole[:8]) == FRAMED_MAGIC else whole[:4])
+        if len(head) != 4:
+            raise _truncated(store, name, len(whole))
+        count = int.from_bytes(head, "little")
+        try:
+            await anyio.to_thread.run_sync(
+                lambda: chunk_from_file(whole, spec, filename=name, chunk_size=count, chunk_bytes=len(whole))
+            )
+        except FormatError:
+            raise _truncated(store, name, len(whole)) from None
+        return ChunkInfo(filename=name, chunk_size=count, chunk_bytes=len(whole), dim=None)
     if infix != config.compression:
         raise FormatError(
             f"chunk file {name} in {store.url} is {'compressed with ' + infix if infix else 'not compressed'}, but the "

@@ -25,6 +25,7 @@ from .._errors import (
 )
 from .._sync import run_sync
 from ..format._chunk import chunk_filename
+from ..format._compression import compression_from_config
 from ..format._index import INDEX_FILENAME, ChunkInfo, DatasetConfig, Index
 from ..format._keys import KeyTable, shard_name
 from ..storage._resolver import store_for
@@ -118,6 +119,16 @@ def _codec(compression: str | None) -> str | None:
     return None if compression is None else compression.split(":")[0]
 
 
+def _level(config: DatasetConfig) -> str | None:
+    """``compression_level`` (``"chunk"``, ``"batch"``, ``"sample"``) or ``None`` when not compressed."""
+    spec = compression_from_config(config.to_json_obj())
+    return None if spec is None else spec.level
+
+
+def _shown(config: DatasetConfig, key: str, value: Any) -> Any:
+    return getattr(config, key) if hasattr(config, key) else value(config)
+
+
 def _check_compatible(indexes: Sequence[Index], stores: Sequence[Store]) -> DatasetConfig:
     first = indexes[0].config
     assert first is not None
@@ -126,6 +137,7 @@ def _check_compatible(indexes: Sequence[Index], stores: Sequence[Store]) -> Data
         ("data_spec", lambda c: c.data_spec),
         ("item_loader", lambda c: c.item_loader),
         ("compression", lambda c: _codec(c.compression)),
+        ("compression_level", _level),
         ("encryption", lambda c: None if c.encryption is None else dict(c.encryption)),
     ]
     for i, index in enumerate(indexes[1:], start=1):
@@ -140,8 +152,8 @@ def _check_compatible(indexes: Sequence[Index], stores: Sequence[Store]) -> Data
                     else "; only datasets whose samples have the same structure and types can be merged"
                 )
                 raise ConfigurationError(
-                    f"input_dirs[{i}]={stores[i].url} has {key}={getattr(config, key)!r} but input_dirs[0]="
-                    f"{stores[0].url} has {key}={getattr(first, key)!r}{hint}"
+                    f"input_dirs[{i}]={stores[i].url} has {key}={_shown(config, key, value)!r} but input_dirs[0]="
+                    f"{stores[0].url} has {key}={_shown(first, key, value)!r}{hint}"
                 )
     return first
 
@@ -161,7 +173,8 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
     chunks: list[ChunkInfo] = []
     for store, index in zip(inputs, indexes, strict=True):
         for chunk in index.chunks:
-            name = chunk_filename(0, len(chunks), config.compression)
+            # the ``.{compression}`` infix marks whole-file ("chunk") compression only
+            name = chunk_filename(0, len(chunks), config.compression if _level(config) == "chunk" else None)
             copies.append((store, chunk.filename, name))
             chunks.append(replace(chunk, filename=name))
 

@@ -22,7 +22,7 @@ from .._sync import run_sync
 from ..format._arrow import pyarrow_module
 from ..format._arrow_write import check_chunk_format
 from ..format._checksum import check_checksum_argument
-from ..format._compression import validate_compression
+from ..format._compression import resolve_compression
 from ..format._encrypted import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
@@ -66,6 +66,8 @@ def optimize(
     chunk_size: int | None = None,
     chunk_bytes: int | str | None = None,
     compression: str | None = None,
+    compression_level: str | None = None,
+    compression_batch_size: int | None = None,
     num_workers: int | None = None,
     fast_dev_run: bool | int = False,
     reorder_files: bool = True,
@@ -82,8 +84,6 @@ def optimize(
     encryption: Encryption | None = None,
     chunk_format: str | None = None,
     align_chunking: bool = False,
-    compression_level: str | None = None,
-    compression_batch_size: int | None = None,
     num_nodes: int | None = None,
     machine: Any = None,
     num_downloaders: int | None = None,
@@ -117,6 +117,11 @@ def optimize(
         chunk_size: Items per chunk. Give exactly one of ``chunk_size`` / ``chunk_bytes``.
         chunk_bytes: Payload bytes per chunk: an int, or a string with decimal units (``"64MB"``).
         compression: ``None``, ``"zstd"`` (level 4) or ``"zstd:N"`` (N in 1..22).
+        compression_level: What one zstd frame holds: ``"chunk"`` (default: the whole file,
+            ``chunk-R-N.zstd.bin``, readable by every LitData version), ``"batch"`` (frames of
+            ``compression_batch_size`` items inside ``chunk-R-N.bin``, LitData 0.2.76's default) or
+            ``"sample"`` (one frame per item). ``"batch"`` and ``"sample"`` need LitData >= 0.2.76 to read.
+        compression_batch_size: Items per frame for ``"batch"`` (default 256).
         num_workers: Workers per node (default ``os.cpu_count()``; 0 counts as 1). One worker without an
             executor runs in this process.
         fast_dev_run: ``True`` keeps the first 10 inputs of every worker, an int that many; ``False``
@@ -156,8 +161,7 @@ def optimize(
             pyarrow (``pip install "litstream[arrow]"``). With ``compression`` the Arrow buffers are
             compressed (``config.ipc_compression``) and file names keep ``.bin``. LitData has no such
             argument (it picks Arrow itself); this one is litstream's.
-        align_chunking, compression_level, compression_batch_size: LitData's single-worker chunk layout
-            and pytree compression granularity; only their defaults (``False``, ``None``, ``None``), else
+        align_chunking: LitData's single-worker chunk layout; only its default (``False``), else
             ``ConfigurationError``.
         num_nodes, machine, reader, broadcast_paths: LitData's Lightning-job and reader switches; only
             their defaults (``None``, ``None``, ``None``, ``False``), else ``ConfigurationError``.
@@ -201,12 +205,15 @@ def optimize(
         keep_data_ordered=keep_data_ordered,
         broadcast_paths=broadcast_paths,
         align_chunking=align_chunking,
-        compression_level=compression_level,
-        compression_batch_size=compression_batch_size,
         item_loader=item_loader,
     )
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
-    validate_compression(compression)
+    resolve_compression(compression, compression_level, compression_batch_size, default_level="chunk")
+    compression_args = {
+        "compression": compression,
+        "compression_level": compression_level,
+        "compression_batch_size": compression_batch_size,
+    }
     check_checksum_argument(checksum)
     check_writer_encryption(encryption, item_loader)
     if mode not in _MODES:
@@ -252,7 +259,9 @@ def optimize(
             inputs=tuple(inputs_digest([items[i] for i in p]) for p in assignment.positions),
         )
     prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
-    jobs = _jobs(plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression, item_loader, serializers)
+    jobs = _jobs(
+        plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression_args, item_loader, serializers
+    )
     if checksum is not None:  # only then, so jobs pickle as before for every other run
         jobs = [replace(job, writer_kwargs={**job.writer_kwargs, "checksum": checksum}) for job in jobs]
     if encryption is not None:
@@ -305,14 +314,14 @@ def _jobs(
     store: Store,
     chunk_size: int | None,
     chunk_bytes: int | None,
-    compression: str | None,
+    compression: Mapping[str, Any],
     item_loader: PyTreeLoader | TokensLoader | None,
     serializers: Mapping[str, Serializer] | None,
 ) -> list[OptimizeJob]:
     writer_kwargs: dict[str, Any] = {
         "chunk_size": chunk_size,
         "chunk_bytes": chunk_bytes,
-        "compression": compression,
+        **compression,
         "serializers": serializers,
         "item_loader": item_loader,
     }
@@ -326,7 +335,11 @@ def _jobs(
                 positions=positions,
                 fn_pickle=fn_pickle,
                 store=store,
-                writer_kwargs={**writer_kwargs, "start_chunk": prepared.start_chunks.get(rank, 0)},
+                writer_kwargs={
+                    **writer_kwargs,
+                    "start_chunk": prepared.start_chunks.get(rank, 0),
+                    "json_leaves": _json_leaves(prepared.existing),
+                },
                 checkpoint=prepared.checkpoints.get(rank) if prepared.checkpoints else None,
                 queue_timeout=plan.env.timeout,
             )
@@ -359,3 +372,9 @@ async def _finish(
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
     if env.num_nodes > 1 and env.is_last_node:
         await merge_nodes(store, env, prepared.existing, before_index=before_index)
+
+
+def _json_leaves(existing: Index | None) -> bool:
+    """Whether new chunks store list fields as ``json`` leaves: yes, unless appending to a dataset whose
+    lists were flattened (written before LitData 0.2.76, or without list fields at all)."""
+    return existing is None or existing.config is None or "json" in existing.config.data_format

@@ -30,7 +30,15 @@ import anyio.to_thread
 from .._errors import ConfigurationError, FormatError
 from ..format._chunk import ChunkBuilder, chunk_filename, header_length
 from ..format._compression import validate_compression
-from ..format._index import INDEX_FILENAME, ChunkInfo, DatasetConfig, Index, merge_partial_indexes, partial_index_name
+from ..format._index import (
+    INDEX_FILENAME,
+    ChunkInfo,
+    DatasetConfig,
+    Index,
+    comparable_config,
+    merge_partial_indexes,
+    partial_index_name,
+)
 from ..format._loaders import PyTreeLoader, SampleEncoder
 from ..format._units import parse_bytes
 from ..storage._base import MiB
@@ -184,6 +192,7 @@ class AsyncUploader:
         self._rank = rank
         self._max_concurrency = max_concurrency
         self._encoder = SampleEncoder(serializers)
+        self._json_leaves = True
         self._config: DatasetConfig | None = None
         self._existing: Index | None = None
         self._state = "new"
@@ -217,6 +226,9 @@ class AsyncUploader:
         if existing is not None and existing.config is not None:
             self._check_existing(existing.config)
         self._existing = existing
+        # keep a pre-0.2.76 dataset's layout: its list fields were flattened, not stored as json leaves
+        self._json_leaves = existing is None or existing.config is None or "json" in existing.config.data_format
+        self._encoder = SampleEncoder(self._serializers, json_leaves=self._json_leaves)
         self._keys = await UploaderKeys.open(self._store, existing, self._key_fn)
         self._next_number = await next_chunk_number(self._store, self._rank, starts.get(self._rank, 0))
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
@@ -341,8 +353,9 @@ class AsyncUploader:
                 item_loader=self._item_loader,
             )
             existing = self._existing.config if self._existing is not None else None
-            if existing is not None and config != existing:
-                self._encoder = SampleEncoder(self._serializers)  # the next sample may fix it again
+            if existing is not None and comparable_config(config) != comparable_config(existing):
+                # the next sample may fix it again
+                self._encoder = SampleEncoder(self._serializers, json_leaves=self._json_leaves)
                 raise FormatError(
                     f"this sample's format does not match the dataset at {self._store.url} "
                     f"({'; '.join(config_diff(config, existing))}); append samples with the same keys, "

@@ -30,9 +30,10 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from ..format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk, snapshot
 from ..format._checksum import CHECKSUM_KEY, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header, pack_chunk
-from ..format._compression import compress, validate_compression
+from ..format._compression import Compression, compress, resolve_compression
 from ..format._encrypted import check_writer_encryption, encrypt_chunk
-from ..format._index import ChunkInfo, DatasetConfig, Index, partial_index_name
+from ..format._framed import pack as pack_in_file
+from ..format._index import ChunkInfo, DatasetConfig, Index, comparable_config, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
 from ..format._tokens import TokenEncoder
 from ..format._units import parse_bytes
@@ -93,24 +94,44 @@ def pack_and_compress(items: list[bytes], compression: str | None, encryption: A
     return compress(data, compression), size
 
 
+def pack_in_file_compressed(items: list[bytes], compression: Compression) -> tuple[bytes, int]:
+    """A ``"batch"`` or ``"sample"`` chunk file and its length (``chunk_bytes``, as LitData 0.2.76 records it)."""
+    data = pack_in_file(items, compression)
+    items.clear()
+    return data, len(data)
+
+
 def dataset_config(
     encoder: SampleEncoder | TokenEncoder,
     *,
     chunk_size: int | None,
     chunk_bytes: int | None,
-    compression: str | None,
+    compression: str | Compression | None,
     item_loader: PyTreeLoader | TokensLoader,
     encryption: Any = None,
 ) -> DatasetConfig:
-    """The ``config`` of ``index.json`` for samples encoded by ``encoder`` (its format fixed by a first sample)."""
+    """The ``config`` of ``index.json`` for samples encoded by ``encoder`` (its format fixed by a first sample).
+
+    Holds every key LitData 0.2.76 writes: ``compression_level``, ``compression_batch_size``,
+    ``ipc_compression`` (always ``None``: litstream writes no Arrow chunks here) and ``types``.
+    """
+    spec = Compression(compression) if isinstance(compression, str) else compression
+    keys = spec.config_keys() if spec is not None else {"compression": None}
     return DatasetConfig(
         data_format=encoder.data_format,
         data_spec=encoder.data_spec,
         chunk_size=chunk_size,
         chunk_bytes=chunk_bytes,
-        compression=compression,
+        compression=keys.pop("compression"),
         encryption=None if encryption is None else encryption.state_dict(),
         item_loader=type(item_loader).__name__,
+        extra={
+            "compression_batch_size": None,
+            "compression_level": None,
+            **keys,
+            "ipc_compression": None,
+            "types": getattr(encoder, "types", None),
+        },
     )
 
 
@@ -133,6 +154,11 @@ class ChunkWriter:
         chunk_size: Items per chunk. Exactly one of ``chunk_size`` and ``chunk_bytes``.
         chunk_bytes: Payload bytes per chunk (int or a string like ``"64MB"``, decimal units).
         compression: ``None``, ``"zstd"`` or ``"zstd:N"``.
+        compression_level: ``"chunk"`` (default here: one frame per file, readable by every LitData),
+            ``"batch"`` or ``"sample"`` (LitData 0.2.76's in-file layouts; PyTreeLoader only).
+        compression_batch_size: Items per frame for ``"batch"`` (default 256).
+        json_leaves: Store list / dict fields of dict samples as ``json`` leaves (LitData 0.2.76); ``False``
+            flattens them (appending to a dataset written so).
         serializers: Extra serializers by registry key.
         start_chunk: Number of this rank's first chunk (append mode continues numbering).
         max_pending_chunks: Closed chunks allowed to wait for upload besides the one being uploaded
@@ -170,6 +196,9 @@ class ChunkWriter:
         serializers: Mapping[str, Serializer] | None = None,
         item_loader: PyTreeLoader | TokensLoader | None = None,
         start_chunk: int = 0,
+        compression_level: str | None = None,
+        compression_batch_size: int | None = None,
+        json_leaves: bool = True,
         max_pending_chunks: int = 0,
         resume: Index | None = None,
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
@@ -180,15 +209,28 @@ class ChunkWriter:
     ) -> None:
         self._checksum = check_checksum_argument(checksum)
         self._chunk_size, self._chunk_bytes = check_chunking(chunk_size, chunk_bytes)
-        validate_compression(compression)
+        spec = resolve_compression(compression, compression_level, compression_batch_size, default_level="chunk")
+        if spec is not None and not spec.whole_file and isinstance(item_loader, TokensLoader):
+            raise ConfigurationError(
+                f"compression_level={spec.level!r} is only for the default PyTreeLoader (as in LitData); "
+                "TokensLoader datasets use compression_level='chunk'"
+            )
         self._encryption = check_writer_encryption(encryption, item_loader)
+        if spec is not None and not spec.whole_file and (self._encryption is not None or chunk_format is not None):
+            raise ConfigurationError(
+                f"compression_level={spec.level!r} cannot be combined with encryption= or chunk_format= (as in "
+                "LitData); use compression_level='chunk'"
+            )
         self._store = store
         self._rank = rank
+        self._spec = spec
         self._compression = compression
+        # the ``.{compression}`` file-name infix, only for whole-file compression
+        self._infix = compression if spec is not None and spec.whole_file else None
         self._encoder: SampleEncoder | TokenEncoder = (
             TokenEncoder(serializers)
             if isinstance(item_loader, TokensLoader)
-            else SampleEncoder(serializers, allow_pickle=allow_pickle)
+            else SampleEncoder(serializers, allow_pickle=allow_pickle, json_leaves=json_leaves)
         )
         self._item_loader = item_loader or PyTreeLoader()
         self._arrow = ArrowEncoder() if check_chunk_format(chunk_format) == "arrow" else None
@@ -294,7 +336,7 @@ class ChunkWriter:
             raise RuntimeError("use ChunkWriter as `async with ChunkWriter(...) as writer:`")
         items, dims = closed
         # Arrow chunks compress their buffers inside: the file name carries no compression infix
-        name = chunk_filename(self._rank, self._next_chunk, None if self._arrow else self._compression)
+        name = chunk_filename(self._rank, self._next_chunk, None if self._arrow else self._infix)
         self._next_chunk += 1
         # TokensLoader chunks record their token count (index.json's ``dim``); others ``None``.
         tokens = sum(d or 0 for d in dims) if isinstance(self._encoder, TokenEncoder) else None
@@ -319,6 +361,11 @@ class ChunkWriter:
                     digest = await self._digest(parts)
                     await put_parts(name, parts)
                     stored = size
+                elif self._spec is not None and not self._spec.whole_file:
+                    payload, size = await anyio.to_thread.run_sync(pack_in_file_compressed, items, self._spec)
+                    stored = size
+                    digest = await self._digest([payload])
+                    await self._store.put(name, payload)
                 else:
                     payload, size = await anyio.to_thread.run_sync(
                         pack_and_compress, items, self._compression, self._encryption
@@ -375,7 +422,7 @@ class ChunkWriter:
             self._encoder,
             chunk_size=self._chunk_size,
             chunk_bytes=self._chunk_bytes,
-            compression=self._compression,
+            compression=self._spec,
             item_loader=self._item_loader,
             encryption=self._encryption,
         )
@@ -384,7 +431,7 @@ class ChunkWriter:
         config = self.config()
         if not self._chunks or config is None:
             return
-        if self._resume_config is not None and config != self._resume_config:
+        if self._resume_config is not None and comparable_config(config) != comparable_config(self._resume_config):
             raise FormatError(
                 f"rank {self._rank}: the samples of this run have config {config.to_json_obj()}, the chunks "
                 f"of the interrupted run {self._resume_config.to_json_obj()}; fn must produce the same format"
