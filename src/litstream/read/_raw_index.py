@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import zstandard
-
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from .._sync import run_sync
 from ..storage._obstore import ObstoreStore, obstore_used
@@ -128,12 +126,25 @@ def _discover_safely(store: Store, root: str, remote_index: bool) -> tuple[bytes
     return _discover(store, root, remote_index)
 
 
+def _zstandard() -> Any:
+    """The ``zstandard`` module (LitData keeps a raw dataset's file list as ``index.json.zstd``)."""
+    try:
+        import zstandard
+    except ImportError as exc:
+        raise ConfigurationError(
+            "StreamingRawDataset keeps its file list as LitData's index.json.zstd, which needs the zstandard "
+            "package: pip install 'litstream[zstd]'"
+        ) from exc
+    return zstandard
+
+
 def decode_index(blob: bytes, where: str) -> list[FileMetadata]:
     """The files recorded in an ``index.json.zstd`` blob.
 
     Raises:
         FormatError: not a zstd frame of the expected JSON.
     """
+    zstandard = _zstandard()
     try:
         text = zstandard.ZstdDecompressor().decompress(blob, max_output_size=_MAX_INDEX_BYTES)
         data = json.loads(text.decode("utf-8"))
@@ -148,7 +159,7 @@ def decode_index(blob: bytes, where: str) -> list[FileMetadata]:
 def encode_index(files: Sequence[FileMetadata], source: str) -> bytes:
     """An ``index.json.zstd`` blob for ``files`` (LitData's layout)."""
     doc = {"source": source, "files": [f.to_dict() for f in files], "created_at": time.time()}
-    return zstandard.ZstdCompressor().compress(json.dumps(doc).encode("utf-8"))
+    return bytes(_zstandard().ZstdCompressor().compress(json.dumps(doc).encode("utf-8")))
 
 
 def _save(path: Path, blob: bytes) -> None:
