@@ -12,11 +12,12 @@ import pytest
 import torch
 
 import litstream
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 
 
 def _tree(root: Path) -> None:

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import litstream
+from peer import require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 
 pytestmark = [
     pytest.mark.litdata,

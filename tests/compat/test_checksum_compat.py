@@ -12,11 +12,12 @@ import pytest
 
 import litstream
 from litstream.format._checksum import CHECKSUM_KEY
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 
 pytestmark = [
     pytest.mark.litdata,

@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 
 import litstream
+from peer import require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 
 pytestmark = [
     pytest.mark.litdata,

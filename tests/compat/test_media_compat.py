@@ -31,8 +31,9 @@ import torch
 import litstream
 from litstream.format._media_audio import AudioSerializer as LsAudio
 from litstream.format._media_video import VideoSerializer as LsVideo
+from peer import require_peer
 
-litdata = pytest.importorskip("litdata")
+litdata = require_peer("litdata")
 sf = pytest.importorskip("soundfile")
 nib = pytest.importorskip("nibabel")
 trimesh = pytest.importorskip("trimesh")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from litstream import FormatError
 from litstream.format._json_serializer import JsonLeaf, JsonSerializer, dumps, loads
 from litstream.format._serializers import default_serializers, select_serializer
+from peer import require_peer
 
 scalars = (
     st.none()
@@ -32,7 +33,7 @@ values = st.recursive(
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=values)
 def test_same_bytes_as_litdata_both_ways(value: Any) -> None:
-    litdata_serializers = pytest.importorskip("litdata.streaming.serializers")
+    litdata_serializers = require_peer("litdata.streaming.serializers")
     theirs = litdata_serializers.JsonSerializer()
     ours, _ = JsonSerializer().serialize(JsonLeaf(value))
     assert ours == theirs.serialize(litdata_serializers.JsonLeaf(value))[0]

@@ -27,13 +27,14 @@ from PIL import Image as PILImage
 import litstream
 from litstream.format._media_video import VideoSerializer
 from litstream.format._serializers import default_serializers, select_serializer, serializer_for_format
+from peer import require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-litdata = pytest.importorskip("litdata")
-lds = pytest.importorskip("litdata.streaming.serializers")
+litdata = require_peer("litdata")
+lds = require_peer("litdata.streaming.serializers")
 nib = pytest.importorskip("nibabel")
 trimesh = pytest.importorskip("trimesh")
 pdfplumber = pytest.importorskip("pdfplumber")
