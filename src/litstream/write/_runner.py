@@ -324,9 +324,19 @@ def _run_processes(
 def _run_on_executor(
     jobs: list[Job], num_workers: int, executor: concurrent.futures.Executor, bar: Any, label: str
 ) -> list[WorkerSummary]:
-    futures = {executor.submit(run_in_executor, cloudpickle.dumps(job), num_workers): job for job in jobs}
+    futures: dict[concurrent.futures.Future[WorkerSummary], Job] = {}
     summaries: dict[int, WorkerSummary] = {}
     failure: tuple[int, str, BaseException | None] | None = None
+    for job in jobs:
+        try:
+            futures[executor.submit(run_in_executor, cloudpickle.dumps(job), num_workers)] = job
+        except Exception as error:  # e.g. a pool shut down (by a task, or another thread) before this submit
+            reason = (
+                f"its task could not be submitted ({type(error).__name__}: {error}); "
+                f"its {_span(job.positions)} were not written"
+            )
+            failure = (job.rank, reason, error)
+            break  # the tasks already submitted are waited for below, so none writes after the run fails
     pending = set(futures)
     while pending:
         done, pending = concurrent.futures.wait(pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
