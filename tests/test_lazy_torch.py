@@ -189,3 +189,23 @@ def test_the_facades_load_torch_on_first_use(tmp_path: Path) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "module 'litstream' has no attribute 'NoSuchName'"
+
+
+def test_import_litstream_loads_no_library_module_but_errors_and_version(tmp_path: Path) -> None:
+    # Start-up cost (issue 17): ``import litstream`` runs only the package file, the error classes, the
+    # version and the terminal capture of ``breakpoint``; every public name is bound on first access.
+    out = _run_without_torch(
+        """
+        import sys
+        import litstream
+        heavy = sorted(m for m in ("numpy", "anyio", "obstore", "httpx") if m in sys.modules)
+        ours = sorted(m for m in sys.modules if m.startswith("litstream."))
+        print(heavy, ours)
+        litstream.astream
+        print("litstream.read._astream" in sys.modules, "astream" in vars(litstream))
+        """,
+        tmp_path,
+    )
+    first, second = out.splitlines()
+    assert first == "[] ['litstream._errors', 'litstream._terminal', 'litstream._version']"
+    assert second == "True True"

@@ -3,33 +3,25 @@
 A child started by ``multiprocessing`` has its standard input closed (replaced by ``/dev/null``), so
 the built-in ``breakpoint()`` there returns at once. LitData 0.2.76 exports a ``breakpoint`` that
 re-opens the parent's terminal (the file descriptor of ``stdin`` at import time, inherited by forked
-children; litstream keeps a duplicate of it, since ``multiprocessing`` closes descriptor 0 in a child)
-and serialises the prompts of several processes with one lock. This is the same idea.
+children; litstream keeps a duplicate of it in ``_terminal``, since ``multiprocessing`` closes
+descriptor 0 in a child) and serialises the prompts of several processes with one lock. This is the
+same idea.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pdb
 import sys
 import threading
-from typing import IO, Any
+from typing import IO
+
+from ._terminal import PROMPT_LOCK as _PROMPT_LOCK
+from ._terminal import STDIN_FD as _STDIN_FD
 
 __all__ = ["breakpoint"]
 
 
-def _stdin_fd() -> int | None:
-    # A duplicate: multiprocessing closes descriptor 0 in its children and reuses it for /dev/null.
-    try:
-        return os.dup(sys.stdin.fileno())
-    except (AttributeError, OSError, ValueError):  # no stdin, or one without a file descriptor
-        return None
-
-
-# Taken at import, in the parent: forked children inherit both the descriptor and the lock.
-_STDIN_FD = _stdin_fd()
-_PROMPT_LOCK: Any = multiprocessing.Lock()
 _reopened: list[IO[str]] = []
 _reopen_guard = threading.Lock()
 
