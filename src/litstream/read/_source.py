@@ -10,11 +10,13 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
 from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from .._trace import CAT_DECOMPRESS, CAT_READ, TRACER
 from ..format._arrow import ArrowChunk, ArrowRowsOnly, read_chunk_view
 from ..format._chunk import ChunkView, header_length, item_span_offset
 from ..format._compression import Compression, compression_from_config, decompress
@@ -325,6 +327,7 @@ class DatasetSource:
         if cached is not None:
             self._chunks.move_to_end(chunk_index)
             return cached
+        t0 = perf_counter_ns() if TRACER.on else 0
         info = self.index.chunks[chunk_index]
         compression = self.index.config.compression if self.index.config else None
         data: bytes | mmap.mmap
@@ -347,6 +350,7 @@ class DatasetSource:
         if has_checksum(info):
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
             await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
+        t1 = perf_counter_ns() if t0 else 0  # decompression and decryption start
         spec = self.compression
         if spec is not None:
             data = await anyio.to_thread.run_sync(
@@ -361,6 +365,10 @@ class DatasetSource:
             self._check_length(chunk_index, data)  # chunk_bytes counts the encrypted bytes
             where = f"{self.store.url}/{info.filename}"
             data = await anyio.to_thread.run_sync(decrypt_chunk, self.encryption, self.encryption_level, data, where)
+        if t0:
+            if spec is not None or compression or self.encryption_level is not None:
+                TRACER.async_span("decompress", CAT_DECOMPRESS, t1, {"chunk": chunk_index, "bytes": len(data)})
+            TRACER.async_span("read", CAT_READ, t0, {"chunk": chunk_index, "file": info.filename})
         return self._checked_view(chunk_index, data, keep)
 
     def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
@@ -378,6 +386,7 @@ class DatasetSource:
         cached = self._chunks.get(chunk_index)
         if cached is not None:
             return cached
+        t0 = perf_counter_ns() if TRACER.on else 0
         path = self.store.root / self.index.chunks[chunk_index].filename
         try:  # the messages of mapped_errors, which needs a running event loop
             data = map_file(path)
@@ -387,6 +396,8 @@ class DatasetSource:
             raise StorageError(f"get failed for {path}: {exc}") from exc
         if has_checksum(self.index.chunks[chunk_index]):
             check_chunk(data, self.index.chunks[chunk_index], path, str(path))
+        if t0:
+            TRACER.span("read", CAT_READ, t0, {"chunk": chunk_index, "file": path.name})
         return self._checked_view(chunk_index, data, False)
 
     def _check_length(self, chunk_index: int, data: bytes | mmap.mmap) -> None:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import sys
 import threading
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import anyio.to_thread
 
 from .._errors import ConfigurationError, FormatError, raise_collapsed
+from .._trace import CAT_WRITE, TRACER
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -345,6 +347,7 @@ class ChunkWriter:
     async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[Any], int | None]]) -> None:
         async with receive:
             async for name, items, dim in receive:
+                t0 = perf_counter_ns() if TRACER.on else 0
                 count = len(items)
                 put_parts = getattr(self._store, "put_parts", None)
                 if self._arrow is not None:
@@ -374,6 +377,8 @@ class ChunkWriter:
                     digest = await self._digest([payload])
                     await self._store.put(name, payload)
                 self.written_files.append(name)
+                if t0:
+                    TRACER.async_span("write chunk", CAT_WRITE, t0, {"chunk": name, "items": count, "bytes": stored})
                 self.chunks_written += 1
                 self.bytes_written += stored
                 extra = {CHECKSUM_KEY: digest} if digest is not None else {}
