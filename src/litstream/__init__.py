@@ -237,6 +237,10 @@ def _fix_module_name(obj: object) -> None:
 def __getattr__(name: str) -> Any:
     """Import a public name's module on first access (PEP 562) and cache the name here."""
     module_name = _LAZY.get(name)
+    if name == "debugger":  # a public submodule, as ``litdata.debugger`` (torch-free)
+        import importlib
+
+        return importlib.import_module(".debugger", __name__)
     if module_name is None:
         raise AttributeError(f"module 'litstream' has no attribute {name!r}")
     import importlib

@@ -36,6 +36,7 @@ from ._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from .storage import _store
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Generator
 
     from .read._core import ShuffleMode
@@ -118,7 +119,7 @@ class StreamingDataLoader(DataLoader[Any]):
         *,
         profile_batches: bool | int = False,
         profile_skip_batches: int = 0,
-        profile_dir: str | None = None,
+        profile_dir: str | os.PathLike[str] | None = None,
         profile_cprofile: bool = False,
         prefetch_factor: int | None = None,
         **kwargs: Any,

@@ -156,7 +156,7 @@ class Tracer:
             self.finish()  # write what the previous settings recorded before changing them
         cats = frozenset(categories)
         with self._lock:
-            if path != self.path:
+            if path != self.path or not cats:  # a new trace, or the end of this one
                 self._events.clear()
                 self._written = 0
             self.categories = cats
