@@ -297,8 +297,9 @@ class Tracer:
 
     def _at_exit(self) -> None:
         self._stop.set()
-        with contextlib.suppress(OSError):
-            self.finish()
+        if self.on:  # switched off: the trace was written then
+            with contextlib.suppress(OSError):
+                self.finish()
 
     def _after_fork(self) -> None:
         self._reset_process_state()
