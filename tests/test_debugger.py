@@ -207,3 +207,31 @@ def test_importing_debugger_is_cheap_and_torch_free() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_spawned_workers_get_the_settings_from_the_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _optimize(str(tmp_path / "ds"))
+    trace = tmp_path / "spawn.json"
+    debugger.enable_tracer(log_file=str(trace))
+    monkeypatch.delenv("LITSTREAM_TRACE")  # not inherited from the environment: only the loader hands them on
+    monkeypatch.delenv("LITSTREAM_TRACE_FILE")
+    loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=4, num_workers=2,
+                                           multiprocessing_context="spawn")  # fmt: skip
+    assert sum(len(batch["i"]) for batch in loader) == ITEMS
+    events = _load(debugger.merge_traces())
+    workers = _worker_pids(events)
+    assert len(workers) == 2
+    assert {e["pid"] for e in _spans(events) if e["name"] == "read"} == set(workers.values())
+
+
+def test_part_file_is_rewritten_by_events_after_flush_interval(tmp_path: Path) -> None:
+    trace = tmp_path / "periodic.json"
+    debugger.enable_tracer(log_file=str(trace), flush_interval=3600)
+    TRACER.span("read", "read", 0)  # the first event: the part is due in an hour
+    part = TRACER.part_path()
+    assert part is not None
+    assert not part.exists()
+    TRACER._next_flush = 0  # as if the hour had passed
+    TRACER.span("read", "read", 0)
+    assert [e["name"] for e in _spans(_load(part))] == ["read", "read"]
+    assert not trace.exists()  # only merges write the trace file

@@ -16,7 +16,7 @@ every track holds properly nested complete events (``"ph": "X"``, ``ts`` and ``d
 
 Files: events stay in memory (a tuple each) and are written as one ``{"traceEvents": [...]}`` JSON
 document per process, to ``<stem>.pid<PID><suffix>`` next to the trace file (temp name, then rename):
-every ``flush_interval`` seconds if there is something new, and when the process exits (``atexit`` in
+at the first event ``flush_interval`` seconds after the last write, and when the process exits (``atexit`` in
 a main or spawned process, a ``multiprocessing`` finalizer in a worker process, which skips
 ``atexit``). The process that called ``enable_tracer`` (the owner) merges every part file into the
 trace file when it exits, when tracing is switched off, or on :func:`merge`.
@@ -145,8 +145,7 @@ class Tracer:
         self._threads: dict[int, str] = {}
         self._pid: int | None = None
         self._offset_ns = 0  # wall clock minus perf counter, in this process
-        self._stop = threading.Event()
-        self._timer: threading.Thread | None = None
+        self._next_flush = 0  # perf ns after which the next event writes the part file
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -164,6 +163,10 @@ class Tracer:
             self.owner = owner
             self.flush_interval = flush_interval
             self.on = bool(cats) and path is not None
+            if not self.on:
+                self._pid = None  # the next trace attaches afresh (clock offset, first write time)
+            elif self._pid is not None:
+                self._next_flush = self._later(time.perf_counter_ns())
         if self.on and path is not None:
             os.environ[ENV_CATEGORIES] = ",".join(sorted(cats))
             os.environ[ENV_FILE] = str(path)
@@ -195,6 +198,7 @@ class Tracer:
             if tid not in self._threads:
                 self._threads[tid] = threading.current_thread().name
             self._events.append(("X", name, cat, start_ns, end, tid, args))
+        self._due(end)
 
     def async_span(self, name: str, cat: str, start_ns: int, args: dict[str, Any] | None = None) -> None:
         """Record a complete event of a coroutine from ``start_ns`` to now, on the first free lane of ``cat``."""
@@ -214,6 +218,7 @@ class Tracer:
             if tid not in self._threads:
                 self._threads[tid] = f"{cat} {lane}"
             self._events.append(("X", name, cat, start_ns, end, tid, args))
+        self._due(end)
 
     def instant(self, name: str, cat: str, args: dict[str, Any] | None = None) -> None:
         """Record an instant event (``"ph": "i"``) now on this thread."""
@@ -226,6 +231,7 @@ class Tracer:
                 self._attach()
             self._threads.setdefault(tid, threading.current_thread().name)
             self._events.append(("i", name, cat, now, now, tid, args))
+        self._due(now)
 
     def _attach(self) -> None:
         """First event in this process (lock held): clocks, exit hooks, the periodic flush."""
@@ -238,11 +244,17 @@ class Tracer:
             mp_util = sys.modules.get("multiprocessing.util")
             if mp_util is not None:  # a worker process leaves by os._exit: atexit never runs there
                 mp_util.Finalize(None, self._at_exit, exitpriority=100)
-        if self.flush_interval > 0:
-            self._stop = threading.Event()
-            self._timer = threading.Thread(target=self._flush_loop, args=(self._stop,), daemon=True,
-                                           name="litstream-trace-flush")  # fmt: skip
-            self._timer.start()
+        self._next_flush = self._later(time.perf_counter_ns())
+
+    def _later(self, now: int) -> int:
+        return now + int(self.flush_interval * 1e9) if self.flush_interval > 0 else 1 << 62
+
+    def _due(self, now: int) -> None:
+        """Write the part file if ``flush_interval`` has passed (no thread of its own: nothing to fork with)."""
+        if now >= self._next_flush:
+            self._next_flush = self._later(now)
+            with contextlib.suppress(OSError):
+                self.flush()
 
     # -- files ---------------------------------------------------------------------------------
 
@@ -290,13 +302,7 @@ class Tracer:
             return merge(self.path)
         return part
 
-    def _flush_loop(self, stop: threading.Event) -> None:
-        while not stop.wait(self.flush_interval):
-            with contextlib.suppress(OSError):
-                self.flush()
-
     def _at_exit(self) -> None:
-        self._stop.set()
         if self.on:  # switched off: the trace was written then
             with contextlib.suppress(OSError):
                 self.finish()
