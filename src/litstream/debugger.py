@@ -119,10 +119,10 @@ def enable_tracer(
 
     Call it before iterating (DataLoader workers started later inherit it: forked ones by copy, the
     others through ``LITSTREAM_TRACE``/``LITSTREAM_TRACE_FILE`` and ``StreamingDataLoader``'s
-    ``worker_init_fn``). Each process writes ``<stem>.pid<PID><suffix>`` next to ``log_file`` (every
-    ``flush_interval`` seconds and at exit); this process merges them into ``log_file`` at exit, on
-    ``enable_tracer("off")`` and on :func:`merge_traces`. Enabling removes part files of ``log_file``
-    left by an earlier run.
+    ``worker_init_fn``). Each process writes ``<stem>.pid<PID><suffix>`` next to ``log_file`` (at the
+    first event ``flush_interval`` seconds after its last write, and at exit); this process merges them
+    into ``log_file`` at exit, on ``enable_tracer("off")`` and on :func:`merge_traces`. Enabling removes
+    part files of ``log_file`` left by an earlier run.
 
     Args:
         level: ``"batch"`` (epochs and batches), ``"chunk"`` (default: also downloads, cache writes,
@@ -131,8 +131,8 @@ def enable_tracer(
             ``"debug"`` (also cache locks) or ``"off"`` (stop: write the trace and record nothing more).
         categories: Instead of a level, the categories to record, among ``epoch``, ``batch``,
             ``download``, ``read``, ``delete``, ``decompress``, ``sample``, ``lock``, ``crash``, ``write``.
-        flush_interval: Seconds between writes of each process's part file (default 5; ``0``: only at
-            exit and on ``merge_traces``).
+        flush_interval: Seconds after which the next event rewrites its process's part file (default
+            5; ``0``: only at exit and on ``merge_traces``).
         log_file: The trace file (default ``"litstream_trace.json"``; LitData's default is
             ``"litdata_debug.log"``, a file of another format). A relative path is taken from the
             current directory now.
