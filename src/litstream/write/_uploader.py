@@ -45,10 +45,10 @@ from ..storage._base import MiB
 from ..storage._resolver import store_for
 from ..storage._transfer import ByteBudget, Uploader
 from ._append import config_diff, next_chunk_number, settings_mismatch
+from ._chunk_pack import check_chunking, dataset_config, pack_and_compress
 from ._env import OptimizerEnv
 from ._output import prepare_output
 from ._uploader_keys import UploaderKeys
-from ._writer import check_chunking, dataset_config, pack_and_compress
 
 if TYPE_CHECKING:
     import os
