@@ -235,3 +235,12 @@ def test_part_file_is_rewritten_by_events_after_flush_interval(tmp_path: Path) -
     TRACER.span("read", "read", 0)
     assert [e["name"] for e in _spans(_load(part))] == ["read", "read"]
     assert not trace.exists()  # only merges write the trace file
+
+
+def test_optimize_records_one_write_per_chunk(tmp_path: Path) -> None:
+    trace = tmp_path / "write.json"
+    debugger.enable_tracer(log_file=str(trace))
+    _optimize(str(tmp_path / "ds"))
+    writes = [e for e in _spans(_load(debugger.merge_traces())) if e["name"] == "write chunk"]
+    assert sorted(e["args"]["chunk"] for e in writes) == sorted(f"chunk-0-{k}.bin" for k in range(CHUNKS))
+    assert sum(e["args"]["items"] for e in writes) == ITEMS
