@@ -244,3 +244,17 @@ def test_optimize_records_one_write_per_chunk(tmp_path: Path) -> None:
     writes = [e for e in _spans(_load(debugger.merge_traces())) if e["name"] == "write chunk"]
     assert sorted(e["args"]["chunk"] for e in writes) == sorted(f"chunk-0-{k}.bin" for k in range(CHUNKS))
     assert sum(e["args"]["items"] for e in writes) == ITEMS
+
+
+def test_full_part_files_leave_memory_and_all_are_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("litstream._trace._SEGMENT_EVENTS", 3)
+    trace = tmp_path / "seg.json"
+    debugger.enable_tracer(log_file=str(trace), flush_interval=0)
+    for k in range(7):
+        TRACER.span("read", "read", 0, {"chunk": k})
+        TRACER.flush()
+    assert len(TRACER._events) == 1  # the 7th; six were written to full parts
+    pid = os.getpid()
+    assert [p.name for p in part_files(trace)] == [f"seg.pid{pid}-1.json", f"seg.pid{pid}-2.json", f"seg.pid{pid}.json"]
+    events = _spans(_load(debugger.merge_traces()))
+    assert sorted(e["args"]["chunk"] for e in events) == list(range(7))

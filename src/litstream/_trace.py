@@ -16,10 +16,12 @@ every track holds properly nested complete events (``"ph": "X"``, ``ts`` and ``d
 
 Files: events stay in memory (a tuple each) and are written as one ``{"traceEvents": [...]}`` JSON
 document per process, to ``<stem>.pid<PID><suffix>`` next to the trace file (temp name, then rename):
-at the first event ``flush_interval`` seconds after the last write, and when the process exits (``atexit`` in
-a main or spawned process, a ``multiprocessing`` finalizer in a worker process, which skips
-``atexit``). The process that called ``enable_tracer`` (the owner) merges every part file into the
-trace file when it exits, when tracing is switched off, or on :func:`merge`.
+at the first event ``flush_interval`` seconds after the last write, and when the process exits
+(``atexit`` in a main or spawned process, a ``multiprocessing`` finalizer in a worker process, which
+skips ``atexit``). A part of ``_SEGMENT_EVENTS`` events is final: they leave memory and the process
+goes on in ``<stem>.pid<PID>-1<suffix>``, ``-2``, ... The process that called ``enable_tracer`` (the
+owner) merges every part file into the trace file when it exits, when tracing is switched off, or on
+:func:`merge`.
 
 Worker processes: a forked child keeps the parent's settings (its buffer is emptied after the fork); a
 spawned or forkserver child reads them from ``LITSTREAM_TRACE`` / ``LITSTREAM_TRACE_FILE`` when this
@@ -84,14 +86,15 @@ ENV_FILE = "LITSTREAM_TRACE_FILE"
 
 _LANE_TID = 1_000_000_000  # lanes of async spans: far above any OS thread id
 _LANE_STRIDE = 1_000  # per category
+_SEGMENT_EVENTS = 20_000  # a part file this full is left as it is and the process starts the next one
 
 # (ph, name, cat, start perf ns, end perf ns, tid, args)
 _Event = tuple[str, str, str, int, int, int, "dict[str, Any] | None"]
 
 
 def part_files(trace_file: Path) -> list[Path]:
-    """The per-process part files of ``trace_file`` present now (``<stem>.pid<PID><suffix>``), sorted."""
-    pattern = re.compile(re.escape(trace_file.stem) + r"\.pid\d+" + re.escape(trace_file.suffix) + "$")
+    """The per-process part files of ``trace_file`` present now (``<stem>.pid<PID>[-<k>]<suffix>``), sorted."""
+    pattern = re.compile(re.escape(trace_file.stem) + r"\.pid\d+(-\d+)?" + re.escape(trace_file.suffix) + "$")
     if not trace_file.parent.is_dir():
         return []
     return sorted(p for p in trace_file.parent.iterdir() if pattern.match(p.name))
@@ -139,6 +142,8 @@ class Tracer:
 
     def _reset_process_state(self) -> None:
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # one writer of the part file at a time
+        self._segment = 0  # parts of this process already full (memory stays bounded)
         self._events: list[_Event] = []
         self._written = 0  # events in the part file
         self._lanes: dict[str, list[int]] = {}  # category -> end (perf ns) of the last span on each lane
@@ -262,12 +267,21 @@ class Tracer:
         """This process's part file (``None`` when tracing has no file)."""
         if self.path is None:
             return None
-        return self.path.with_name(f"{self.path.stem}.pid{os.getpid()}{self.path.suffix}")
+        segment = f"-{self._segment}" if self._segment else ""
+        return self.path.with_name(f"{self.path.stem}.pid{os.getpid()}{segment}{self.path.suffix}")
 
     def flush(self) -> Path | None:
-        """Write this process's events to its part file if there are new ones; return the file (or ``None``)."""
-        part = self.part_path()
+        """Write this process's events to its part file if there are new ones; return the file (or ``None``).
+
+        A part holding ``_SEGMENT_EVENTS`` events is final: its events leave memory and the next ones go
+        to ``<stem>.pid<PID>-<k><suffix>``.
+        """
+        with self._flush_lock:
+            return self._flush()
+
+    def _flush(self) -> Path | None:
         with self._lock:
+            part = self.part_path()
             if part is None or self._pid != os.getpid() or self._written == len(self._events):
                 return None
             events = list(self._events)
@@ -292,7 +306,12 @@ class Tracer:
         part.parent.mkdir(parents=True, exist_ok=True)
         _write_json(part, {"traceEvents": out, "displayTimeUnit": "ms"})
         with self._lock:
-            self._written = max(self._written, len(events))
+            if len(events) >= _SEGMENT_EVENTS:
+                del self._events[: len(events)]
+                self._written = 0
+                self._segment += 1
+            else:
+                self._written = len(events)
         return part
 
     def finish(self) -> Path | None:
