@@ -258,3 +258,14 @@ def test_full_part_files_leave_memory_and_all_are_merged(tmp_path: Path, monkeyp
     assert [p.name for p in part_files(trace)] == [f"seg.pid{pid}-1.json", f"seg.pid{pid}-2.json", f"seg.pid{pid}.json"]
     events = _spans(_load(debugger.merge_traces()))
     assert sorted(e["args"]["chunk"] for e in events) == list(range(7))
+
+
+def test_trace_span_records_user_code(tmp_path: Path) -> None:
+    trace = tmp_path / "user.json"
+    debugger.enable_tracer("batch", log_file=str(trace))
+    with debugger.trace_span("train step", "batch", step=3):
+        pass
+    with debugger.trace_span("not recorded", "download"):
+        pass
+    spans = _spans(_load(debugger.merge_traces()))
+    assert [(e["name"], e["args"]) for e in spans] == [("train step", {"step": 3})]

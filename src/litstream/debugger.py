@@ -10,10 +10,12 @@ This module imports neither torch nor the read path: importing it is cheap.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigurationError
 from ._trace import (
@@ -33,7 +35,7 @@ from ._trace import (
 from ._trace import merge as _merge
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
 __all__ = [
     "ALL_CATEGORIES",
@@ -52,6 +54,7 @@ __all__ = [
     "enable_tracer",
     "is_tracing",
     "merge_traces",
+    "trace_span",
 ]
 
 _CHUNK = frozenset({CAT_EPOCH, CAT_BATCH, CAT_DOWNLOAD, CAT_READ, CAT_DELETE, CAT_DECOMPRESS, CAT_CRASH, CAT_WRITE})
@@ -174,6 +177,22 @@ def is_tracing(category: str) -> bool:
 def active_categories() -> frozenset[str]:
     """The categories being recorded in this process (empty when tracing is off)."""
     return TRACER.categories if TRACER.on else frozenset()
+
+
+@contextlib.contextmanager
+def trace_span(name: str, cat: str, **fields: Any) -> Iterator[None]:
+    """Record the ``with`` block as a span named ``name`` in category ``cat`` (LitData's ``trace_span``).
+
+    For your own code, e.g. ``with trace_span("train step", "batch", step=i):``. ``fields`` become the
+    event's ``args``. Nothing is recorded when ``cat`` is not enabled; the span is recorded also when
+    the block raises.
+    """
+    t0 = perf_counter_ns() if cat in TRACER.categories and TRACER.on else 0
+    try:
+        yield
+    finally:
+        if t0:
+            TRACER.span(name, cat, t0, fields or None)
 
 
 def merge_traces(log_file: str | os.PathLike[str] | None = None) -> Path:
