@@ -269,3 +269,23 @@ def test_trace_span_records_user_code(tmp_path: Path) -> None:
         pass
     spans = _spans(_load(debugger.merge_traces()))
     assert [(e["name"], e["args"]) for e in spans] == [("train step", {"step": 3})]
+
+
+@pytest.mark.litdata
+def test_enable_tracer_has_litdatas_parameters_and_levels() -> None:
+    import inspect
+
+    from peer import require_peer
+
+    require_peer("litdata")
+    import litdata.debugger as theirs
+
+    ours_params = inspect.signature(debugger.enable_tracer).parameters
+    their_params = inspect.signature(theirs.enable_tracer).parameters
+    assert list(ours_params) == list(their_params)
+    differing = {n for n, p in their_params.items() if repr(p.default) != repr(ours_params[n].default)}
+    assert differing == {"log_file"}  # a JSON trace, not LitData's log lines (docs/tracing.md)
+    assert set(debugger.LEVEL_CATEGORIES) == set(theirs.LEVEL_CATEGORIES)
+    for level, categories in theirs.LEVEL_CATEGORIES.items():
+        assert categories <= debugger.LEVEL_CATEGORIES[level]
+        assert debugger.LEVEL_CATEGORIES[level] - categories <= {"write"}
