@@ -36,7 +36,8 @@ class RequestCounter:
 
     def __init__(self, target: str) -> None:
         parts = urlsplit(target)
-        assert parts.hostname is not None and parts.port is not None, target
+        if parts.hostname is None or parts.port is None:
+            raise ValueError(f"target={target!r}: use http://host:port")
         self._target = (parts.hostname, parts.port)
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
