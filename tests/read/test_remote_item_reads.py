@@ -10,15 +10,18 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import numpy as np
 import pytest
 
 from litstream import FormatError, StreamingDataset, optimize
 from litstream.format._chunk import parse_chunk_offsets
+from litstream.storage._resolver import store_for
 from request_counter import Request, RequestCounter
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from servers import S3Server
 
@@ -102,6 +105,30 @@ def test_each_process_view_loads_the_sidecar_once(keyed_s3: tuple[str, dict[str,
     assert len(paths) == 2 + N // CHUNK + N  # index, shard, one table per chunk, one read per sample
 
 
+def shorter(i: int) -> dict[str, Any]:
+    return {"id": f"new-{i}", "x": np.array([-i], dtype=np.int64)}
+
+
+def test_a_chunk_rewritten_under_a_reader_is_read_from_the_new_file_alone(
+    keyed_s3: tuple[str, dict[str, str], RequestCounter], s3_server: S3Server, tmp_path: Path
+) -> None:
+    """The item read asks for the chunk version its offset table came from (If-Match); a chunk replaced in
+    place (LitData's dataset_update does so) fails it, and the reader re-reads the table of the new file."""
+    root, options, counter = keyed_s3
+    ds = StreamingDataset(f"s3:/{root}", storage_options=options, hedge_delay=3600.0)
+    assert_same(ds["id-5"], sample(5))  # chunk 1's table and its ETag are held now
+    optimize(shorter, list(range(N)), tmp_path, chunk_size=CHUNK, num_workers=1, verbose=False)
+    store = store_for(f"s3:/{root}", s3_server.options())
+    anyio.run(store.put, "chunk-0-1.bin", (tmp_path / "chunk-0-1.bin").read_bytes())  # smaller items, same count
+    counter.take()
+    assert_same(ds["id-6"], shorter(6))  # the new file's item 2, not bytes at the old offsets
+    ranges = _range_gets(counter.take(), f"{root}/chunk-0-1.bin")
+    assert len(ranges) == 3  # refused (changed), the new table, the item
+    assert ranges[1] == f"bytes=0-{4 * (CHUNK + 2) - 1}"
+    assert_same(ds["id-7"], shorter(7))
+    assert len(counter.take()) == 1
+
+
 def test_offset_tables_are_validated() -> None:
     good = (3).to_bytes(4, "little") + b"".join(v.to_bytes(4, "little") for v in (20, 22, 22, 25))
     np.testing.assert_array_equal(parse_chunk_offsets(good, num_items=3, chunk_bytes=25, source="c"), [20, 22, 22, 25])
@@ -114,3 +141,35 @@ def test_offset_tables_are_validated() -> None:
     backwards = good[:8] + (23).to_bytes(4, "little") + good[12:]
     with pytest.raises(FormatError, match="damaged"):
         parse_chunk_offsets(backwards, num_items=3, chunk_bytes=25, source="c")
+
+
+@pytest.mark.anyio
+async def test_offset_tables_stay_within_their_budget_and_big_chunks_read_pairs(obstore_in_process: None) -> None:
+    from obstore.store import MemoryStore
+
+    from litstream.format._chunk import pack_chunk
+    from litstream.format._index import ChunkInfo
+    from litstream.read._headers import OffsetTables
+    from litstream.storage._obstore import ObstoreStore
+
+    memory = MemoryStore()
+    chunks = []
+    for c in range(3):
+        items = [bytes([c, k]) * (k + 1) for k in range(5)]
+        data = pack_chunk(items)
+        memory.put(f"chunk-0-{c}.bin", data)
+        chunks.append((ChunkInfo(f"chunk-0-{c}.bin", 5, len(data)), items))
+    store = ObstoreStore(memory, url="memory://tables")
+    tables = OffsetTables(max_bytes=2 * 6 * 8)  # room for two tables of 6 int64 offsets
+    for info, items in chunks:
+        for k in (4, 0, 2):
+            assert await tables.read_item(store, info, k) == items[k]
+    assert len(tables) == 2  # the least recently used table went first
+    assert tables.nbytes == 2 * 6 * 8
+    pairs = OffsetTables(max_table_bytes=8)  # every header is bigger: two small reads per item, nothing kept
+    info, items = chunks[1]
+    assert await pairs.read_item(store, info, 3) == items[3]
+    assert len(pairs) == 0
+    memory.put("chunk-0-1.bin", pack_chunk([b"z" * (k + 2) for k in range(5)]))  # rewritten in place
+    assert await tables.read_item(store, chunks[2][0], 1) == chunks[2][1][1]
+    assert await tables.read_item(store, info, 3) == b"z" * 5  # the new file's item, read with its own table

@@ -10,9 +10,13 @@ and from then on every item of that chunk is exactly one ranged GET of its own b
     every later item of c:                             GET chunk-c [begin_j, end_j)
 
 A table is bound to the :class:`~litstream.read._source.DatasetSource` (so to one ``index.json``) that
-owns it; a chunk rewritten under the same name while a reader runs (LitData's in-place
-``dataset_update``; litstream's writes new names) is seen by that reader only after it reopens the
-dataset. A chunk whose table exceeds ``max_table_bytes`` falls back to the two small reads.
+owns it, and to the version (ETag) of the chunk file it was read from, where the store reports one
+(S3, GCS, Azure, memory, local through obstore): every item read asks for that version only
+(``If-Match``). A chunk rewritten under the same name while a reader runs (LitData's in-place
+``dataset_update``; litstream's writes new names) fails that condition; the reader then reads the new
+file's table and the item from the new file, never mixing two versions. Without ETags (HTTP stores)
+nothing is checked, as with the two reads. A chunk whose table exceeds ``max_table_bytes`` falls back to
+the two small reads.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._errors import FormatError
+from .._errors import FormatError, StorageError
 from ..format._chunk import header_length, item_span_offset, parse_chunk_offsets
 
 if TYPE_CHECKING:
@@ -46,7 +50,7 @@ class OffsetTables:
     def __init__(self, max_bytes: int = 32 * 2**20, max_table_bytes: int = 2**20) -> None:
         self.max_bytes = max_bytes
         self.max_table_bytes = max_table_bytes
-        self._tables: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._tables: OrderedDict[str, tuple[np.ndarray, str | None]] = OrderedDict()  # offsets, ETag
         self._bytes = 0
         self._loading: dict[str, anyio.Event] = {}
 
@@ -58,46 +62,70 @@ class OffsetTables:
         """Bytes held by the cached tables."""
         return self._bytes
 
-    async def span(self, store: Store, info: ChunkInfo, item: int) -> tuple[int, int]:
-        """``(begin, end)``: the bytes of item ``item`` (chunk-local) of the chunk ``info``, exclusive end.
+    async def read_item(self, store: Store, info: ChunkInfo, item: int) -> bytes:
+        """The bytes of item ``item`` (chunk-local) of the chunk ``info``: one ranged GET once its table is held.
 
         Raises:
-            FormatError: the chunk's header is damaged or disagrees with the index.
-            StorageError: the header read failed.
+            FormatError: the chunk's header is damaged or disagrees with the index, or the file ends
+                inside the item.
+            StorageError: a read failed, or the chunk changed again while it was being re-read.
         """
         if header_length(info.chunk_size) > self.max_table_bytes:
-            return await self._pair(store, info, item)
-        table = await self._table(store, info)
-        return int(table[item]), int(table[item + 1])
+            begin, end = await self._pair(store, info, item)
+            return self._whole(info, item, await store.get_range(info.filename, begin, end - begin), end - begin)
+        for _ in range(2):
+            table, version = await self._table(store, info)
+            begin, end = int(table[item]), int(table[item + 1])
+            answer = await _versioned_read(store, info.filename, begin, end - begin, version)
+            if answer is not None:
+                return self._whole(info, item, answer[0], end - begin)
+            self._forget(info.filename)  # rewritten since its table was read: read the new table
+        raise StorageError(
+            f"{store.url}/{info.filename} changed twice while item {item} was read; retry, or open the dataset again"
+        )
 
-    async def _table(self, store: Store, info: ChunkInfo) -> np.ndarray:
+    @staticmethod
+    def _whole(info: ChunkInfo, item: int, data: bytes, length: int) -> bytes:
+        if len(data) != length:
+            raise FormatError(f"{info.filename} ends inside item {item}; the file is incomplete — re-run optimize")
+        return data
+
+    def _forget(self, name: str) -> None:
+        entry = self._tables.pop(name, None)
+        if entry is not None:
+            self._bytes -= entry[0].nbytes
+
+    async def _table(self, store: Store, info: ChunkInfo) -> tuple[np.ndarray, str | None]:
         name = info.filename
         while True:
-            table = self._tables.get(name)
-            if table is not None:
+            entry = self._tables.get(name)
+            if entry is not None:
                 self._tables.move_to_end(name)
-                return table
+                return entry
             pending = self._loading.get(name)
             if pending is None:
                 break
             await pending.wait()  # another task is fetching this table; use its answer (or try ourselves)
         done = self._loading[name] = anyio.Event()
         try:
-            header = await store.get_range(name, 0, header_length(info.chunk_size))
+            answer = await _versioned_read(store, name, 0, header_length(info.chunk_size), None)
+            assert answer is not None  # an unconditional read always answers
+            header, version = answer
             table = parse_chunk_offsets(
                 header, num_items=info.chunk_size, chunk_bytes=info.chunk_bytes, source=f"{store.url}/{name}"
             )
-            self._keep(name, table)
-            return table
+            self._keep(name, (table, version))
+            return table, version
         finally:
             del self._loading[name]
             done.set()
 
-    def _keep(self, name: str, table: np.ndarray) -> None:
-        self._tables[name] = table
-        self._bytes += table.nbytes
+    def _keep(self, name: str, entry: tuple[np.ndarray, str | None]) -> None:
+        self._forget(name)
+        self._tables[name] = entry
+        self._bytes += entry[0].nbytes
         while len(self._tables) > 1 and self._bytes > self.max_bytes:
-            _, old = self._tables.popitem(last=False)
+            _, (old, _) = self._tables.popitem(last=False)
             self._bytes -= old.nbytes
 
     @staticmethod
@@ -114,3 +142,14 @@ class OffsetTables:
                 f"{info.chunk_bytes} bytes; the chunk is damaged — re-run optimize"
             )
         return begin, end
+
+
+async def _versioned_read(
+    store: Store, name: str, start: int, length: int, version: str | None
+) -> tuple[bytes, str | None] | None:
+    """``store.get_range_versioned`` where the store has it; else ``get_range`` and no version."""
+    method = getattr(store, "get_range_versioned", None)
+    if method is None:
+        return await store.get_range(name, start, length), None
+    answer: tuple[bytes, str | None] | None = await method(name, start, length, version)
+    return answer

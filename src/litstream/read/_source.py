@@ -466,11 +466,7 @@ class DatasetSource:
                 except OSError as exc:
                     raise StorageError(f"get failed for {path}: {exc}") from exc
             return await self.store.get_span_at(info.filename, item_span_offset(item))
-        begin, end = await self.offset_tables.span(self.store, info, item)  # cached per chunk: one read here
-        data = await self.store.get_range(info.filename, begin, end - begin)
-        if len(data) != end - begin:
-            raise FormatError(f"{info.filename} ends inside item {item}; the file is incomplete — re-run optimize")
-        return data
+        return await self.offset_tables.read_item(self.store, info, item)  # one range read once the table is held
 
     def decode_in(self, view: ChunkView, item: int) -> Any:
         """Decode item ``item`` (chunk-local) of ``view``: an Arrow chunk's row, else the item bytes."""
