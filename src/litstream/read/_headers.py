@@ -76,6 +76,8 @@ class OffsetTables:
         for _ in range(2):
             table, version = await self._table(store, info)
             begin, end = int(table[item]), int(table[item + 1])
+            if begin == end:  # an empty item (an Arrow chunk's): nothing to ask for
+                return b""
             answer = await _versioned_read(store, info.filename, begin, end - begin, version)
             if answer is not None:
                 return self._whole(info, item, answer[0], end - begin)

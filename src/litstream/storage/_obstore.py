@@ -362,6 +362,9 @@ class ObstoreStore:
         import obstore
         from obstore.exceptions import PreconditionError
 
+        if length <= 0:
+            return b"", version
+
         def fetch(store: Any, key: str) -> tuple[bytes, str | None] | None:
             options: GetOptions = {"range": (start, start + length)}
             if version is not None:
