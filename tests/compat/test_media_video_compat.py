@@ -93,3 +93,13 @@ def test_litdata_writes_frames_only_where_its_encoder_runs(tmp_path: Path) -> No
         video, _, meta = ds[i]["clip"]
         assert meta["num_frames"] == 6
         assert_close(video, frames(i))
+
+
+def test_litdatas_wrapper_given_to_litstream_is_encoded_the_same(tmp_path: Path) -> None:
+    litstream.optimize(_litdata_clip, list(range(2)), tmp_path / "a", chunk_size=2, num_workers=1, verbose=False)
+    litstream.optimize(_clip, list(range(2)), tmp_path / "b", chunk_size=2, num_workers=1, verbose=False)
+    assert (tmp_path / "a" / "chunk-0-0.bin").read_bytes() == (tmp_path / "b" / "chunk-0-0.bin").read_bytes()
+    ds = litstream.StreamingDataset(tmp_path / "a", serializers={"video": VideoSerializer(decode="all")})
+    video, _, meta = ds[1]["clip"]
+    assert meta["num_frames"] == 6
+    assert_close(video, frames(1))
