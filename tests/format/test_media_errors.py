@@ -141,7 +141,7 @@ def test_graph_payloads_are_checked_and_never_run_code(
 
 
 def test_graph_round_trip_without_pyg_keeps_non_tensor_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "torch_geometric", None)  # the path without PyG (not installed here)
+    monkeypatch.setitem(sys.modules, "torch_geometric", None)  # the path without PyG
     flat = litstream.Graph(data={"x": torch.ones(2, 2), "num_nodes": 2, "extra": {"tag": "a"}})
     payload, name = GraphSerializer().serialize(flat)
     assert name == "graph"
