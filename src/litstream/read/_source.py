@@ -18,7 +18,7 @@ import anyio.to_thread
 from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
 from .._trace import CAT_DECOMPRESS, CAT_READ, TRACER
 from ..format._arrow import ArrowChunk, ArrowRowsOnly, read_chunk_view
-from ..format._chunk import ChunkView, header_length, item_span_offset
+from ..format._chunk import ChunkView, item_span_offset
 from ..format._compression import Compression, compression_from_config, decompress
 from ..format._config_keys import check_config_keys
 from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
@@ -35,6 +35,7 @@ from ..storage._hedged import HedgedStore
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
+from ._headers import OffsetTables
 from ._sizes import check_local_sizes
 from ._verify import check_chunk, check_chunk_file, has_checksum
 
@@ -216,6 +217,7 @@ class DatasetSource:
     encryption: Any = None
     encryption_level: str | None = None
     unpack: Callable[[bytes | memoryview, str], bytes] = decompress  # whole-file decompression
+    offset_tables: OffsetTables = field(default_factory=OffsetTables)  # remote single-item reads
 
     @classmethod
     async def open(
@@ -438,8 +440,9 @@ class DatasetSource:
             self._chunks_bytes -= len(old.data)
 
     async def read_item_bytes(self, chunk_index: int, item: int) -> bytes | memoryview:
-        """The bytes of one item. Uncompressed chunks are read with two range reads (the item's
-        offsets, then its bytes) instead of the whole chunk."""
+        """The bytes of one item. A remote uncompressed chunk is read with one range read of the item's
+        bytes, once this process holds the chunk's offset table (fetched on the chunk's first item read:
+        see ``read/_headers.py``), instead of the whole chunk; a local one with one ``pread`` pair."""
         config = self.index.config
         if (
             (config is not None and config.compression)
@@ -474,20 +477,7 @@ class DatasetSource:
                 except OSError as exc:
                     raise StorageError(f"get failed for {path}: {exc}") from exc
             return await self.store.get_span_at(info.filename, item_span_offset(item))
-        span = await self.store.get_range(info.filename, item_span_offset(item), 8)
-        if len(span) != 8:
-            raise FormatError(f"{info.filename} is shorter than its header ({header_length(info.chunk_size)} bytes)")
-        begin = int.from_bytes(span[:4], "little")
-        end = int.from_bytes(span[4:], "little")
-        if not header_length(info.chunk_size) <= begin <= end <= info.chunk_bytes:  # before asking for the bytes
-            raise FormatError(
-                f"item {item} of {info.filename} spans bytes [{begin}, {end}), outside the chunk's "
-                f"{info.chunk_bytes} bytes; the chunk is damaged — re-run optimize"
-            )
-        data = await self.store.get_range(info.filename, begin, end - begin)
-        if len(data) != end - begin:
-            raise FormatError(f"{info.filename} ends inside item {item}; the file is incomplete — re-run optimize")
-        return data
+        return await self.offset_tables.read_item(self.store, info, item)  # one range read once the table is held
 
     def decode_in(self, view: ChunkView, item: int) -> Any:
         """Decode item ``item`` (chunk-local) of ``view``: an Arrow chunk's row, else the item bytes."""
@@ -496,7 +486,7 @@ class DatasetSource:
         return self.decoder.decode(view.item(item))
 
     async def read_sample(self, chunk_index: int, item: int) -> Any:
-        """Decode one item (``ds[i]``). Uncompressed chunks: two range reads of the item's bytes; an
+        """Decode one item (``ds[i]``). Uncompressed chunks: one range read of the item's bytes; an
         empty item (an Arrow chunk's: its samples live in the Arrow payload at the chunk's end) or a
         compressed chunk: the whole chunk, kept for the next reads."""
         config = self.index.config
