@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["CLIENT_OPTION_PREFIXES", "Environ", "environ", "export", "exported", "variables"]
+__all__ = ["CLIENT_OPTION_PREFIXES", "Environ", "environ", "export", "exported", "unexport", "variables"]
 
 CLIENT_OPTION_PREFIXES = {"s3": "AWS_", "gcs": "GOOGLE_", "azure": "AZURE_"}
 """obstore's HTTP client options in the environment: this prefix + an option name in capitals
@@ -50,6 +50,9 @@ class Environ:
     xdg_cache_home: str | None = None
     # pickled leaves (``read/_trust.py``)
     litstream_allow_pickle: str | None = None
+    # tracing in child processes (``_trace.py``)
+    litstream_trace: str | None = None
+    litstream_trace_file: str | None = None
     # the Hugging Face Hub (``storage/_resolver.py``)
     hf_endpoint: str | None = None
     hf_token: str | None = None
@@ -106,6 +109,12 @@ def environ() -> Environ:
 def export(values: Mapping[str, str]) -> None:
     """Set environment variables (for code that runs after, in this process and its children)."""
     os.environ.update(values)
+
+
+def unexport(names: Iterable[str]) -> None:
+    """Unset environment variables (those not set are skipped)."""
+    for name in names:
+        os.environ.pop(name, None)
 
 
 @contextlib.contextmanager

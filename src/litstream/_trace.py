@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._environ import environ, export, unexport
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -173,11 +175,9 @@ class Tracer:
             elif self._pid is not None:
                 self._next_flush = self._later(time.perf_counter_ns())
         if self.on and path is not None:
-            os.environ[ENV_CATEGORIES] = ",".join(sorted(cats))
-            os.environ[ENV_FILE] = str(path)
+            export({ENV_CATEGORIES: ",".join(sorted(cats)), ENV_FILE: str(path)})
         else:
-            os.environ.pop(ENV_CATEGORIES, None)
-            os.environ.pop(ENV_FILE, None)
+            unexport((ENV_CATEGORIES, ENV_FILE))
 
     def settings(self) -> tuple[tuple[str, ...], str | None, float]:
         """What a worker process needs to trace like this one (picklable)."""
@@ -341,7 +341,8 @@ def _process_name(pid: int) -> str:
 
 def _from_environment() -> None:
     """Turn tracing on in a child started with ``LITSTREAM_TRACE`` (categories) and ``LITSTREAM_TRACE_FILE``."""
-    raw, path = os.environ.get(ENV_CATEGORIES, ""), os.environ.get(ENV_FILE, "")
+    env = environ()
+    raw, path = env.litstream_trace or "", env.litstream_trace_file or ""
     categories = [c for c in (part.strip().lower() for part in raw.split(",")) if c in ALL_CATEGORIES]
     if categories and path:
         TRACER.configure(categories, Path(path), owner=False, flush_interval=TRACER.flush_interval)
