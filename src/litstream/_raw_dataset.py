@@ -39,6 +39,7 @@ __all__ = ["BaseIndexer", "FileIndexer", "FileMetadata", "StreamingRawDataset"]
 
 MiB = 1024 * 1024
 _OBSTORE_THREADS = 256
+_AHEAD_BATCHES = 2  # sequential batches of one worker fetched ahead: two keep requests flowing between calls
 
 
 def _seconds(name: str, value: float) -> float:
@@ -87,8 +88,9 @@ class StreamingRawDataset(_Base):
         max_concurrent_downloads: Requests in flight per process; ``None`` (default) adapts it (grows while
             throughput grows, halves on errors and throttling).
         max_prefetch: Items fetched ahead after a batch of consecutive indices (default 16; at least the
-            next batch of this worker); ``0`` turns look-ahead off.
-        prefetch_cache_size: The most prefetched items held (default ``2 * max_prefetch``, at least two
+            next two batches of this worker, so requests keep flowing while a batch is consumed); ``0``
+            turns look-ahead off.
+        prefetch_cache_size: The most prefetched items held (default ``2 * max_prefetch``, at least three
             batches when prefetching).
         item_type: ``"bytes"`` (default) or ``"path"``: items are local file paths (``str``), the kept copy
             of a remote file or a local file itself; needs ``cache_files=True`` (as in LitData).
@@ -234,12 +236,23 @@ class StreamingRawDataset(_Base):
         reader = self._fresh()
         values = _portal.call(reader.get_items, wanted)
         if self.max_prefetch > 0 and wanted and wanted == list(range(wanted[0], wanted[0] + len(wanted))):
-            start = wanted[0] + _num_workers() * len(wanted)
-            ahead = list(range(start, min(len(self.items), start + max(self.max_prefetch, len(wanted)))))
-            if ahead:
-                reader._cache_size = max(self.prefetch_cache_size, 2 * len(wanted))
-                _portal.start_soon(reader.prefetch, ahead)
+            self._look_ahead(reader, wanted[0], len(wanted))
         return self._apply(values)
+
+    def _look_ahead(self, reader: RawReader, first: int, size: int) -> None:
+        """After the batch ``[first, first + size)``: prefetch this worker's next ``_AHEAD_BATCHES`` batches.
+
+        The first of them is widened to ``max_prefetch`` items (LitData's look-ahead); items already held or
+        in flight are not asked for again, so each batch starts about one new batch of requests.
+        """
+        step = _num_workers() * size
+        total = len(self.items)
+        reader._cache_size = max(self.prefetch_cache_size, (_AHEAD_BATCHES + 1) * size)
+        for k in range(1, _AHEAD_BATCHES + 1):
+            start = first + k * step
+            stop = min(total, start + (max(self.max_prefetch, size) if k == 1 else size))
+            if start < stop:
+                _portal.start_soon(reader.prefetch, range(start, stop))
 
     def __getitem__(self, index: int | slice) -> Any:
         """Item ``index`` (a file's bytes, transformed), or a list of items for a slice.
