@@ -138,3 +138,37 @@ def test_human_units() -> None:
     assert human_time(None).startswith("unfinished")
     assert human_time("not-a-number") == "not-a-number"
     assert human_time("0") == "1970-01-01 00:00:00 UTC"
+
+
+def _three_datasets(root: Path) -> list[Path]:
+    dirs = []
+    for n in (3, 7, 11):
+        out = root / f"ds-{n:02d}"
+        optimize(fn=lambda i: {"i": i}, inputs=range(n), output_dir=out, chunk_size=5, num_workers=1, verbose=False)
+        dirs.append(out)
+    return dirs
+
+
+def test_inspect_takes_several_datasets_and_a_glob_the_shell_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dirs = _three_datasets(tmp_path)
+    assert main(["inspect", str(dirs[0]), str(dirs[2])]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[-1] for line in out.splitlines() if line.startswith("items:")] == ["3", "11"]
+    assert main(["inspect", "--json", str(tmp_path / "ds-*")]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [(s["dataset"], s["items"]) for s in got] == [(str(d), n) for d, n in zip(dirs, (3, 7, 11), strict=True)]
+
+
+def test_inspect_reports_a_bad_dataset_and_still_prints_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dirs = _three_datasets(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["inspect", "--json", str(dirs[1]), str(empty)]) == 1
+    captured = capsys.readouterr()
+    assert [s["items"] for s in json.loads(captured.out)] == [7]
+    assert "holds no index.json" in captured.err
+    assert str(empty) in captured.err

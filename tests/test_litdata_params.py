@@ -83,13 +83,8 @@ def test_dataset_knobs_and_switches(tmp_path: Path) -> None:
         litstream.StreamingDataset(data, window_direct_io="yes")
 
 
-def test_loader_profiling_refused_and_prefetch_factor_passed_on(tmp_path: Path) -> None:
+def test_loader_prefetch_factor_passed_on(tmp_path: Path) -> None:
     ds = litstream.StreamingDataset(_write(tmp_path / "ds"))
-    for name, value in {"profile_batches": 5, "profile_skip_batches": 1, "profile_dir": "p"}.items():
-        with pytest.raises(litstream.ConfigurationError, match=f"{name}=.*not supported"):
-            litstream.StreamingDataLoader(ds, **{name: value})
-    with pytest.raises(litstream.ConfigurationError, match="profile_cprofile="):
-        litstream.StreamingDataLoader(ds, profile_cprofile=True)
     loader = litstream.StreamingDataLoader(ds, batch_size=2, num_workers=1, prefetch_factor=3)
     assert loader.prefetch_factor == 3
     assert litstream.StreamingDataLoader(ds, batch_size=2).prefetch_factor is None

@@ -89,7 +89,7 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .write._update import build_keys_index as build_keys_index
     from .write._update import dataset_update as dataset_update
     from .write._uploader import AsyncUploader as AsyncUploader
-    from .write._uploader import UploaderStatistics as UploaderStatistics
+    from .write._uploader_stats import UploaderStatistics as UploaderStatistics
     from .write._writer import ChunkWriter as ChunkWriter
 
 # Public name -> private module that defines it, imported by __getattr__ on first access, so that
@@ -132,7 +132,7 @@ _LAZY = {
     "Text": ".format._media_text",
     "Tiff": ".format._media_image",
     "TokensLoader": ".format._loaders",
-    "UploaderStatistics": ".write._uploader",
+    "UploaderStatistics": ".write._uploader_stats",
     "Video": ".format._media_video",
     "WorkerSummary": ".write._summary",
     "astream": ".read._astream",
@@ -246,6 +246,10 @@ def _fix_module_name(obj: object) -> None:
 def __getattr__(name: str) -> Any:
     """Import a public name's module on first access (PEP 562) and cache the name here."""
     module_name = _LAZY.get(name)
+    if name == "debugger":  # a public submodule, as ``litdata.debugger`` (torch-free)
+        import importlib
+
+        return importlib.import_module(".debugger", __name__)
     if module_name is None:
         raise AttributeError(f"module 'litstream' has no attribute {name!r}")
     import importlib

@@ -1,6 +1,7 @@
 """The ``litstream`` command.
 
-* ``litstream inspect DIR`` prints what a dataset holds (``--json`` for machines).
+* ``litstream inspect DIR [DIR ...]`` prints what each dataset holds (``--json`` for machines); a
+  local pattern such as ``'data/*'`` is expanded here too when the shell did not expand it.
 * ``litstream cache path`` prints the chunk cache root; ``litstream cache clear`` deletes litstream's own cache
   (LitData's only with ``--include-litdata``; see :mod:`litstream._cache_cli`).
 * ``litstream --version`` prints the version.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import glob
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -66,12 +68,7 @@ def _summary(input_dir: str, index: Index) -> dict[str, Any]:
     }
 
 
-def _inspect(input_dir: str, as_json: bool) -> int:
-    index = run_sync(load_index, store_for(input_dir))
-    summary = _summary(input_dir, index)
-    if as_json:
-        print(json.dumps(summary, indent=2, sort_keys=True))
-        return 0
+def _print_summary(input_dir: str, index: Index, summary: dict[str, Any]) -> None:
     config = index.config
     per_chunk = summary["items_per_chunk"]
     print(f"dataset:      {input_dir}")
@@ -89,7 +86,43 @@ def _inspect(input_dir: str, as_json: bool) -> int:
         if config.chunk_size is not None:
             print(f"chunk_size:   {config.chunk_size} items (limit when written)")
     print(f"updated:      {human_time(index.updated_at)}")
-    return 0
+
+
+def _expand(patterns: Sequence[str]) -> list[str]:
+    """Each argument as given, or the sorted local paths it matches when it is an unexpanded glob."""
+    out: list[str] = []
+    for pattern in patterns:
+        is_url = "://" in pattern
+        matches = [] if is_url or not glob.has_magic(pattern) else sorted(glob.glob(pattern))
+        out.extend(matches or [pattern])
+    return out
+
+
+def _inspect(input_dirs: Sequence[str], as_json: bool) -> int:
+    """Summarise every dataset; one that fails is reported on stderr and the others still print (exit 1)."""
+    summaries: list[dict[str, Any]] = []
+    failed = 0
+    for number, input_dir in enumerate(_expand(input_dirs)):
+        try:
+            index = run_sync(load_index, store_for(input_dir))
+        except LitstreamError as exc:
+            print(f"litstream: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        summary = _summary(input_dir, index)
+        summaries.append(summary)
+        if not as_json:
+            if number:
+                print()
+            _print_summary(input_dir, index, summary)
+    if as_json and summaries:
+        # One dataset: its summary object (as before); several: a list of them, in argument order.
+        print(
+            json.dumps(
+                summaries[0] if len(input_dirs) == 1 and len(summaries) == 1 else summaries, indent=2, sort_keys=True
+            )
+        )
+    return 1 if failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,8 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="litstream", description="Inspect litstream / LitData datasets.")
     parser.add_argument("--version", action="version", version=f"litstream {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    inspect = commands.add_parser("inspect", help="print the item count, chunks and format of a dataset")
-    inspect.add_argument("input_dir", help="dataset directory or URL (holds index.json)")
+    inspect = commands.add_parser("inspect", help="print the item count, chunks and format of datasets")
+    inspect.add_argument("input_dir", nargs="+", help="dataset directories or URLs (each holds index.json)")
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON (raw numbers)")
     add_cache_commands(commands)
     args = parser.parse_args(argv)

@@ -18,20 +18,25 @@ in which case ``forkserver`` (or ``spawn``) is chosen.
 
 from __future__ import annotations
 
+import cProfile
 import math
 import multiprocessing
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torch.utils.data import DataLoader, get_worker_info
 
 from ._composite_dataset import CompositeDataset
 from ._dataset import StreamingDataset
+from ._distributed import detect_distributed
 from ._errors import ConfigurationError
-from ._litdata_params import check_loader_params
+from ._loader_profile import CPROFILE_MAIN, ProfileArgs, WorkerSetup, after_batch, dump_cprofile, output_dir
 from ._media_collate import litdata_collate
+from ._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from .storage import _store
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Generator
 
     from .read._core import ShuffleMode
@@ -59,7 +64,9 @@ class _TaggingCollate:
 
     def __call__(self, samples: list[Any]) -> _Tagged:
         info = get_worker_info()
-        return _Tagged(0 if info is None else info.id, len(samples), self.collate(samples))
+        tagged = _Tagged(0 if info is None else info.id, len(samples), self.collate(samples))
+        after_batch()  # profile_batches counts the batches worker 0 built
+        return tagged
 
 
 class StreamingDataLoader(DataLoader[Any]):
@@ -75,13 +82,19 @@ class StreamingDataLoader(DataLoader[Any]):
         collate_fn: Batch builder (default: :func:`litstream.litdata_collate`, LitData's default: graphs
             batched with PyG, everything else as torch's ``default_collate`` minus its stacking copy
             where samples were decoded as one array; see ``litstream._collate``).
-        profile_batches: LitData's viztracer profiling: only ``False`` (else ``ConfigurationError``).
-        profile_skip_batches: LitData's; only ``0``.
-        profile_dir: LitData's; only ``None``.
-        profile_cprofile: LitData's cProfile switch; only ``False``.
+        profile_batches: Profile DataLoader worker 0 of rank 0 with ``torch.profiler`` and write
+            ``result.json`` (Chrome trace JSON) to ``profile_dir``: ``True`` for the worker's whole
+            life, an int ``N`` for ``N`` batches (LitData's argument; LitData uses viztracer). Needs
+            ``num_workers >= 1``. Default ``False``.
+        profile_skip_batches: Batches worker 0 builds before ``profile_batches`` starts (default 0).
+        profile_dir: Directory of the profiles (created; default ``None``: the current directory).
+        profile_cprofile: Write cProfile statistics of this process and of worker 0:
+            ``cprofile_main.prof``/``.txt`` and ``cprofile_worker0.prof``/``.txt`` in ``profile_dir``
+            (LitData's). Not with ``profile_batches``. Default ``False``. See ``docs/tracing.md``.
         prefetch_factor: Passed to ``torch.utils.data.DataLoader`` when not ``None`` (torch's default then).
         **kwargs: Passed to ``torch.utils.data.DataLoader`` (``pin_memory``, ``prefetch_factor``,
-            ``multiprocessing_context``, ...).
+            ``multiprocessing_context``, ...). A ``worker_init_fn`` is called in each worker after
+            litstream's own set-up (trace settings, worker 0's profiler).
 
     Resume (:meth:`state_dict` / :meth:`load_state_dict`): the checkpoint holds the samples this rank
     delivered per worker, counted exactly from the batches torch handed out, so a resume on this rank
@@ -106,17 +119,16 @@ class StreamingDataLoader(DataLoader[Any]):
         *,
         profile_batches: bool | int = False,
         profile_skip_batches: int = 0,
-        profile_dir: str | None = None,
+        profile_dir: str | os.PathLike[str] | None = None,
         profile_cprofile: bool = False,
         prefetch_factor: int | None = None,
         **kwargs: Any,
     ) -> None:
-        check_loader_params(
-            profile_batches=profile_batches,
-            profile_skip_batches=profile_skip_batches,
-            profile_dir=profile_dir,
-            profile_cprofile=profile_cprofile,
-        )
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ConfigurationError(f"num_workers must be an int >= 0, got {num_workers!r}")
+        self._profile = ProfileArgs.check(profile_batches, profile_skip_batches, profile_dir, profile_cprofile,
+                                          num_workers)  # fmt: skip
+        self._setup = WorkerSetup(kwargs.pop("worker_init_fn", None), self._profile)
         if prefetch_factor is not None:
             kwargs["prefetch_factor"] = prefetch_factor
         if not isinstance(dataset, (StreamingDataset, CompositeDataset)):
@@ -127,8 +139,6 @@ class StreamingDataLoader(DataLoader[Any]):
             )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-            raise ConfigurationError(f"num_workers must be an int >= 0, got {num_workers!r}")
         if shuffle is not None:
             dataset.set_shuffle(shuffle)
         if drop_last is not None:
@@ -143,6 +153,7 @@ class StreamingDataLoader(DataLoader[Any]):
             batch_size=batch_size,
             num_workers=num_workers,
             collate_fn=_TaggingCollate(collate_fn or litdata_collate),
+            worker_init_fn=self._setup,
             **kwargs,
         )
         self.current_epoch = 0
@@ -179,14 +190,30 @@ class StreamingDataLoader(DataLoader[Any]):
             dataset._clear_resume()
             dataset.set_epoch(self.current_epoch)
         dataset._pin_distributed()
-        for tagged in super().__iter__():
-            worker = (self._start + tagged.worker) % workers
-            self._worker_samples[worker] += tagged.size
-            self.num_samples_yielded += tagged.size
-            self.latest_worker_idx = worker
-            yield tagged.batch
-        self._restoring = False
-        dataset._clear_resume()
+        self._setup.rank = detect_distributed().rank
+        epoch_t0 = perf_counter_ns() if TRACER.on else 0
+        batches = super().__iter__()  # starts the workers
+        main_profile = cProfile.Profile() if self._profile.cprofile and self._setup.rank == 0 else None
+        if main_profile is not None:
+            main_profile.enable()
+        try:
+            batch_t0 = perf_counter_ns() if TRACER.on else 0
+            for tagged in batches:
+                if batch_t0:
+                    TRACER.span("batch", CAT_BATCH, batch_t0, {"worker": tagged.worker, "samples": tagged.size})
+                worker = (self._start + tagged.worker) % workers
+                self._worker_samples[worker] += tagged.size
+                self.num_samples_yielded += tagged.size
+                self.latest_worker_idx = worker
+                yield tagged.batch
+                batch_t0 = perf_counter_ns() if TRACER.on else 0
+            self._restoring = False
+            dataset._clear_resume()
+        finally:
+            if main_profile is not None:
+                dump_cprofile(main_profile, output_dir(self._profile.directory) / CPROFILE_MAIN)
+            if epoch_t0:
+                TRACER.span("dataloader", CAT_EPOCH, epoch_t0, {"epoch": self.current_epoch})
 
     def _set_position(self, counts: list[int], levels: tuple[Level, ...], start: int) -> None:
         self._worker_samples = counts

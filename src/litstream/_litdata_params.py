@@ -14,7 +14,7 @@ from typing import Any
 
 from ._errors import ConfigurationError
 
-__all__ = ["check_loader_params", "check_read_params", "check_write_params"]
+__all__ = ["check_read_params", "check_write_params"]
 
 
 def _refuse(name: str, value: Any, default: Any, why: str) -> None:
@@ -125,23 +125,3 @@ def check_read_params(
         raise ConfigurationError(f"batch_decode must be 'auto', 'all', a bool or an int >= 0, got {batch_decode!r}")
     if not isinstance(window_direct_io, bool):
         raise ConfigurationError(f"window_direct_io must be True or False, got {window_direct_io!r}")
-
-
-def check_loader_params(
-    *,
-    profile_batches: Any = False,
-    profile_skip_batches: Any = 0,
-    profile_dir: Any = None,
-    profile_cprofile: Any = False,
-) -> None:
-    """Validate the profiling arguments of LitData's ``StreamingDataLoader``: only their defaults.
-
-    Raises:
-        ConfigurationError: profiling was asked for (LitData's viztracer/cProfile profiling is not
-            implemented; profile the training loop with your own profiler).
-    """
-    why = "LitData's loader profiling is not implemented; wrap the loop in your own profiler"
-    _refuse("profile_batches", profile_batches, False, why)
-    _refuse("profile_skip_batches", profile_skip_batches, 0, why)
-    _refuse("profile_dir", profile_dir, None, why)
-    _refuse("profile_cprofile", profile_cprofile, False, why)

@@ -137,3 +137,42 @@ def test_appended_and_merged_keys_agree(tmp_path: Path) -> None:
         for i in range(count):
             assert _same(theirs.get_by_key(f"item-{i}"), _sample(i))
     # (LitData 0.2.76's own append with key_fn fails on a local output: it concatenates its sidecar twice.)
+
+
+def test_the_legacy_single_keys_parquet_is_read_by_both(tmp_path: Path) -> None:
+    """LitData's older layout: one ``keys.parquet`` at the root, no ``keys/`` and no ``keys`` section in
+    ``index.json``; LitData 0.2.76 still reads it (``utilities/keys_index.py``), and so does litstream."""
+    import json
+
+    import polars as pl
+    from litdata.utilities.keys_index import save_keys
+
+    out = tmp_path / "ld"
+    litdata.optimize(_sample, list(range(N)), str(out), chunk_size=4, num_workers=1)
+    assert "keys" not in json.loads((out / "index.json").read_text())
+    save_keys(str(out / "keys.parquet"), [f"item-{i}" for i in range(N)])  # LitData's single-file writer
+    assert not (out / "keys").exists()
+    theirs = litdata.StreamingDataset(str(out))
+    ours = litstream.StreamingDataset(out)
+    for i in range(N):
+        assert _same(ours[f"item-{i}"], theirs.get_by_key(f"item-{i}"))
+        assert _same(ours[f"item-{i}"], _sample(i))
+    with pytest.raises(KeyError, match="'item-99'"):
+        ours["item-99"]
+    # int keys, written by Polars with LitData's schema (key Int64, index Int64, sorted by key, zstd)
+    schema = {"key": pl.Int64, "index": pl.Int64}
+    frame = pl.DataFrame({"key": [i * 7 for i in range(N)], "index": list(range(N))}, schema=schema)
+    frame.sort("key").write_parquet(out / "keys.parquet", compression="zstd")
+    theirs, ours = litdata.StreamingDataset(str(out)), litstream.StreamingDataset(out)
+    for i in range(N):
+        assert _same(ours.get_by_key(i * 7), theirs.get_by_key(i * 7))
+        assert _same(ours.get_by_key(i * 7), _sample(i))
+    update = {"id": "item-3", "x": np.array([9, 9, 9, 9], dtype=np.int64)}
+    litstream.dataset_update(str(out), {21: update})  # an update through the legacy sidecar
+    assert _same(litstream.StreamingDataset(out).get_by_key(21), update)
+    assert _same(litdata.StreamingDataset(str(out)).get_by_key(21), update)
+    # a new keys/ store replaces the legacy file, as LitData's writer does
+    litstream.build_keys_index(str(out), _key, overwrite=True, verbose=False)
+    assert not (out / "keys.parquet").exists()
+    assert _same(litstream.StreamingDataset(out)["item-3"], update)
+    assert _same(litdata.StreamingDataset(str(out)).get_by_key("item-3"), update)

@@ -69,7 +69,10 @@ def test_wrapper_defaults_follow_litdata() -> None:
         (litstream.JpegArray(images=[]), r"JpegArray\(images=\[\]\) is empty"),
         (litstream.Image(path="/no/such/dir/x.png"), r"cannot read media file '/no/such/dir/x.png'"),
         (litstream.File(), r"File needs path= or bytes="),
-        (litstream.Video(array=np.zeros((1, 2, 2, 3))), r"Video\(array=...\) cannot be encoded here"),
+        (litstream.Video(array=np.zeros((1, 3, 3, 3))), r"needs an even height and width"),
+        (litstream.Video(array=np.zeros((4, 4, 3))), r"\(N, C, H, W\), got shape \(4, 4, 3\)"),
+        (litstream.Video(array=np.zeros((2, 4, 4, 2))), r"1 or 3 channels"),
+        (litstream.Video(array=np.zeros((2, 4, 4, 3)), fps=0.4), r"Video\(fps=0.4\) must round to at least 1"),
         (litstream.Mesh(bytes=b"solid", path="m.obj"), r"must end in .glb, .ply or .stl, got 'obj'"),
         (litstream.Graph(x=torch.ones(1), data=object()), r"must be a PyG Data, a dict or omitted"),
     ],
@@ -138,7 +141,7 @@ def test_graph_payloads_are_checked_and_never_run_code(
 
 
 def test_graph_round_trip_without_pyg_keeps_non_tensor_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "torch_geometric", None)  # the path without PyG (not installed here)
+    monkeypatch.setitem(sys.modules, "torch_geometric", None)  # the path without PyG
     flat = litstream.Graph(data={"x": torch.ones(2, 2), "num_nodes": 2, "extra": {"tag": "a"}})
     payload, name = GraphSerializer().serialize(flat)
     assert name == "graph"

@@ -45,7 +45,7 @@ pytestmark = pytest.mark.litdata
 
 @pytest.fixture(autouse=True)
 def _without_torch_geometric(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Graphs decode to ``Graph`` (the path without PyG, which is not installed here) even where PyG is."""
+    """Graphs decode to ``Graph`` (the path without PyG) even where PyG is installed (test_graph_collate_compat.py)."""
     monkeypatch.setitem(sys.modules, "torch_geometric", None)
 
 

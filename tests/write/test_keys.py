@@ -91,6 +91,22 @@ def test_a_dataset_without_sidecar_says_how_to_make_one(tmp_path: Path) -> None:
         StreamingDataset(tmp_path)["id-1"]
 
 
+def test_a_legacy_root_keys_parquet_is_read_when_keys_dir_is_absent(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    optimize(sample, list(range(6)), tmp_path, chunk_size=2, num_workers=1, verbose=False)
+    table = pa.table({"key": pa.array([f"id-{i}" for i in range(6)]), "index": pa.array(range(6), pa.int64())})
+    pq.write_table(table, tmp_path / "keys.parquet", compression="zstd")  # LitData's older single-file sidecar
+    ds = StreamingDataset(tmp_path)
+    for i in (5, 0, 3):
+        assert_same(ds[f"id-{i}"], sample(i))
+    with pytest.raises(KeyNotFoundError, match="'id-6'"):
+        ds["id-6"]
+    (tmp_path / "keys.parquet").unlink()
+    with pytest.raises(KeyNotFoundError, match=r"keys/shard-00000.parquet and keys.parquet are absent"):
+        StreamingDataset(tmp_path)["id-1"]
+
+
 def dup_fn(i: int) -> dict[str, Any]:
     return {"id": "same" if i in (3, 11) else f"id-{i}", "x": np.zeros(2)}
 

@@ -35,6 +35,7 @@ __all__ = [
     "item_span_offset",
     "local_chunk_filename",
     "pack_chunk",
+    "parse_chunk_offsets",
 ]
 
 _U32_MAX = 2**32 - 1
@@ -59,6 +60,38 @@ def header_length(num_items: int) -> int:
 def item_span_offset(item: int) -> int:
     """Byte position of the pair ``(offsets[item], offsets[item + 1])`` inside a chunk (8 bytes long)."""
     return 4 * (1 + item)
+
+
+def parse_chunk_offsets(header: bytes | memoryview, *, num_items: int, chunk_bytes: int, source: str) -> np.ndarray:
+    """The ``N + 1`` item offsets of a chunk from its first ``header_length(num_items)`` bytes, checked.
+
+    Args:
+        header: The chunk's first bytes (at least ``header_length(num_items)``; more are ignored).
+        num_items: Items the index records for the chunk (``chunk_size``).
+        chunk_bytes: The chunk's length in bytes, as the index records it; no offset may pass it.
+        source: The chunk's name, for messages.
+
+    Returns:
+        A read-only int64 array: item ``i`` spans bytes ``[offsets[i], offsets[i + 1])``.
+
+    Raises:
+        FormatError: the header is short, announces another item count, does not start right after
+            itself, goes backwards, or points past ``chunk_bytes``.
+    """
+    length = header_length(num_items)
+    if len(header) < length:
+        raise FormatError(f"{source} is shorter than its header ({len(header)} of {length} bytes); re-run optimize")
+    announced = int.from_bytes(bytes(header[:4]), "little")
+    if announced != num_items:
+        raise FormatError(f"{source} holds {announced} items but index.json records {num_items}")
+    offsets = np.frombuffer(header, dtype="<u4", count=num_items + 1, offset=4).astype(np.int64)
+    if int(offsets[0]) != length or bool((np.diff(offsets) < 0).any()) or int(offsets[-1]) > chunk_bytes:
+        raise FormatError(
+            f"{source}: the item offsets are not an increasing table from byte {length} to at most the "
+            f"chunk's {chunk_bytes} bytes; the chunk is damaged — re-run optimize"
+        )
+    offsets.flags.writeable = False
+    return offsets
 
 
 def chunk_header(items: Sequence[bytes]) -> bytes:

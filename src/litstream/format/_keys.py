@@ -4,6 +4,8 @@ Layout (written by ``optimize(..., key_fn=...)``, ``build_keys_index``, read by 
 
     index.json      top-level "keys": {"version": 1, "num_shards": N, "sharding": "none"|"hash"}
     keys/shard-00000.parquet   (shard-00001.parquet ... when N > 1)
+    keys.parquet               LitData's older single-file sidecar (same columns, one shard); read when
+                               keys/shard-00000.parquet is absent, removed when a keys/ store is written
 
 Each shard is a Parquet file sorted by ``key`` with the columns ``key`` (UTF-8 string or int64, one type
 per dataset), ``index`` (int64 global sample index), and optionally ``chunk_index`` (int32 position in
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KEYS_DIR",
     "KEYS_SECTION",
+    "LEGACY_KEYS_NAME",
     "KeyTable",
     "decode_key_table",
     "encode_key_table",
@@ -44,6 +47,8 @@ __all__ = [
 
 KEYS_DIR = "keys"
 KEYS_SECTION = "keys"
+LEGACY_KEYS_NAME = "keys.parquet"
+"""LitData's older single-file sidecar at the dataset root (LitData 0.2.76 still reads it)."""
 MAX_SHARDS = 4096
 _SHARD_TEMPLATE = "shard-{:05d}.parquet"
 _INT64 = (-(2**63), 2**63 - 1)

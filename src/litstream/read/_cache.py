@@ -36,6 +36,7 @@ from urllib.parse import quote
 import anyio.to_thread
 
 from .._errors import ConfigurationError
+from .._trace import CAT_DELETE, CAT_LOCK, TRACER
 from ..format._units import parse_bytes
 
 if os.name == "posix":
@@ -284,12 +285,15 @@ class ChunkCache:
             OSError: the lock file cannot be created.
         """
         path = self.path(name)
+        t0 = time.perf_counter_ns() if TRACER.on else 0
         with self._lock:
             hold = self._holds.get(name)
             if hold is not None:
                 hold.count += 1
             else:
                 self._holds[name] = _Hold(self._lock_shared(name), 1)
+        if t0:
+            TRACER.span("lock", CAT_LOCK, t0, {"chunk": name})
         if size is not None and not path.exists():
             self.evict(incoming=size)
         return path
@@ -343,6 +347,7 @@ class ChunkCache:
 
     def _try_remove(self, name: str, *, chunk: bool = True) -> bool:
         """If nobody holds ``name``, delete its lock file and (if ``chunk``) the chunk file, and say if it did."""
+        t0 = time.perf_counter_ns() if TRACER.on else 0
         lock_path = self._lock_path(name)
         fd = self._open_lock(name)
         try:
@@ -355,6 +360,8 @@ class ChunkCache:
             removed = chunk and self.path(name).exists()
             if removed:
                 self.path(name).unlink(missing_ok=True)
+                if t0:
+                    TRACER.span("delete", CAT_DELETE, t0, {"chunk": name})
             lock_path.unlink(missing_ok=True)
             return removed
         finally:

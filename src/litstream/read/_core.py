@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass, field
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
@@ -31,6 +32,7 @@ import anyio.to_thread
 import numpy as np
 
 from .._errors import PlanError
+from .._trace import CAT_READ, TRACER
 from ._plan import ChunkSlice, item_order, resume_position, worker_plan
 from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
 
@@ -366,7 +368,11 @@ def work_batches(
     are mapped just before their batch is decoded and unmapped once served (ascending order).
     """
     if work.more:
-        yield decode_work(source, work, work.items, transform)
+        t0 = perf_counter_ns() if TRACER.on else 0
+        window = decode_work(source, work, work.items, transform)
+        if t0:
+            TRACER.span("decode", CAT_READ, t0, {"chunk": work.chunk_index, "items": len(work.items)})
+        yield window
         return
     view, items = work.view, work.items
     step = _batch_size(view)
@@ -382,6 +388,7 @@ def work_batches(
         populate(view.data)
     while begin < len(items):
         batch = items[begin : begin + size]
+        t0 = perf_counter_ns() if TRACER.on else 0
         if ascending and isinstance(decoder, SampleDecoder):  # map just this batch's pages, unmap those served
             begins, ends = view.spans(batch)
             populate(view.data, int(begins[0]), int(ends[-1]))
@@ -389,6 +396,8 @@ def work_batches(
             samples = decoder.decode_many(view.data, begins, ends, alloc)
         else:
             samples = _decode_batch(source, view, batch, alloc)
+        if t0:
+            TRACER.span("decode", CAT_READ, t0, {"chunk": work.chunk_index, "items": len(batch)})
         yield samples if transform is None else [transform(sample) for sample in samples]
         begin, size = begin + size, step
 
@@ -413,5 +422,8 @@ async def decode_work_async(
     out: list[Any] = []
     for begin in range(0, len(work.items), _DECODE_BATCH):
         batch = work.items[begin : begin + _DECODE_BATCH]
+        t0 = perf_counter_ns() if TRACER.on else 0
         out.extend(await anyio.to_thread.run_sync(decode_work, source, work, batch, transform))
+        if t0:
+            TRACER.async_span("decode", CAT_READ, t0, {"chunk": work.chunk_index, "items": len(batch)})
     return out

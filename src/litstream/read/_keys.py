@@ -1,8 +1,10 @@
 """Keyed reads: a sample's own id → its position → its bytes (``ds["id"]``, ``get_by_key``).
 
 A :class:`KeyReader` loads the ``keys/`` shard a key hashes to once per process (one ``get`` of that
-shard, validated in :mod:`litstream.format._keys`) and answers every later lookup from memory by binary
-search; the sample itself is then one item read, as ``ds[i]``. The reader pickles empty, so each
+shard, validated in :mod:`litstream.format._keys`; LitData's older single ``keys.parquet`` when
+``keys/shard-00000.parquet`` is absent) and answers every later lookup from memory by binary search; the
+sample itself is then one item read, as ``ds[i]``: on a remote uncompressed dataset one range read of the
+sample's bytes once the chunk's offset table is held (``read/_headers.py``). The reader pickles empty, so each
 DataLoader worker loads its own copy on first use.
 """
 
@@ -15,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError, raise_collapsed
-from ..format._keys import KeyTable, decode_key_table, key_shard, normalize_key, section_of, shard_name, sorted_table
+from ..format._keys import (
+    LEGACY_KEYS_NAME,
+    KeyTable,
+    decode_key_table,
+    key_shard,
+    normalize_key,
+    section_of,
+    shard_name,
+    sorted_table,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,39 +51,42 @@ class KeyReader:
 
     def _reset(self, updated_at: str | None) -> None:
         self._pid = os.getpid()
-        self._num_shards: int | None = None
+        self._names: list[str] | None = None  # the sidecar's files, by shard
         self._shards: dict[int, KeyTable] = {}
         self._updated_at = updated_at
 
     def __reduce__(self) -> tuple[type[KeyReader], tuple[()]]:
         return (KeyReader, ())
 
-    async def _num_shards_of(self, source: DatasetSource) -> int:
+    async def _table_for(self, source: DatasetSource, key: str | int) -> KeyTable:
         if self._pid != os.getpid() or self._updated_at != source.index.updated_at:
             self._reset(source.index.updated_at)  # another process or another index: start afresh
-        if self._num_shards is None:
-            n = section_of(source.index.extra, source=f"{source.store.url}/index.json")
-            if n is None:  # LitData infers one shard when the section is absent
-                try:
-                    await source.store.head(shard_name(0))
-                except ObjectNotFoundError:
-                    raise KeyNotFoundError(
-                        f"the dataset in {source.store.url} has no keys/ sidecar, so samples cannot be looked up "
-                        "by key; write it with optimize(..., key_fn=...) or build_keys_index(input_dir, key_fn)"
-                    ) from None
-                n = 1
-            self._num_shards = n
-        return self._num_shards
-
-    async def _shard(self, source: DatasetSource, shard: int) -> KeyTable:
+        if self._names is None:
+            # LitData infers one shard when index.json has no "keys" section (older writers)
+            n = section_of(source.index.extra, source=f"{source.store.url}/index.json") or 1
+            self._names = [shard_name(s) for s in range(n)]
+        shard = key_shard(key, len(self._names))
         table = self._shards.get(shard)
-        if table is None:
-            name = shard_name(shard)
-            where = f"{source.store.url}/{name}"
+        if table is not None:
+            return table
+        name = self._names[shard]
+        try:
             raw = await source.store.get(name)
-            keys, indices, _ = decode_key_table(raw, source=where, num_items=source.index.num_items)
-            table = sorted_table(keys, indices, source=where)
-            self._shards[shard] = table
+        except ObjectNotFoundError:
+            if name == LEGACY_KEYS_NAME:
+                raise
+            try:  # LitData's older single-file layout, read when keys/shard-00000.parquet is absent
+                raw = await source.store.get(LEGACY_KEYS_NAME)
+            except ObjectNotFoundError:
+                raise KeyNotFoundError(
+                    f"the dataset in {source.store.url} has no keys/ sidecar ({name} and {LEGACY_KEYS_NAME} are "
+                    "absent), so samples cannot be looked up by key; write it with optimize(..., key_fn=...) "
+                    "or build_keys_index(input_dir, key_fn)"
+                ) from None
+            self._names, self._shards, shard, name = [LEGACY_KEYS_NAME], {}, 0, LEGACY_KEYS_NAME
+        where = f"{source.store.url}/{name}"
+        keys, indices, _ = decode_key_table(raw, source=where, num_items=source.index.num_items)
+        table = self._shards[shard] = sorted_table(keys, indices, source=where)
         return table
 
     async def locate(self, source: DatasetSource, key: object) -> int:
@@ -84,8 +98,7 @@ class KeyReader:
             FormatError: the sidecar is malformed.
         """
         norm = normalize_key(key)
-        n = await self._num_shards_of(source)
-        found = (await self._shard(source, key_shard(norm, n))).find(norm)
+        found = (await self._table_for(source, norm)).find(norm)
         if found is None:
             raise KeyNotFoundError(f"key {norm!r} is not in the dataset {source.store.url}")
         return found

@@ -10,13 +10,15 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
 from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from .._trace import CAT_DECOMPRESS, CAT_READ, TRACER
 from ..format._arrow import ArrowChunk, ArrowRowsOnly, read_chunk_view
-from ..format._chunk import ChunkView, header_length, item_span_offset
+from ..format._chunk import ChunkView, item_span_offset
 from ..format._compression import Compression, compression_from_config, decompress
 from ..format._config_keys import check_config_keys
 from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
@@ -33,6 +35,7 @@ from ..storage._hedged import HedgedStore
 from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
+from ._headers import OffsetTables
 from ._sizes import check_local_sizes
 from ._verify import check_chunk, check_chunk_file, has_checksum
 
@@ -214,6 +217,7 @@ class DatasetSource:
     encryption: Any = None
     encryption_level: str | None = None
     unpack: Callable[[bytes | memoryview, str], bytes] = decompress  # whole-file decompression
+    offset_tables: OffsetTables = field(default_factory=OffsetTables)  # remote single-item reads
 
     @classmethod
     async def open(
@@ -325,6 +329,7 @@ class DatasetSource:
         if cached is not None:
             self._chunks.move_to_end(chunk_index)
             return cached
+        t0 = perf_counter_ns() if TRACER.on else 0
         info = self.index.chunks[chunk_index]
         compression = self.index.config.compression if self.index.config else None
         data: bytes | mmap.mmap
@@ -347,6 +352,7 @@ class DatasetSource:
         if has_checksum(info):
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
             await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
+        t1 = perf_counter_ns() if t0 else 0  # decompression and decryption start
         spec = self.compression
         if spec is not None:
             data = await anyio.to_thread.run_sync(
@@ -361,6 +367,10 @@ class DatasetSource:
             self._check_length(chunk_index, data)  # chunk_bytes counts the encrypted bytes
             where = f"{self.store.url}/{info.filename}"
             data = await anyio.to_thread.run_sync(decrypt_chunk, self.encryption, self.encryption_level, data, where)
+        if t0:
+            if spec is not None or compression or self.encryption_level is not None:
+                TRACER.async_span("decompress", CAT_DECOMPRESS, t1, {"chunk": chunk_index, "bytes": len(data)})
+            TRACER.async_span("read", CAT_READ, t0, {"chunk": chunk_index, "file": info.filename})
         return self._checked_view(chunk_index, data, keep)
 
     def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
@@ -378,6 +388,7 @@ class DatasetSource:
         cached = self._chunks.get(chunk_index)
         if cached is not None:
             return cached
+        t0 = perf_counter_ns() if TRACER.on else 0
         path = self.store.root / self.index.chunks[chunk_index].filename
         try:  # the messages of mapped_errors, which needs a running event loop
             data = map_file(path)
@@ -387,6 +398,8 @@ class DatasetSource:
             raise StorageError(f"get failed for {path}: {exc}") from exc
         if has_checksum(self.index.chunks[chunk_index]):
             check_chunk(data, self.index.chunks[chunk_index], path, str(path))
+        if t0:
+            TRACER.span("read", CAT_READ, t0, {"chunk": chunk_index, "file": path.name})
         return self._checked_view(chunk_index, data, False)
 
     def _check_length(self, chunk_index: int, data: bytes | mmap.mmap) -> None:
@@ -427,8 +440,9 @@ class DatasetSource:
             self._chunks_bytes -= len(old.data)
 
     async def read_item_bytes(self, chunk_index: int, item: int) -> bytes | memoryview:
-        """The bytes of one item. Uncompressed chunks are read with two range reads (the item's
-        offsets, then its bytes) instead of the whole chunk."""
+        """The bytes of one item. A remote uncompressed chunk is read with one range read of the item's
+        bytes, once this process holds the chunk's offset table (fetched on the chunk's first item read:
+        see ``read/_headers.py``), instead of the whole chunk; a local one with one ``pread`` pair."""
         config = self.index.config
         if (
             (config is not None and config.compression)
@@ -463,20 +477,7 @@ class DatasetSource:
                 except OSError as exc:
                     raise StorageError(f"get failed for {path}: {exc}") from exc
             return await self.store.get_span_at(info.filename, item_span_offset(item))
-        span = await self.store.get_range(info.filename, item_span_offset(item), 8)
-        if len(span) != 8:
-            raise FormatError(f"{info.filename} is shorter than its header ({header_length(info.chunk_size)} bytes)")
-        begin = int.from_bytes(span[:4], "little")
-        end = int.from_bytes(span[4:], "little")
-        if not header_length(info.chunk_size) <= begin <= end <= info.chunk_bytes:  # before asking for the bytes
-            raise FormatError(
-                f"item {item} of {info.filename} spans bytes [{begin}, {end}), outside the chunk's "
-                f"{info.chunk_bytes} bytes; the chunk is damaged — re-run optimize"
-            )
-        data = await self.store.get_range(info.filename, begin, end - begin)
-        if len(data) != end - begin:
-            raise FormatError(f"{info.filename} ends inside item {item}; the file is incomplete — re-run optimize")
-        return data
+        return await self.offset_tables.read_item(self.store, info, item)  # one range read once the table is held
 
     def decode_in(self, view: ChunkView, item: int) -> Any:
         """Decode item ``item`` (chunk-local) of ``view``: an Arrow chunk's row, else the item bytes."""
@@ -485,7 +486,7 @@ class DatasetSource:
         return self.decoder.decode(view.item(item))
 
     async def read_sample(self, chunk_index: int, item: int) -> Any:
-        """Decode one item (``ds[i]``). Uncompressed chunks: two range reads of the item's bytes; an
+        """Decode one item (``ds[i]``). Uncompressed chunks: one range read of the item's bytes; an
         empty item (an Arrow chunk's: its samples live in the Arrow payload at the chunk's end) or a
         compressed chunk: the whole chunk, kept for the next reads."""
         config = self.index.config

@@ -169,6 +169,15 @@ class HedgedStore:
         """See :meth:`litstream.Store.get_range`, hedged."""
         return await self._hedged(lambda: self._inner.get_range(path, start, length))
 
+    async def get_range_versioned(
+        self, path: str, start: int, length: int, version: str | None
+    ) -> tuple[bytes, str | None] | None:
+        """The inner store's ``get_range_versioned`` (``(bytes, None)`` from ``get_range`` without it), hedged."""
+        inner = getattr(self._inner, "get_range_versioned", None)
+        if inner is None:
+            return await self.get_range(path, start, length), None
+        return await self._hedged(lambda: inner(path, start, length, version))
+
     async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
         """See :meth:`litstream.Store.get_ranges`, hedged as one read."""
         return await self._hedged(lambda: self._inner.get_ranges(path, starts, lengths))

@@ -36,6 +36,8 @@ from ._keys import check_key
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from obstore import GetOptions
+
     from ._base import PutData
 
 __all__ = ["ObstoreSpec", "ObstoreStore", "obstore_used"]
@@ -345,6 +347,33 @@ class ObstoreStore:
 
         def fetch(store: Any, key: str) -> bytes:
             return bytes(obstore.get_range(store, key, start=start, length=length))
+
+        return await self._call("get_range", path, fetch, path)
+
+    async def get_range_versioned(
+        self, path: str, start: int, length: int, version: str | None
+    ) -> tuple[bytes, str | None] | None:
+        """A range read that also answers the object's ETag; with ``version`` (an ETag), of that version only.
+
+        Returns:
+            ``(bytes, etag)``, or ``None`` when ``version`` is given and the object has changed since
+            (the server refused ``If-Match``).
+        """
+        import obstore
+        from obstore.exceptions import PreconditionError
+
+        if length <= 0:
+            return b"", version
+
+        def fetch(store: Any, key: str) -> tuple[bytes, str | None] | None:
+            options: GetOptions = {"range": (start, start + length)}
+            if version is not None:
+                options["if_match"] = version
+            try:
+                result = obstore.get(store, key, options=options)
+            except PreconditionError:
+                return None
+            return bytes(result.bytes()), result.meta.get("e_tag")
 
         return await self._call("get_range", path, fetch, path)
 

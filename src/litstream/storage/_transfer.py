@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 import anyio
@@ -27,6 +28,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._errors import ConfigurationError, LitstreamError, StorageError, raise_collapsed
+from .._trace import CAT_DOWNLOAD, CAT_WRITE, TRACER
 from ._base import MiB, put_size
 from ._budget import ByteBudget
 from ._keys import check_key
@@ -91,11 +93,14 @@ def _open_temp(target: Path) -> tuple[Path, int]:
 
 
 def _write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
+    t0 = perf_counter_ns() if TRACER.on else 0
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)
         view = view[written:]
         offset += written
+    if t0:
+        TRACER.span("cache write", CAT_DOWNLOAD, t0, {"bytes": len(data)})
 
 
 class Downloader:
@@ -181,6 +186,7 @@ class Downloader:
             raise error
         pending = _Pending(anyio.Event())
         state.inflight[name] = pending
+        t0 = perf_counter_ns() if TRACER.on else 0
         try:
             await self._download(name, target, size, state)
         except BaseException as exc:
@@ -189,6 +195,8 @@ class Downloader:
         finally:
             del state.inflight[name]
             pending.done.set()
+            if t0:
+                TRACER.async_span("download", CAT_DOWNLOAD, t0, {"chunk": name, "ok": pending.error is None})
         return target
 
     async def _download(self, name: str, target: Path, size: int | None, state: _LoopState) -> None:
@@ -355,6 +363,7 @@ class Uploader:
         async with receive:
             async for job in receive:
                 self._active += 1
+                t0 = perf_counter_ns() if TRACER.on else 0
                 try:
                     if isinstance(job.source, Path):
                         size = await anyio.to_thread.run_sync(put_size, job.source)
@@ -367,6 +376,8 @@ class Uploader:
                     await anyio.to_thread.run_sync(partial(job.source.unlink, missing_ok=True))
                 self._completed += 1
                 self._bytes += size
+                if t0:
+                    TRACER.async_span("upload", CAT_WRITE, t0, {"name": job.name, "bytes": size})
                 on_done = job.on_done
                 del job  # do not hold the uploaded bytes while waiting for the next job
                 if on_done is not None:

@@ -12,12 +12,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from ..format._keys import (
+    LEGACY_KEYS_NAME,
     KeyTable,
     Labels,
     decode_key_table,
@@ -145,21 +147,27 @@ async def load_sidecar(store: Store, index: Index, *, source: str | None = None)
 
     where = source or store.url
     num_shards = section_of(index.extra, source=f"{where}/index.json")
-    if num_shards is None:
-        try:
-            await store.head(shard_name(0))
-        except ObjectNotFoundError:
+    names = [shard_name(s) for s in range(num_shards or 1)]
+    if not await _exists(store, names[0]):  # LitData's rule: no shard 0, then the legacy single file
+        if not await _exists(store, LEGACY_KEYS_NAME):
             return None
-        num_shards = 1
+        names, num_shards = [LEGACY_KEYS_NAME], 1
     parts = []
-    for s in range(num_shards):
-        name = shard_name(s)
+    for name in names:
         raw = await store.get(name)
         parts.append(decode_key_table(raw, source=f"{where}/{name}", num_items=index.num_items)[:2])
     import pyarrow as pa
     keys = pa.concat_arrays([k.cast(parts[0][0].type) for k, _ in parts])
     indices = np.concatenate([i for _, i in parts])
-    return sorted_table(keys, indices, source=f"{where}/keys"), num_shards
+    return sorted_table(keys, indices, source=f"{where}/keys"), num_shards or 1
+
+
+async def _exists(store: Store, name: str) -> bool:
+    try:
+        await store.head(name)
+    except ObjectNotFoundError:
+        return False
+    return True
 
 
 async def write_sidecar(store: Store, table: KeyTable, index: Index, num_shards: int) -> dict[str, Any]:
@@ -169,6 +177,8 @@ async def write_sidecar(store: Store, table: KeyTable, index: Index, num_shards:
     starts = [0, *itertools.accumulate(c.chunk_size for c in index.chunks)][:-1]
     for s, part in enumerate(shard_split(table, num_shards)):
         await store.put(shard_name(s), encode_key_table(part.keys, part.indices, chunk_starts=starts))
+    with contextlib.suppress(ObjectNotFoundError):  # readers prefer keys/ now; LitData drops the old file too
+        await store.delete(LEGACY_KEYS_NAME)
     return keys_config(num_shards)
 
 
@@ -272,12 +282,8 @@ async def discard_rank_keys(store: Store, ranks: Sequence[int]) -> None:
 
 
 async def has_sidecar(store: Store) -> bool:
-    """Whether ``store`` holds ``keys/shard-00000.parquet``."""
-    try:
-        await store.head(shard_name(0))
-    except ObjectNotFoundError:
-        return False
-    return True
+    """Whether ``store`` holds ``keys/shard-00000.parquet`` (or LitData's older ``keys.parquet``)."""
+    return await _exists(store, shard_name(0)) or await _exists(store, LEGACY_KEYS_NAME)
 
 
 async def check_append_keys(store: Store, with_key_fn: bool) -> None:

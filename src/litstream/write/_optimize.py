@@ -28,6 +28,7 @@ from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
+from ._chunk_pack import check_chunking
 from ._inputs import split_inputs
 from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._nodes import finish_node, merge_nodes, sweep_orphans
@@ -35,7 +36,6 @@ from ._output import Prepared, prepare_output
 from ._runner import run_jobs
 from ._summary import summarize
 from ._worker import OptimizeJob
-from ._writer import check_chunking
 
 if TYPE_CHECKING:
     import concurrent.futures

@@ -33,8 +33,8 @@ from ..format._index import INDEX_FILENAME, ChunkInfo, Index
 from ..format._keys import KEYS_DIR, normalize_key, section_of, shard_name, sorted_table, table_from_values
 from ..format._loaders import SampleDecoder, SampleEncoder
 from ..storage._resolver import store_for
+from ._chunk_pack import pack_and_compress
 from ._keys import has_sidecar, load_sidecar, write_sidecar
-from ._writer import pack_and_compress
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping

@@ -45,10 +45,11 @@ from ..storage._base import MiB
 from ..storage._resolver import store_for
 from ..storage._transfer import ByteBudget, Uploader
 from ._append import config_diff, next_chunk_number, settings_mismatch
+from ._chunk_pack import check_chunking, dataset_config, pack_and_compress
 from ._env import OptimizerEnv
 from ._output import prepare_output
 from ._uploader_keys import UploaderKeys
-from ._writer import check_chunking, dataset_config, pack_and_compress
+from ._uploader_stats import UploaderStatistics
 
 if TYPE_CHECKING:
     import os
@@ -63,39 +64,6 @@ __all__ = ["AsyncUploader", "UploaderStatistics"]
 
 _MODES = (None, "append", "overwrite")
 _DEFAULT_CHUNK_BYTES = "64MB"
-
-
-@dataclass(frozen=True)
-class UploaderStatistics:
-    """A snapshot of an :class:`AsyncUploader` (all counts are for this session only, unless noted).
-
-    Attributes:
-        samples_added: Samples accepted by ``add()``.
-        samples_committed: Of those, the samples ``index.json`` now describes.
-        dataset_samples: Samples ``index.json`` describes in total (earlier sessions included).
-        chunks_closed: Chunks closed (uploaded, uploading, or waiting to be).
-        chunks_uploaded: Chunks stored completely.
-        chunks_committed: Chunks listed in ``index.json``.
-        commits: ``index.json`` writes.
-        bytes_reserved: Bytes of the ``max_bytes_in_flight`` budget taken now (chunks being packed,
-            queued or uploading).
-        buffered_bytes: Item bytes of the open chunk (at most about one chunk).
-        peak_held_bytes: The highest ``bytes_reserved + buffered_bytes`` so far; at most
-            ``max_bytes_in_flight`` plus one chunk.
-        waiting: Calls waiting for the budget right now (backpressure).
-    """
-
-    samples_added: int
-    samples_committed: int
-    dataset_samples: int
-    chunks_closed: int
-    chunks_uploaded: int
-    chunks_committed: int
-    commits: int
-    bytes_reserved: int
-    buffered_bytes: int
-    peak_held_bytes: int
-    waiting: int
 
 
 @dataclass
