@@ -160,3 +160,22 @@ def test_sync_calls_chain_no_unrelated_error(tmp_path: Path) -> None:
     text = "".join(traceback.format_exception(full.value))
     assert "During handling of the above exception" not in text
     assert "AsyncLibraryNotFoundError" not in text
+
+
+def test_every_task_group_exit_in_src_collapses_through_raise_collapsed() -> None:
+    """One helper collapses exception groups (keeping ``__cause__``); no hand-written copy picks ``.exceptions[0]``."""
+    import re
+    from pathlib import Path
+
+    import litstream
+
+    src = Path(litstream.__file__).parent
+    handlers = 0
+    for file in sorted(src.rglob("*.py")):
+        text = file.read_text()
+        assert ".exceptions[0]" not in text, file
+        assert "except*" not in text, file
+        for found in re.finditer(r"except BaseExceptionGroup as (\w+):\n((?:\s*#.*\n)*)(.*)\n", text):
+            handlers += 1  # the handler's first statement (after any comment lines) is the helper
+            assert found.group(3).split("#")[0].strip() == f"raise_collapsed({found.group(1)})", (file, found.group(0))
+    assert handlers >= 8

@@ -36,7 +36,7 @@ from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
 from .read._trust import check_allow_pickle, resolve_allow_pickle
 from .read._window import DEFAULT_SHUFFLE_WINDOW
-from .storage._local import LocalFileStore
+from .storage._files import local_path
 from .storage._resolver import Dir, resolve_dir, store_for
 from .storage._store import HedgedStore, Store
 from .write._hf import hf_dataset_index
@@ -179,7 +179,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
             local_source = local_remote_source(self.input_dir)
             if local_source is not None and cache_dir is None:
                 cache_dir = self.input_dir.path  # LitData caches a local "remote" in Dir.path
-            self._store = LocalFileStore(local_source) if local_source else store_for(self.input_dir, storage_options)
+            self._store = store_for(local_source) if local_source else store_for(self.input_dir, storage_options)
             if index_path is None and local_source is None and self.input_dir.url is not None:
                 # hf:// Parquet: index once, kept
                 hf_index, hf_loader = hf_dataset_index(
@@ -188,8 +188,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
                 index_path, item_loader = hf_index, hf_loader or item_loader
         remote = self.input_dir.path is None and self.input_dir.url is not None and "://" in self.input_dir.url
         remote = remote or local_source is not None
-        if index_path is None and isinstance(self._store, LocalFileStore):
-            check_local_dataset(str(self._store.root))
+        if index_path is None and (root := local_path(self._store, "")) is not None:
+            check_local_dataset(str(root))
         self.cache = (
             CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
             if remote and not (self.input_dir.url or "").startswith("memory://")
@@ -264,7 +264,6 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
             self._source is None
             and self.cache is None
             and self.index_path is None
-            and isinstance(self._store, LocalFileStore)
         ):
             self._source = _open_now(
                 self._store, self.serializers, self.item_loader, self.allow_pickle, self.encryption

@@ -11,12 +11,13 @@ from ._errors import LitstreamError
 from .format._index import INDEX_FILENAME
 from .read._core import ChunkWork
 from .read._source import DatasetSource
+from .storage._files import local_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .format._serializers import Serializer
-    from .storage._local import LocalFileStore
+    from .storage._base import Store
 
 __all__ = ["_close", "_get_item_at", "_inside_worker", "_make_stream", "_open_now", "_receive"]
 
@@ -26,16 +27,18 @@ async def _get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
 
 
 def _open_now(
-    store: LocalFileStore,
+    store: Store,
     serializers: Mapping[str, Serializer] | None,
     item_loader: Any,
     allow_pickle: bool = True,
     encryption: Any = None,
 ) -> DatasetSource | None:
-    """``DatasetSource.open`` of a local dataset run to completion in this thread, without an event
-    loop: with ``index.json`` present it awaits nothing. ``None`` when it would need a loop (no
-    index.json, or a step that awaits), so the caller opens it on the portal instead."""
-    if not (store.root / INDEX_FILENAME).is_file():
+    """``DatasetSource.open`` of a dataset in local files (``storage/_files.py``) run to completion in this
+    thread, without an event loop: with ``index.json`` present it awaits nothing. ``None`` when it would
+    need a loop (a store without local files, no index.json, or a step that awaits), so the caller opens
+    it on the portal instead."""
+    index = local_path(store, INDEX_FILENAME)
+    if index is None or not index.is_file():
         return None
     coroutine = DatasetSource.open(
         store, serializers, None, item_loader, allow_pickle=allow_pickle, encryption=encryption

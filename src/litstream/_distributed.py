@@ -1,6 +1,6 @@
 """Where this process sits: rank and world size, DataLoader worker id and count.
 
-The environment is read in one place. Rank and world size come from ``torch.distributed`` when it
+The environment is read through ``_environ.environ``. Rank and world size come from ``torch.distributed`` when it
 is initialised, else from ``WORLD_SIZE`` and ``GLOBAL_RANK`` (LitData's names) or ``RANK``, else a
 single process. The node count comes from ``NNODES``, else ``world_size // CUDA devices`` when
 CUDA is present, else 1. They are read when iteration starts, not at construction.
@@ -12,9 +12,10 @@ never pays for importing it).
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
+
+from ._environ import environ
 
 __all__ = ["DistributedEnv", "WorkerEnv", "detect_distributed", "detect_worker"]
 
@@ -43,15 +44,17 @@ def detect_distributed() -> DistributedEnv:
                 return DistributedEnv(dist.get_rank(), world, _num_nodes(world))
         except ImportError:  # pragma: no cover - torch is a dependency
             pass
-    world = max(int(os.environ.get("WORLD_SIZE", "1")), 1)
-    rank = int(os.environ.get("GLOBAL_RANK", os.environ.get("RANK", "0")))
+    env = environ()
+    world = max(int(env.world_size or "1"), 1)
+    rank = int(env.global_rank or env.rank or "0")
     return DistributedEnv(rank, world, _num_nodes(world))
 
 
 def _num_nodes(world_size: int) -> int:
     """``NNODES`` if set, else ``world_size // cuda devices`` with CUDA, else 1 (LitData's rule)."""
-    if "NNODES" in os.environ:
-        return max(int(os.environ["NNODES"]), 1)
+    nnodes = environ().nnodes
+    if nnodes is not None:
+        return max(int(nnodes), 1)
     if world_size <= 1:  # one process is one node, whatever the device count
         return 1
     try:

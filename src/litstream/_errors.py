@@ -22,7 +22,8 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
 
 Every class can be built from one message string: torch re-raises errors from DataLoader workers as
 ``type(exc)(message)``. Task-group failures never reach the user as an ``ExceptionGroup``: every place
-that leaves a task group re-raises through :func:`collapse_exception_group`.
+that leaves a task group re-raises through :func:`raise_collapsed` (never ``raise one from None``, which
+would drop the root cause's own ``__cause__``: an obstore error's status and request).
 """
 
 from __future__ import annotations

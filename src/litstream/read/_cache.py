@@ -35,6 +35,7 @@ from urllib.parse import quote
 
 import anyio.to_thread
 
+from .._environ import environ
 from .._errors import ConfigurationError
 from .._trace import CAT_DELETE, CAT_LOCK, TRACER
 from ..format._units import parse_bytes
@@ -49,28 +50,22 @@ LOCK_DIR = ".locks"
 _NOT_CHUNKS = (".json", ".lock", ".cnt", ".tmb")  # never counted nor evicted (LitData's side files included)
 
 
-def _environment() -> dict[str, str]:
-    """The environment variables the cache honours (read here only)."""
-    names = ("LITSTREAM_CACHE_DIR", "LITDATA_CACHE_DIR", "XDG_CACHE_HOME")
-    return {name: os.environ[name] for name in names if os.environ.get(name)}
-
-
 def own_cache_root() -> Path:
     """litstream's own cache root (not created): ``LITSTREAM_CACHE_DIR``, else ``$XDG_CACHE_HOME/litstream/chunks``
     (if absolute), else ``~/.cache/litstream/chunks``. LitData's ``LITDATA_CACHE_DIR`` is never this one.
     """
-    env = _environment()
-    if "LITSTREAM_CACHE_DIR" in env:
-        return Path(env["LITSTREAM_CACHE_DIR"]).expanduser().absolute()
-    xdg = env.get("XDG_CACHE_HOME", "")
+    env = environ()
+    if env.litstream_cache_dir is not None:
+        return Path(env.litstream_cache_dir).expanduser().absolute()
+    xdg = env.xdg_cache_home or ""
     base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
     return base / "litstream" / "chunks"
 
 
 def litdata_cache_root() -> Path | None:
     """LitData's cache root, ``LITDATA_CACHE_DIR``, when that variable is set (else ``None``)."""
-    env = _environment()
-    return Path(env["LITDATA_CACHE_DIR"]).expanduser().absolute() if "LITDATA_CACHE_DIR" in env else None
+    found = environ().litdata_cache_dir
+    return Path(found).expanduser().absolute() if found is not None else None
 
 
 def default_cache_root() -> Path:
@@ -78,7 +73,7 @@ def default_cache_root() -> Path:
     ``LITDATA_CACHE_DIR``, else ``$XDG_CACHE_HOME/litstream/chunks`` (if absolute), else ``~/.cache/litstream/chunks``.
     """
     litdata = litdata_cache_root()
-    if "LITSTREAM_CACHE_DIR" in _environment() or litdata is None:
+    if environ().litstream_cache_dir is not None or litdata is None:
         return own_cache_root()
     return litdata
 

@@ -19,7 +19,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import collapse_exception_group
+from .._errors import raise_collapsed
 from ._raw_index import FileMetadata, key_of
 
 if TYPE_CHECKING:
@@ -39,11 +39,6 @@ __all__ = ["RawItem", "RawReader", "RawStream", "epoch_order"]
 
 RawItem = Union[FileMetadata, "list[FileMetadata]"]
 _Value = Union[bytes, str, "list[Any]"]
-
-
-def _collapsed(group: BaseExceptionGroup[Any]) -> BaseException:
-    single = collapse_exception_group(group)
-    return single if single is not group else group
 
 
 class RawReader:
@@ -103,7 +98,7 @@ class RawReader:
             else:
                 blobs = await self.files.values(self.fetcher, keys, sizes)
         except BaseExceptionGroup as group:
-            raise _collapsed(group) from None
+            raise_collapsed(group)
         out: list[_Value] = []
         pos = 0
         for i in indices:
@@ -218,10 +213,7 @@ class RawStream:
         try:
             return await self._tg.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
-            single = _collapsed(group)
-            if single is group:
-                raise
-            raise single from None
+            raise_collapsed(group)
         finally:
             self._receive.close()
 

@@ -16,11 +16,11 @@ import os
 from typing import TYPE_CHECKING
 
 from .._errors import FormatError
+from ..storage._files import local_path
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ..format._index import Index
+    from ..storage._base import Store
 
 __all__ = ["CHECKED_ITEMS", "check_local_sizes"]
 
@@ -28,14 +28,15 @@ CHECKED_ITEMS = 2**20
 """Recorded items (all chunks) above which a local index is checked against its files when opened."""
 
 
-def check_local_sizes(root: Path, index: Index) -> None:
+def check_local_sizes(store: Store, index: Index) -> None:
     """Refuse a large index (over ``CHECKED_ITEMS`` items) whose uncompressed chunks record more bytes
     than their files hold.
 
-    A missing file is left to the read that needs it (which raises ``ObjectNotFoundError``).
+    A missing file is left to the read that needs it (which raises ``ObjectNotFoundError``); a store that
+    keeps no local files (``storage/_files.py``) is left to the checks made when chunks are downloaded.
 
     Args:
-        root: The local dataset directory.
+        store: The dataset's store.
         index: Its parsed (schema-checked) index.
 
     Raises:
@@ -47,8 +48,11 @@ def check_local_sizes(root: Path, index: Index) -> None:
     if config is None or config.compression or config.extra.get("compression_level") not in (None, "", "chunk"):
         return
     for position, info in enumerate(index.chunks):
+        path = local_path(store, info.filename)
+        if path is None:
+            return
         try:
-            size = os.stat(root / info.filename).st_size
+            size = os.stat(path).st_size
         except OSError:
             continue
         if size < info.chunk_bytes:

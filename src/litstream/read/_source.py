@@ -31,8 +31,8 @@ from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_par
 from ..format._temporal import TemporalDecoder
 from ..format._tokens import TokenLayout, check_item_loader
 from ..storage._base import mapped_errors
+from ..storage._files import local_path, map_file, map_object, read_span_at
 from ..storage._hedged import HedgedStore
-from ..storage._local import LocalFileStore
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
 from ._headers import OffsetTables
@@ -51,23 +51,6 @@ __all__ = ["CacheSettings", "DatasetSource", "load_index", "load_local_index", "
 
 
 _MADV_POPULATE_READ = 22  # Linux >= 5.14; not exported by the mmap module of Python 3.11
-
-
-def map_file(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
-    """The whole file as a read-only ``mmap`` (``b""`` when empty), with read-ahead requested.
-
-    No copy is made: items are decoded straight from the mapping. Pages are not mapped into this
-    process yet (so a chunk fetched ahead costs no memory); :func:`populate` maps them when a
-    reader starts on the chunk. The mapping stays valid if the file is then deleted or evicted.
-    """
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return b""
-        mapped = mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-    with contextlib.suppress(OSError, AttributeError):
-        mapped.madvise(mmap.MADV_WILLNEED)
-    return mapped
 
 
 def populate(data: object, begin: int = 0, end: int | None = None) -> None:
@@ -122,8 +105,8 @@ async def load_index(store: Store) -> Index:
         FormatError: the index is malformed.
     """
     try:
-        if isinstance(store, LocalFileStore):  # one small local file: read on the loop, no thread hop
-            path = store.root / INDEX_FILENAME
+        path = local_path(store, INDEX_FILENAME)
+        if path is not None:  # one small local file: read on the loop, no thread hop
             with mapped_errors("get", str(path)):
                 raw = path.read_bytes()
         else:
@@ -263,8 +246,8 @@ class DatasetSource:
             raise ConfigurationError(
                 f"item_loader={item_loader!r} cannot read the encrypted dataset at {store.url}; use PyTreeLoader()"
             )
-        if isinstance(store, LocalFileStore) and cache is None:
-            check_local_sizes(store.root, index)  # before any size from the index is used
+        if cache is None:
+            check_local_sizes(store, index)  # before any size from the index is used
         parquet = check_parquet_loader(store.url, index.config, item_loader)
         if is_mds_config(index.config):  # a Mosaic MDS directory: its own decoder and codecs
             if item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
@@ -341,12 +324,10 @@ class DatasetSource:
                 self.cache, self.downloader, info.filename, None if whole else info.chunk_bytes
             )
             path = self.downloader.path(info.filename)
-        elif isinstance(self.store, LocalFileStore) and not compression:
-            path = self.store.root / info.filename
-            with mapped_errors("get", str(path)):
-                # open + mmap take microseconds and read nothing (pages come later, by populate), so
-                # this runs on the loop: a worker-thread hop would cost more than the call
-                data = map_file(path)
+        elif not compression and (mapped := map_object(self.store, info.filename)) is not None:
+            # open + mmap take microseconds and read nothing (pages come later, by populate), so this
+            # runs on the loop: a worker-thread hop would cost more than the call
+            data, path = mapped
         else:
             data = await self.store.get(info.filename)
         if has_checksum(info):
@@ -381,21 +362,16 @@ class DatasetSource:
             ObjectNotFoundError: the chunk file is missing. FormatError: as :meth:`read_chunk`.
         """
         config = self.index.config
-        if not isinstance(self.store, LocalFileStore) or self.cache is not None or (config and config.compression):
-            return None
-        if self.encryption_level is not None:
+        if self.cache is not None or (config and config.compression) or self.encryption_level is not None:
             return None
         cached = self._chunks.get(chunk_index)
         if cached is not None:
             return cached
         t0 = perf_counter_ns() if TRACER.on else 0
-        path = self.store.root / self.index.chunks[chunk_index].filename
-        try:  # the messages of mapped_errors, which needs a running event loop
-            data = map_file(path)
-        except FileNotFoundError as exc:
-            raise ObjectNotFoundError(f"get: {path} does not exist") from exc
-        except OSError as exc:
-            raise StorageError(f"get failed for {path}: {exc}") from exc
+        mapped = map_object(self.store, self.index.chunks[chunk_index].filename)
+        if mapped is None:  # the store keeps no local files
+            return None
+        data, path = mapped
         if has_checksum(self.index.chunks[chunk_index]):
             check_chunk(data, self.index.chunks[chunk_index], path, str(path))
         if t0:
@@ -467,16 +443,16 @@ class DatasetSource:
             return block
         if not 0 <= item < info.chunk_size:
             raise FormatError(f"item {item} is outside {info.filename} ({info.chunk_size} items)")
-        if isinstance(self.store, LocalFileStore):  # both reads in one thread call
+        path = local_path(self.store, info.filename)
+        if path is not None:  # a local file: both reads in one thread call
             if has_checksum(info):  # the whole file, once per process
-                path = self.store.root / info.filename
                 try:
                     await anyio.to_thread.run_sync(check_chunk_file, path, info)
                 except FileNotFoundError as exc:
                     raise ObjectNotFoundError(f"get: {path} does not exist") from exc
                 except OSError as exc:
                     raise StorageError(f"get failed for {path}: {exc}") from exc
-            return await self.store.get_span_at(info.filename, item_span_offset(item))
+            return await read_span_at(path, item_span_offset(item))
         return await self.offset_tables.read_item(self.store, info, item)  # one range read once the table is held
 
     def decode_in(self, view: ChunkView, item: int) -> Any:

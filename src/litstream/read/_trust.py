@@ -19,8 +19,7 @@ before any chunk is read. See docs/security.md.
 
 from __future__ import annotations
 
-import os
-
+from .._environ import environ
 from .._errors import ConfigurationError
 
 __all__ = ["ENV_ALLOW_PICKLE", "check_allow_pickle", "resolve_allow_pickle", "set_allow_pickle"]
@@ -64,7 +63,7 @@ def set_allow_pickle(allow: bool | None) -> None:
 
 
 def _from_environment() -> bool | None:
-    raw = os.environ.get(ENV_ALLOW_PICKLE, "").strip().lower()
+    raw = (environ().litstream_allow_pickle or "").strip().lower()
     if not raw:
         return None
     if raw in _TRUE:

@@ -109,7 +109,12 @@ class TransferConfig:
 
 @runtime_checkable
 class Store(Protocol):
-    """Async access to objects under one root. All sizes and offsets are in bytes."""
+    """Async access to objects under one root. All sizes and offsets are in bytes.
+
+    A store whose objects are files on this machine also has ``local_path(key)`` (the optional
+    :class:`~litstream.storage._files.LocalFiles` capability, which wrapper stores forward); readers then
+    map chunks instead of copying them.
+    """
 
     @property
     def url(self) -> str:

@@ -28,11 +28,11 @@ kept as ``__cause__``.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from .._environ import environ
 from .._errors import ConfigurationError, ObjectNotFoundError, RetriesExhaustedError, StorageError
 
 if TYPE_CHECKING:
@@ -55,14 +55,6 @@ _S3_CREDENTIALS = frozenset(
         "container_credentials_full_uri",
     }
 )
-_S3_CREDENTIAL_ENV = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SKIP_SIGNATURE",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-)
-_S3_ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 
 
 def _seconds(key: str, value: Any, where: str) -> float:
@@ -141,9 +133,16 @@ def retries_exhausted(
 
 def _missing_s3_settings(config: Mapping[str, Any]) -> tuple[bool, bool]:
     """(no credentials, no endpoint) for an S3 store, from its configuration and the environment."""
-    env = os.environ
-    no_credentials = not (_S3_CREDENTIALS & set(config)) and not any(env.get(k) for k in _S3_CREDENTIAL_ENV)
-    no_endpoint = "endpoint" not in config and not any(env.get(k) for k in _S3_ENDPOINT_ENV)
+    env = environ()
+    env_credentials = (
+        env.aws_access_key_id,
+        env.aws_skip_signature,
+        env.aws_web_identity_token_file,
+        env.aws_container_credentials_relative_uri,
+        env.aws_container_credentials_full_uri,
+    )
+    no_credentials = not (_S3_CREDENTIALS & set(config)) and not any(env_credentials)
+    no_endpoint = "endpoint" not in config and not (env.aws_endpoint_url_s3 or env.aws_endpoint_url or env.aws_endpoint)
     return no_credentials, no_endpoint
 
 
@@ -175,7 +174,7 @@ def explain_failure(
     cause = error.__cause__ if error.__cause__ is not None else error
     text = str(cause).split("\n\nDebug source:", 1)[0].strip()
     no_credentials, no_endpoint = _missing_s3_settings(config) if kind == "s3" else (False, False)
-    metadata = str(config.get("metadata_endpoint") or os.environ.get("AWS_METADATA_ENDPOINT") or "169.254.169.254")
+    metadata = str(config.get("metadata_endpoint") or environ().aws_metadata_endpoint or "169.254.169.254")
     if no_credentials and (metadata in text or "169.254.169.254" in text or "credential" in text.lower()):
         extra = f"; {_ENDPOINT_HINT}" if no_endpoint else ""
         return StorageError(

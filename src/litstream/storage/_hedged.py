@@ -9,7 +9,7 @@ percent more requests ("The Tail at Scale", Dean and Barroso, 2013)::
                                                  └ the task group cancels the primary
 
 Only range reads are hedged: they are small and idempotent. Whole-object ``get``s and all writes pass
-through unchanged.
+through unchanged, and ``local_path`` is forwarded, so a hedged local store keeps the mmap fast paths.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 
 from .._errors import ConfigurationError, ObjectNotFoundError
+from ._files import local_path
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
+    from pathlib import Path
 
     from ._base import ObjectMeta, PutData, Store
 
@@ -109,6 +111,11 @@ class HedgedStore:
     def inner(self) -> Store:
         """The wrapped store."""
         return self._inner
+
+    def local_path(self, key: str) -> Path | None:
+        """The wrapped store's local file for ``key``, forwarded (``storage/_files.py``); ``None`` when the
+        wrapped store keeps no local files. A local file is mapped or read directly, never hedged."""
+        return local_path(self._inner, key)
 
     def delay(self) -> float:
         """The hedge delay now in force, in seconds."""

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from .._errors import FormatError, ObjectNotFoundError
+from .._errors import ObjectNotFoundError
 from ._base import ObjectMeta, loop_limiter, mapped_errors, put_size
+from ._files import read_span
 from ._keys import check_key
 
 if TYPE_CHECKING:
@@ -63,6 +64,15 @@ class LocalFileStore:
     def url(self) -> str:
         return str(self._root)
 
+    def local_path(self, key: str) -> Path:
+        """The absolute path of ``key``'s file (``""``: the root directory); it need not exist. The
+        capability readers use to map chunks instead of copying them (``storage/_files.py``).
+
+        Raises:
+            ConfigurationError: ``key`` would leave the root.
+        """
+        return self._root if key == "" else self._full(key)
+
     def _limiter(self) -> anyio.CapacityLimiter:
         self._limiter_obj = loop_limiter(self._limiter_obj, self._max_threads)
         return self._limiter_obj[1]
@@ -105,22 +115,7 @@ class LocalFileStore:
             FormatError: the offsets read point outside the file.
         """
         full = self._full(path)
-
-        def read() -> bytes:
-            with open(full, "rb") as f:
-                span = os.pread(f.fileno(), 8, pointer)
-                if len(span) != 8:
-                    raise OSError(f"{full} ends before byte {pointer + 8}")
-                begin, end = int.from_bytes(span[:4], "little"), int.from_bytes(span[4:], "little")
-                size = os.fstat(f.fileno()).st_size  # offsets come from the file: read no further than its end
-                if begin > end or end > size:
-                    raise FormatError(
-                        f"{full}: the item at offset {pointer} spans bytes [{begin}, {end}) but the file "
-                        f"holds {size} bytes; the chunk is damaged — re-run optimize"
-                    )
-                return os.pread(f.fileno(), end - begin, begin)
-
-        return await self._run("get_range", path, read)
+        return await self._run("get_range", path, partial(read_span, full, pointer))
 
     async def put(self, path: str, data: PutData) -> None:
         """See :meth:`litstream.Store.put`; a path ``data`` is copied, never moved."""

@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 import sniffio
 
+from .._environ import environ
 from .._errors import ConfigurationError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
 from ._faults import explain_failure, obstore_retry_config
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
     from obstore import GetOptions
 
+    from .._environ import Environ
     from ._base import PutData
 
 __all__ = ["ObstoreSpec", "ObstoreStore", "obstore_used"]
@@ -66,30 +68,11 @@ def _fork_error(url: str, where: int) -> StorageError:
     )
 
 
-_ENV_PREFIX = {"s3": "AWS_", "gcs": "GOOGLE_", "azure": "AZURE_"}
-
-
-def _client_environment(kind: str) -> dict[str, str]:
-    """obstore's HTTP client options from the environment (``AWS_ALLOW_HTTP=true`` → ``allow_http``)."""
-    from ._options import CLIENT_KEYS
-
-    prefix = _ENV_PREFIX[kind]
-    out: dict[str, str] = {}
-    for name, value in os.environ.items():
-        key = name[len(prefix) :].lower()
-        if name.startswith(prefix) and key in CLIENT_KEYS:
-            out[key] = value
-    return out
-
-
-def _env_endpoint(kind: str) -> str | None:
+def _env_endpoint(env: Environ, kind: str) -> str | None:
     """The endpoint obstore would read from the environment, if any (S3 only)."""
     if kind != "s3":
         return None
-    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
-        if os.environ.get(name):
-            return os.environ[name]
-    return None
+    return env.aws_endpoint_url_s3 or env.aws_endpoint_url or env.aws_endpoint
 
 
 @dataclass(frozen=True)
@@ -131,10 +114,11 @@ class ObstoreSpec:
             "timeout": timedelta(seconds=self.transfer.timeout),
             "connect_timeout": timedelta(seconds=self.transfer.connect_timeout),
         }
-        options.update(_client_environment(self.kind))
+        env = environ()
+        options.update(env.client_options_for(self.kind))
         options.update(self.client_options)
         if "allow_http" not in options:
-            endpoint = self.config.get("endpoint") or self.config.get("base_url") or _env_endpoint(self.kind)
+            endpoint = self.config.get("endpoint") or self.config.get("base_url") or _env_endpoint(env, self.kind)
             if isinstance(endpoint, str) and endpoint.startswith("http://"):
                 options["allow_http"] = True
         return options

@@ -14,7 +14,7 @@
 ``storage_options`` are mapped by :func:`~litstream.storage._options.obstore_options` for object stores.
 For ``hf://`` they may hold ``endpoint`` (else ``HF_ENDPOINT``, else ``https://huggingface.co``),
 ``token`` (else ``HF_TOKEN`` or huggingface_hub's token file; ``False`` sends none), ``revision`` and
-``headers``; for ``http(s)://``, ``headers``. Environment variables are read in :func:`_environment` only.
+``headers``; for ``http(s)://``, ``headers``. Environment variables come from ``_environ.environ``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
 
+from .._environ import environ
 from .._errors import ConfigurationError
 from ._base import Store, TransferConfig
 from ._faults import RETRY_KEYS, transfer_with_options
@@ -36,6 +37,8 @@ from ._options import obstore_options
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from .._environ import Environ
 
 __all__ = ["Dir", "resolve_dir", "store_for"]
 
@@ -60,21 +63,6 @@ class Dir:
 
     path: str | None = None
     url: str | None = None
-
-
-def _environment() -> dict[str, str]:
-    """The environment variables the resolver honours (one place, one table in the docs)."""
-    names = (
-        "HF_ENDPOINT",
-        "HF_TOKEN",
-        "HUGGING_FACE_HUB_TOKEN",
-        "HF_TOKEN_PATH",
-        "HF_HOME",
-        "STORAGE_EMULATOR_HOST",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT",
-    )
-    return {name: os.environ[name] for name in names if os.environ.get(name)}
 
 
 def _scheme(text: str) -> str | None:
@@ -170,20 +158,20 @@ def _remote_store(url: str, options: dict[str, Any], transfer: TransferConfig, a
         return _hub_store(url, options, transfer, argument)
     kind = _OBJECT_SCHEMES[scheme]
     bucket, prefix = _split(url, head, argument, "container" if kind == "azure" else "bucket")
-    env = _environment()
+    env = environ()
     if kind == "azure" and "@" in bucket:  # abfs[s]://container@account.dfs.core.windows.net/path
         bucket, _, host = bucket.partition("@")
         options.setdefault("account_name", host.split(".", 1)[0])
     config, client, retry = obstore_options(kind, options, where=url)
-    if scheme == "r2" and "endpoint" not in config and not (env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT")):
+    if scheme == "r2" and "endpoint" not in config and not (env.aws_endpoint_url or env.aws_endpoint):
         raise ConfigurationError(
             f"{argument}={url!r}: r2:// needs storage_options={{'endpoint_url': "
             "'https://<account id>.r2.cloudflarestorage.com', 'aws_access_key_id': ..., 'aws_secret_access_key': ...}"
         )
-    if kind == "gcs" and "base_url" not in config and "STORAGE_EMULATOR_HOST" in env:
+    if kind == "gcs" and "base_url" not in config and env.storage_emulator_host is not None:
         # google-cloud-storage's switch for emulators. Emulators ignore auth; a static bearer token keeps
         # obstore from asking a cloud metadata server for one.
-        emulator = env["STORAGE_EMULATOR_HOST"]
+        emulator = env.storage_emulator_host
         config["base_url"] = emulator if "://" in emulator else f"http://{emulator}"
         if not config.keys() & {"service_account", "service_account_key", "application_credentials", "skip_signature"}:
             config.setdefault("bearer_token", "emulator")
@@ -200,7 +188,7 @@ def _no_more(options: Mapping[str, Any], url: str, allowed: list[str]) -> None:
         )
 
 
-def _hub_token(options: dict[str, Any], env: Mapping[str, str]) -> str | None:
+def _hub_token(options: dict[str, Any], env: Environ) -> str | None:
     token = options.pop("token", None)
     if token is False:
         return None
@@ -208,11 +196,11 @@ def _hub_token(options: dict[str, Any], env: Mapping[str, str]) -> str | None:
         return token
     if token is not None and token is not True:
         raise ConfigurationError(f"storage_options['token'] must be a string or False, got {type(token).__name__}")
-    found = env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")
+    found = env.hf_token or env.hugging_face_hub_token
     if found:
         return found
-    home = env.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    path = Path(env.get("HF_TOKEN_PATH") or os.path.join(home, "token"))
+    home = env.hf_home or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    path = Path(env.hf_token_path or os.path.join(home, "token"))
     try:
         return path.read_text().strip() or None
     except OSError:
@@ -232,8 +220,8 @@ def _hub_store(url: str, options: dict[str, Any], transfer: TransferConfig, argu
     name, at, revision = name_rev.partition("@")
     option_revision = options.pop("revision", None)
     revision = unquote(revision) if at else (option_revision or "main")
-    env = _environment()
-    endpoint = str(options.pop("endpoint", None) or env.get("HF_ENDPOINT") or _HUB).rstrip("/")
+    env = environ()
+    endpoint = str(options.pop("endpoint", None) or env.hf_endpoint or _HUB).rstrip("/")
     headers = dict(options.pop("headers", None) or {})
     token = _hub_token(options, env)
     if token:

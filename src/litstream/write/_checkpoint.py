@@ -22,7 +22,6 @@ LitData's (LitData's ``config.json`` stores the raw inputs and cannot resume a m
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, ObjectNotFoundError
 from ..format._index import ChunkInfo, DatasetConfig
-from ..storage._local import LocalFileStore
+from ..storage._files import remove_empty_folder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -176,9 +175,7 @@ async def clear_checkpoints(store: Store, node_rank: int | None = None, ranks: S
         for rank in ranks:
             await store.delete(checkpoint_name(rank))
         await store.delete(_config_name(node_rank))
-    if isinstance(store, LocalFileStore):  # a local directory outlives its files; drop it once empty
-        with contextlib.suppress(OSError):
-            (store.root / CHECKPOINT_DIR).rmdir()
+    remove_empty_folder(store, CHECKPOINT_DIR)  # a local directory outlives its files
 
 
 class CommitTracker:

@@ -1,4 +1,4 @@
-"""The ``DATA_OPTIMIZER_*`` environment that LitData users set on multi-node jobs, read in one function.
+"""The ``DATA_OPTIMIZER_*`` environment that LitData users set on multi-node jobs, read through ``_environ.environ``.
 
 A SLURM, torchrun or Kubernetes job of N nodes runs the same script on every node with
 ``DATA_OPTIMIZER_NUM_NODES=N`` and ``DATA_OPTIMIZER_NODE_RANK=0..N-1``; each node writes its share of
@@ -9,12 +9,12 @@ which shard it is running. The table of variables is in ``docs/environment.md``.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
+from .._environ import environ, export
 from .._errors import ConfigurationError
 
-__all__ = ["OptimizerEnv", "optimizer_env", "set_worker_env"]
+__all__ = ["OptimizerEnv", "optimizer_env", "set_worker_env", "worker_env"]
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -41,8 +41,8 @@ class OptimizerEnv:
         return self.node_rank == self.num_nodes - 1
 
 
-def _int_var(name: str, default: int, minimum: int) -> int:
-    raw = os.environ.get(name, "").strip()
+def _int_var(name: str, raw_value: str | None, default: int, minimum: int) -> int:
+    raw = (raw_value or "").strip()
     if not raw:
         return default
     try:
@@ -64,14 +64,15 @@ def optimizer_env() -> OptimizerEnv:
     Raises:
         ConfigurationError: a value is not a number, or the node rank is not below the node count.
     """
-    num_nodes = max(_int_var("DATA_OPTIMIZER_NUM_NODES", 1, 0), 1)
-    node_rank = _int_var("DATA_OPTIMIZER_NODE_RANK", 0, 0)
+    env = environ()
+    num_nodes = max(_int_var("DATA_OPTIMIZER_NUM_NODES", env.data_optimizer_num_nodes, 1, 0), 1)
+    node_rank = _int_var("DATA_OPTIMIZER_NODE_RANK", env.data_optimizer_node_rank, 0, 0)
     if node_rank >= num_nodes:
         raise ConfigurationError(
             f"DATA_OPTIMIZER_NODE_RANK={node_rank} must be below DATA_OPTIMIZER_NUM_NODES={num_nodes}; "
             "give every node a rank 0..num_nodes-1"
         )
-    raw_timeout = os.environ.get("DATA_OPTIMIZER_TIMEOUT", "").strip()
+    raw_timeout = (env.data_optimizer_timeout or "").strip()
     timeout = DEFAULT_TIMEOUT
     if raw_timeout:
         try:
@@ -87,5 +88,9 @@ def optimizer_env() -> OptimizerEnv:
 
 def set_worker_env(global_rank: int, num_workers: int) -> None:
     """Export ``DATA_OPTIMIZER_GLOBAL_RANK`` / ``DATA_OPTIMIZER_NUM_WORKERS`` in a worker, as LitData does."""
-    os.environ["DATA_OPTIMIZER_GLOBAL_RANK"] = str(global_rank)
-    os.environ["DATA_OPTIMIZER_NUM_WORKERS"] = str(num_workers)
+    export(worker_env(global_rank, num_workers))
+
+
+def worker_env(global_rank: int, num_workers: int) -> dict[str, str]:
+    """``DATA_OPTIMIZER_GLOBAL_RANK`` and ``DATA_OPTIMIZER_NUM_WORKERS`` for one optimize worker (as LitData)."""
+    return {"DATA_OPTIMIZER_GLOBAL_RANK": str(global_rank), "DATA_OPTIMIZER_NUM_WORKERS": str(num_workers)}

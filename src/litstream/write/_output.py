@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import OutputNotEmptyError
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
-from ..storage._local import LocalFileStore
+from ..storage._files import remove_stale_temporaries
 from ._checkpoint import CHECKPOINT_DIR, RunConfig, WorkerCheckpoint, clear_checkpoints, load_checkpoints
 from ._nodes import chunk_rank, node_index_name
 
@@ -83,11 +83,7 @@ def _belongs_to_node(name: str, ranks: Sequence[int], env: OptimizerEnv) -> bool
 
 def _remove_stale_temporaries(store: Store) -> None:
     """Delete the hidden ``.name.tmp.*`` files a killed local run left mid-write (one node: nobody else writes)."""
-    if not isinstance(store, LocalFileStore):
-        return
-    for folder in (store.root, store.root / CHECKPOINT_DIR):
-        for path in folder.glob(".*.tmp.*"):
-            path.unlink(missing_ok=True)
+    remove_stale_temporaries(store, ("", CHECKPOINT_DIR))
 
 
 def _describe(names: Sequence[str]) -> str:

@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import cloudpickle
 
+from .._environ import exported
 from .._errors import WorkerError
 from .._sync import run_sync
-from ._env import set_worker_env
+from ._env import set_worker_env, worker_env
 from ._feed import FedQueue, QueueInputs, pack
 from ._inputs import ALL_DONE
 
@@ -189,21 +190,12 @@ def check_accounting(jobs: list[Any], summaries: list[WorkerSummary], forwarded:
 
 
 def _run_here(job: Job, num_workers: int, bar: Any, source: Any, queue_timeout: float) -> WorkerSummary:
-    saved = {k: os.environ.get(k) for k in ("DATA_OPTIMIZER_GLOBAL_RANK", "DATA_OPTIMIZER_NUM_WORKERS")}
-    set_worker_env(job.rank, num_workers)
-
     def report(event: tuple[Any, ...]) -> None:
         if event[0] == "progress":
             bar.update(event[2])
 
-    try:
+    with exported(worker_env(job.rank, num_workers)):  # this process's own values come back after
         return run_sync(job.run, report, source)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 _FEED_PER_WORKER = 8
