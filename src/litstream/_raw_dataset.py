@@ -10,7 +10,6 @@ from __future__ import annotations
 import operator
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import _portal
@@ -21,6 +20,7 @@ from .read._raw_fetch import FetchConfig, FetchStatistics, RawFetcher
 from .read._raw_files import RawFiles
 from .read._raw_index import FileMetadata, index_cache_dir, key_of
 from .read._raw_indexer import BaseIndexer, FileIndexer, build_or_load_index
+from .storage._files import local_path
 from .storage._obstore import ObstoreStore
 from .storage._resolver import Dir, resolve_dir, store_for
 
@@ -175,10 +175,10 @@ class StreamingRawDataset(_Base):
             upload=scheme not in ("hf", "http", "https"),  # read-only locations
         )
         self._disk: RawFiles | None = None
-        if resolved.url is not None and cache_files:
-            self._disk = RawFiles(folder, local=False, as_path=item_type == "path")
-        elif resolved.url is None and item_type == "path":
-            self._disk = RawFiles(Path(self._root), local=True, as_path=True)
+        if local_path(store, "") is not None:  # local files are read in place, never copied
+            self._disk = RawFiles(folder, source=store, as_path=True) if item_type == "path" else None
+        elif cache_files:
+            self._disk = RawFiles(folder, as_path=item_type == "path")
         items = self.setup(self.files)
         if not isinstance(items, list):
             raise ConfigurationError(f"setup() must return a list, but returned {type(items).__name__}")

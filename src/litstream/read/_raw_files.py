@@ -7,8 +7,8 @@ same folder, then a rename), so processes sharing the folder never see a partial
 same file at once both write it, and either copy is whole.
 
 Disk work for a batch runs in one worker thread (one look-up, one write), never on the event loop.
-With ``item_type="path"`` items are local paths: the kept copy of a remote file, or the file itself for a
-local ``input_dir`` (nothing is copied).
+With ``item_type="path"`` items are local paths: the kept copy of a remote file, or, for a store whose
+objects are local files (``storage/_files.py::local_path``), the file itself (nothing is copied).
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING
 import anyio.to_thread
 
 from .._errors import ObjectNotFoundError, StorageError
+from ..storage._files import local_path
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
+    from ..storage._base import Store
     from ._raw_fetch import RawFetcher
 
 __all__ = ["RawFiles"]
@@ -34,21 +36,31 @@ class RawFiles:
     """Serves files through a disk folder: kept copies of remote files, or a local dataset's own files.
 
     Args:
-        folder: Where kept copies go (remote datasets), or the dataset's own folder (``local=True``).
-        local: ``folder`` is the dataset itself: nothing is written; only ``as_path`` makes sense.
+        folder: Where kept copies go (remote datasets); ignored with ``source``.
+        source: A store whose objects are local files: its files are the values (nothing is written;
+            only ``as_path`` makes sense).
         as_path: Values are local paths (``str``) instead of bytes.
     """
 
-    def __init__(self, folder: Path, *, local: bool, as_path: bool) -> None:
+    def __init__(self, folder: Path, *, source: Store | None = None, as_path: bool) -> None:
         self.folder = folder
-        self.local = local
+        self.source = source
+        self.local = source is not None
         self.as_path = as_path
+
+    def _path(self, key: str) -> Path:
+        if self.source is None:
+            return self.folder / key
+        path = local_path(self.source, key)
+        if path is None:
+            raise StorageError(f"{self.source.url}/{key} is not a local file; item_type='path' needs a local file")
+        return path
 
     def _find(self, keys: Sequence[str], sizes: Sequence[int]) -> list[bytes | str | None]:
         """Blocking: for each key, its path or bytes when on disk with the right size, else ``None``."""
         out: list[bytes | str | None] = []
         for key, size in zip(keys, sizes, strict=True):
-            path = self.folder / key
+            path = self._path(key)
             try:
                 st = os.stat(path)
             except FileNotFoundError as exc:
