@@ -225,6 +225,6 @@ def build_or_load_index(
             f"StreamingRawDataset could not keep its file list at {root}/{INDEX_NAME} ({upload_error}); it is "
             f"kept at {local} only, so other machines will list {root} again",
             UserWarning,
-            stacklevel=4,
+            stacklevel=3,  # the caller of StreamingRawDataset(...)
         )
     return files
