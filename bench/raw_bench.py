@@ -4,8 +4,10 @@
     .venv/bin/python bench/raw_bench.py --files 2000     # a smoke run
 
 SeaweedFS on 127.0.0.1 holds ``--files`` objects of 8-12 KB; each library streams one epoch of them
-through a plain ``torch.utils.data.DataLoader`` (``batch_size=64``, ``shuffle=True``, ``collate_fn=list``)
-with ``num_workers`` 0 and 2, directly and through ``bench/latency_proxy.py`` (+~20 ms per request).
+through a plain ``torch.utils.data.DataLoader`` (``batch_size=64``, ``collate_fn=list``) with ``num_workers``
+0 and 2, directly and through ``bench/latency_proxy.py`` (+~20 ms per request), in two orders:
+``shuffled`` (``shuffle=True``: a worker cannot know its next batch, so each batch is one round of GETs)
+and ``sequential`` (``shuffle=False``: both libraries look ahead).
 Listing is not timed: both libraries get the same file list (LitData's ``index.json.zstd``, pre-written into
 each one's cache; LitData 0.2.76 lists S3 through s3fs, which is not installed here). Every case runs in a
 fresh interpreter and prints one JSON line; each record carries the checksum of what was read (the two
@@ -58,7 +60,7 @@ def case(spec: dict[str, Any]) -> dict[str, Any]:
     loader = DataLoader(
         ds,
         batch_size=64,
-        shuffle=True,
+        shuffle=spec.get("shuffle", True),
         num_workers=workers,
         collate_fn=list,
         multiprocessing_context=None,  # fork: neither library used obstore in this process yet
@@ -91,6 +93,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=20_000)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="*", default=None, help="network:workers pairs, e.g. latency20ms:0")
+    parser.add_argument("--orders", nargs="*", default=["shuffled", "sequential"], choices=["shuffled", "sequential"])
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "raw.json")
     args = parser.parse_args()
     if args.case:
@@ -131,45 +134,58 @@ def main() -> None:
             print(f"uploaded {args.files} files in {time.perf_counter() - began:.1f} s", file=sys.stderr)
             blob = encode_index([FileMetadata(f"{url}/{k}", s) for k, s in sorted(zip(keys, sizes, strict=True))], url)
             records = []
-            for network, endpoint in (("direct", server.endpoint), ("latency20ms", proxied)):
-                for workers in (0, 2):
-                    if args.only is not None and f"{network}:{workers}" not in args.only:
-                        continue
-                    for library in ("litstream", "litdata"):
-                        cache = root / f"cache-{library}-{network}-{workers}"
-                        target = index_cache_dir(cache, url) / "index.json.zstd"
-                        target.parent.mkdir(parents=True)
-                        target.write_bytes(blob)
-                        spec = {"library": library, "network": network, "workers": workers, "url": url,
-                                "endpoint": endpoint, "key": server.access_key, "secret": server.secret_key,
-                                "cache": str(cache)}  # fmt: skip
-                        record = run_case(spec)
-                        print(json.dumps({k: v for k, v in record.items() if k not in ("key", "secret")}),
-                              file=sys.stderr)  # fmt: skip
-                        records.append(record)
+            load_before = os.getloadavg()
+            networks = (("direct", server.endpoint), ("latency20ms", proxied))
+            cases = [(o, n, e, w) for o in args.orders for n, e in networks for w in (0, 2)]
+            for k, (order, network, endpoint, workers) in enumerate(cases):
+                if args.only is not None and f"{network}:{workers}" not in args.only:
+                    continue
+                libraries = ("litstream", "litdata") if k % 2 == 0 else ("litdata", "litstream")  # ABBA: no drift bias
+                for library in libraries:
+                    cache = root / f"cache-{library}-{order}-{network}-{workers}"
+                    target = index_cache_dir(cache, url) / "index.json.zstd"
+                    target.parent.mkdir(parents=True)
+                    target.write_bytes(blob)
+                    spec = {"library": library, "network": network, "workers": workers, "url": url,
+                            "endpoint": endpoint, "key": server.access_key, "secret": server.secret_key,
+                            "cache": str(cache), "shuffle": order == "shuffled", "order": order}  # fmt: skip
+                    record = run_case(spec)
+                    print(json.dumps({k: v for k, v in record.items() if k not in ("key", "secret")}), file=sys.stderr)
+                    records.append(record)
+            load_after = os.getloadavg()
+    report(args, records, {"before": load_before, "after": load_after, "cpus": os.cpu_count()})
+
+
+def report(args: argparse.Namespace, records: list[dict[str, Any]], loads: dict[str, Any]) -> None:
+    """Pair the records by case, write ``args.out`` and print a table."""
     rows = []
-    for network in ("direct", "latency20ms"):
-        for workers in (0, 2):
-            pair = {r["library"]: r for r in records if r["network"] == network and r["workers"] == workers}
-            ours, theirs = pair.get("litstream", {}), pair.get("litdata", {})
-            both = "files_per_s" in ours and "files_per_s" in theirs
-            ratio = ours["files_per_s"] / theirs["files_per_s"] if both else None
-            same = ours.get("checksum") == theirs.get("checksum") and ours.get("items") == theirs.get("items")
-            rows.append({"network": network, "workers": workers, "litstream_files_per_s": ours.get("files_per_s"),
-                         "litdata_files_per_s": theirs.get("files_per_s"), "ratio": ratio, "same_data": same,
-                         "target": TARGETS.get((network, workers))})  # fmt: skip
+    for order, network, workers in [(o, n, w) for o in args.orders for n in ("direct", "latency20ms") for w in (0, 2)]:
+        case = (order, network, workers)
+        pair = {r["library"]: r for r in records if (r["order"], r["network"], r["workers"]) == case}
+        if not pair:
+            continue
+        ours, theirs = pair.get("litstream", {}), pair.get("litdata", {})
+        both = "files_per_s" in ours and "files_per_s" in theirs
+        ratio = ours["files_per_s"] / theirs["files_per_s"] if both else None
+        same = ours.get("checksum") == theirs.get("checksum") and ours.get("items") == theirs.get("items")
+        rows.append({"order": order, "network": network, "workers": workers,
+                     "litstream_files_per_s": ours.get("files_per_s"), "litdata_files_per_s": theirs.get("files_per_s"),
+                     "ratio": ratio, "same_data": same, "target": TARGETS.get((network, workers))})  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     clean = [{k: v for k, v in r.items() if k not in ("key", "secret")} for r in records]
-    args.out.write_text(json.dumps({"files": args.files, "rows": rows, "records": clean}, indent=2))
-    print("| network | workers | litstream files/s | LitData files/s | ratio | target | same data |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        def fmt(x: Any) -> str:
-            return f"{x:.0f}" if isinstance(x, float) else str(x)
+    doc = {"files": args.files, "load_average": loads, "rows": rows, "records": clean}
+    args.out.write_text(json.dumps(doc, indent=2))
+    print(f"load average (1, 5, 15 min) before {loads['before']}, after {loads['after']}, on {loads['cpus']} CPUs")
+    print("| order | network | workers | litstream files/s | LitData files/s | ratio | target | same data |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 
+    def fmt(x: Any) -> str:
+        return f"{x:.0f}" if isinstance(x, float) else str(x)
+
+    for r in rows:
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] else "n/a"
-        print(f"| {r['network']} | {r['workers']} | {fmt(r['litstream_files_per_s'])} | {fmt(r['litdata_files_per_s'])}"
-              f" | {ratio} | {r['target'] or '-'} | {r['same_data']} |")  # fmt: skip
+        print(f"| {r['order']} | {r['network']} | {r['workers']} | {fmt(r['litstream_files_per_s'])}"
+              f" | {fmt(r['litdata_files_per_s'])} | {ratio} | {r['target'] or '-'} | {r['same_data']} |")  # fmt: skip
 
 
 if __name__ == "__main__":

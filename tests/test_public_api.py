@@ -8,6 +8,7 @@ def test_public_names_are_exactly_these() -> None:
     assert litstream.__all__ == [
         "AsyncUploader",
         "Audio",
+        "BaseIndexer",
         "ChunkWaitTimeoutError",
         "ChunkWriter",
         "CombinedStreamingDataset",
@@ -19,6 +20,8 @@ def test_public_names_are_exactly_these() -> None:
         "EncryptionError",
         "FernetEncryption",
         "File",
+        "FileIndexer",
+        "FileMetadata",
         "FormatError",
         "Graph",
         "Image",

@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from ._media_folder import iter_webdataset_tar as iter_webdataset_tar
     from ._media_folder import list_media_folder as list_media_folder
     from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
+    from ._raw_dataset import BaseIndexer as BaseIndexer
+    from ._raw_dataset import FileIndexer as FileIndexer
+    from ._raw_dataset import FileMetadata as FileMetadata
     from ._raw_dataset import StreamingRawDataset as StreamingRawDataset
     from ._split import train_test_split as train_test_split
     from .format._encryption import Encryption as Encryption
@@ -94,12 +97,15 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
 _LAZY = {
     "AsyncUploader": ".write._uploader",
     "Audio": ".format._media_audio",
+    "BaseIndexer": "._raw_dataset",
     "ChunkWriter": ".write._writer",
     "CombinedStreamingDataset": "._combined_dataset",
     "Dir": ".storage._resolver",
     "Encryption": ".format._encryption",
     "FernetEncryption": ".format._encryption",
     "File": ".format._media_text",
+    "FileIndexer": "._raw_dataset",
+    "FileMetadata": "._raw_dataset",
     "Graph": ".format._media_graph",
     "Image": ".format._media_image",
     "Jpeg": ".format._media_image",
@@ -154,6 +160,7 @@ _LAZY = {
 __all__ = [
     "AsyncUploader",
     "Audio",
+    "BaseIndexer",
     "ChunkWaitTimeoutError",
     "ChunkWriter",
     "CombinedStreamingDataset",
@@ -165,6 +172,8 @@ __all__ = [
     "EncryptionError",
     "FernetEncryption",
     "File",
+    "FileIndexer",
+    "FileMetadata",
     "FormatError",
     "Graph",
     "Image",

@@ -10,15 +10,17 @@ from __future__ import annotations
 import operator
 import os
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import _portal
 from ._errors import ConfigurationError
 from .read._cache import default_cache_root
 from .read._raw import RawReader, RawStream, epoch_order
 from .read._raw_fetch import FetchConfig, FetchStatistics, RawFetcher
-from .read._raw_index import FileMetadata, build_or_load_index, index_cache_dir, key_of
+from .read._raw_files import RawFiles
+from .read._raw_index import FileMetadata, index_cache_dir, key_of
+from .read._raw_indexer import BaseIndexer, FileIndexer, build_or_load_index
+from .storage._files import local_path
 from .storage._obstore import ObstoreStore
 from .storage._resolver import Dir, resolve_dir, store_for
 
@@ -33,25 +35,11 @@ if TYPE_CHECKING:
 else:
     _Base = object
 
-__all__ = ["FileIndexer", "FileMetadata", "StreamingRawDataset"]
+__all__ = ["BaseIndexer", "FileIndexer", "FileMetadata", "StreamingRawDataset"]
 
 MiB = 1024 * 1024
 _OBSTORE_THREADS = 256
-
-
-@dataclass(frozen=True)
-class FileIndexer:
-    """Which files a raw dataset lists (LitData's ``litdata.raw.indexer.FileIndexer`` arguments).
-
-    Attributes:
-        max_depth: For remote locations, the deepest folder level listed (default 5, as LitData's
-            ``fsspec.find(maxdepth=5)``); local folders are listed to any depth, as in LitData.
-        extensions: Keep only files with these suffixes, dot included (``[".jpg", ".png"]``, compared
-            lower-case); ``None`` keeps every file.
-    """
-
-    max_depth: int = 5
-    extensions: Sequence[str] | None = None
+_AHEAD_BATCHES = 2  # sequential batches of one worker fetched ahead: two keep requests flowing between calls
 
 
 def _seconds(name: str, value: float) -> float:
@@ -70,34 +58,42 @@ class StreamingRawDataset(_Base):
     """Stream the files under ``input_dir`` as they are: each item is one file's bytes.
 
     The files are listed once (in the process that makes the dataset, before DataLoader workers start) and
-    the list is kept as LitData's ``index.json.zstd`` under the cache folder, so later runs, and every
-    worker, reuse it. Items are sorted by path (LitData keeps its listing's order). Use with a plain
+    the list is kept as LitData's ``index.json.zstd`` under the cache folder and next to the data (LitData's
+    places; a location that refuses the write gets a ``UserWarning``), so later runs, other machines and
+    every worker reuse it. Items are sorted by path (LitData keeps its listing's order). Use with a plain
     ``torch.utils.data.DataLoader`` (any ``shuffle``, ``num_workers``, fork or spawn): the loader asks for a
     whole batch at once (``__getitems__``), fetched concurrently, and the next batch of this worker is
     prefetched meanwhile. With ``S3``/``GCS``/``Azure`` and ``fork``, make the dataset before anything else
     uses obstore in the process (obstore hangs in forked children); otherwise pass
     ``multiprocessing_context="spawn"``.
 
-    Override :meth:`setup` to group or filter files: an item that is a list of files yields a list of bytes.
+    Override :meth:`setup` to group or filter files: an item that is a list of files yields a list of bytes
+    (or paths). Pass a :class:`BaseIndexer` subclass as ``indexer`` to choose the files yourself.
 
     Args:
         input_dir: A local folder, or ``s3://``, ``gs://``, ``azure://``, ``hf://datasets/org/name/dir`` or
             another URL :func:`~litstream.walk` can list.
         cache_dir: Root of the index cache (default: litstream's cache root, see ``StreamingDataset``); the
             index goes to ``<cache_dir>/<md5(input_dir)>/index.json.zstd``, LitData's layout.
-        indexer: A :class:`FileIndexer` (default ``FileIndexer()``).
+        indexer: What lists the files: a :class:`FileIndexer` (default ``FileIndexer()``), a
+            :class:`BaseIndexer` subclass, or LitData's ``FileIndexer`` (translated).
         storage_options: Credentials and client options for object stores; ``hf://`` honours
             ``HF_TOKEN``.
-        cache_files: Keep downloaded files on disk: not supported yet (``False`` only).
+        cache_files: Keep each fetched remote file at ``<cache_dir>/<md5(input_dir)>/<its relative path>``
+            and read it from there next time (while its length matches the listing). Default ``False``. A
+            local ``input_dir`` is read in place (nothing is copied).
         recompute_index: List the files again even when an index exists.
-        transform: Applied to each item (``bytes``, or ``list[bytes]`` for a group) in the reading thread.
+        transform: Applied to each item (``bytes`` or a ``str`` path, or a list of them for a group) in the
+            reading thread.
         max_concurrent_downloads: Requests in flight per process; ``None`` (default) adapts it (grows while
             throughput grows, halves on errors and throttling).
         max_prefetch: Items fetched ahead after a batch of consecutive indices (default 16; at least the
-            next batch of this worker); ``0`` turns look-ahead off.
-        prefetch_cache_size: The most prefetched items held (default ``2 * max_prefetch``, at least two
+            next two batches of this worker, so requests keep flowing while a batch is consumed); ``0``
+            turns look-ahead off.
+        prefetch_cache_size: The most prefetched items held (default ``2 * max_prefetch``, at least three
             batches when prefetching).
-        item_type: ``"bytes"`` (default). ``"path"`` needs ``cache_files``, not supported yet.
+        item_type: ``"bytes"`` (default) or ``"path"``: items are local file paths (``str``), the kept copy
+            of a remote file or a local file itself; needs ``cache_files=True`` (as in LitData).
         hedge_delay: Seconds after which a slow request for a remote file below 8 MiB is sent again (the
             delay is at least the observed p95 latency); ``0`` (default) turns hedging off.
         download_timeout: The deadline of one request in seconds (at least ``3 * size / 25 MiB/s``); an
@@ -107,7 +103,8 @@ class StreamingRawDataset(_Base):
         range_chunk_size: Bytes per range part. Default 8 MiB.
 
     Raises:
-        ConfigurationError: a bad argument, or no file under ``input_dir``.
+        ConfigurationError: a bad argument, no file under ``input_dir``, or a custom indexer returned
+            something else than files below ``input_dir``.
         StorageError: the listing failed.
     """
 
@@ -115,7 +112,7 @@ class StreamingRawDataset(_Base):
         self,
         input_dir: str | os.PathLike[str] | Dir,
         cache_dir: str | os.PathLike[str] | None = None,
-        indexer: FileIndexer | None = None,
+        indexer: BaseIndexer | None = None,
         storage_options: dict[str, Any] | None = None,
         cache_files: bool = False,
         recompute_index: bool = False,
@@ -133,12 +130,9 @@ class StreamingRawDataset(_Base):
             raise ConfigurationError(f"item_type={item_type!r}: use 'bytes' or 'path'")
         if item_type == "path" and not cache_files:
             raise ConfigurationError("item_type='path' requires cache_files=True")
-        if cache_files:
-            raise ConfigurationError("cache_files=True is not supported by litstream yet; use cache_files=False")
         if transform is not None and not callable(transform):
             raise ConfigurationError(f"transform={transform!r}: use a callable or None")
-        if indexer is not None and not isinstance(indexer, FileIndexer):
-            raise ConfigurationError(f"indexer={indexer!r}: use litstream's FileIndexer(max_depth, extensions)")
+        indexer = _indexer(indexer)
         if max_concurrent_downloads is not None:
             _count("max_concurrent_downloads", max_concurrent_downloads)
         self.max_prefetch = _count("max_prefetch", max_prefetch)
@@ -156,7 +150,7 @@ class StreamingRawDataset(_Base):
         self.item_type = item_type
         self.cache_files = cache_files
         self.storage_options = dict(storage_options or {})
-        self.indexer = indexer or FileIndexer()
+        self.indexer = indexer
 
         resolved = resolve_dir(input_dir)
         self.input_dir = resolved
@@ -167,17 +161,24 @@ class StreamingRawDataset(_Base):
             store = ObstoreStore(spec=store.spec, url=store.url, max_threads=_OBSTORE_THREADS)
             store.native_async = True  # under asyncio, no thread hop per GET
         root_cache = cache_dir if cache_dir is not None else default_cache_root()
-        self.cache_dir = str(index_cache_dir(root_cache, self._root))
-        extensions = tuple(self.indexer.extensions or ())
-        depth = self.indexer.max_depth if resolved.url is not None else None
+        folder = index_cache_dir(root_cache, self._root)
+        self.cache_dir = str(folder)
+        scheme = self._root.split("://", 1)[0] if resolved.url is not None else ""
         self.files: list[FileMetadata] = build_or_load_index(
+            self.indexer,
             store,
             self._root,
-            index_cache_dir(root_cache, self._root),
+            folder,
             recompute=recompute_index,
-            extensions=extensions,
-            max_depth=depth,
+            storage_options=storage_options,
+            remote=resolved.url is not None,
+            upload=scheme not in ("hf", "http", "https"),  # read-only locations
         )
+        self._disk: RawFiles | None = None
+        if local_path(store, "") is not None:  # local files are read in place, never copied
+            self._disk = RawFiles(folder, source=store, as_path=True) if item_type == "path" else None
+        elif cache_files:
+            self._disk = RawFiles(folder, as_path=item_type == "path")
         items = self.setup(self.files)
         if not isinstance(items, list):
             raise ConfigurationError(f"setup() must return a list, but returned {type(items).__name__}")
@@ -188,7 +189,7 @@ class StreamingRawDataset(_Base):
                 key_of(f.path, self._root)
         self.items: list[RawItem] = list(items)
         self._fetcher = RawFetcher(store, self.config, remote=resolved.url is not None)
-        self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size)
+        self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size, self._disk)
         self._pid = os.getpid()
 
     def setup(self, files: list[FileMetadata]) -> list[FileMetadata] | list[list[FileMetadata]]:
@@ -208,7 +209,7 @@ class StreamingRawDataset(_Base):
     def _fresh(self) -> RawReader:
         if self._pid != os.getpid():  # a forked DataLoader worker: drop the parent's loop-bound state
             self._fetcher = RawFetcher(self._fetcher.store, self.config, remote=self._fetcher.remote)
-            self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size)
+            self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size, self._disk)
             self._pid = os.getpid()
         return self._reader
 
@@ -235,12 +236,23 @@ class StreamingRawDataset(_Base):
         reader = self._fresh()
         values = _portal.call(reader.get_items, wanted)
         if self.max_prefetch > 0 and wanted and wanted == list(range(wanted[0], wanted[0] + len(wanted))):
-            start = wanted[0] + _num_workers() * len(wanted)
-            ahead = list(range(start, min(len(self.items), start + max(self.max_prefetch, len(wanted)))))
-            if ahead:
-                reader._cache_size = max(self.prefetch_cache_size, 2 * len(wanted))
-                _portal.start_soon(reader.prefetch, ahead)
+            self._look_ahead(reader, wanted[0], len(wanted))
         return self._apply(values)
+
+    def _look_ahead(self, reader: RawReader, first: int, size: int) -> None:
+        """After the batch ``[first, first + size)``: prefetch this worker's next ``_AHEAD_BATCHES`` batches.
+
+        The first of them is widened to ``max_prefetch`` items (LitData's look-ahead); items already held or
+        in flight are not asked for again, so each batch starts about one new batch of requests.
+        """
+        step = _num_workers() * size
+        total = len(self.items)
+        reader._cache_size = max(self.prefetch_cache_size, (_AHEAD_BATCHES + 1) * size)
+        for k in range(1, _AHEAD_BATCHES + 1):
+            start = first + k * step
+            stop = min(total, start + (max(self.max_prefetch, size) if k == 1 else size))
+            if start < stop:
+                _portal.start_soon(reader.prefetch, range(start, stop))
 
     def __getitem__(self, index: int | slice) -> Any:
         """Item ``index`` (a file's bytes, transformed), or a list of items for a slice.
@@ -291,6 +303,24 @@ class StreamingRawDataset(_Base):
 
     def __repr__(self) -> str:
         return f"StreamingRawDataset({self._root!r}, files={len(self.files)}, items={len(self.items)})"
+
+
+def _indexer(indexer: object) -> BaseIndexer:
+    """``indexer`` as a litstream indexer (LitData's own ``FileIndexer`` is translated; other indexers are
+    used through their ``discover_files``)."""
+    if indexer is None:
+        return FileIndexer()
+    if isinstance(indexer, BaseIndexer):
+        return indexer
+    kind = type(indexer)
+    if kind.__name__ == "FileIndexer" and kind.__module__.startswith("litdata."):
+        return FileIndexer(getattr(indexer, "max_depth", 5), getattr(indexer, "extensions", None))
+    if callable(getattr(indexer, "discover_files", None)):
+        return cast("BaseIndexer", indexer)
+    raise ConfigurationError(
+        f"indexer={indexer!r}: use a FileIndexer(max_depth, extensions) or a BaseIndexer subclass that "
+        "implements discover_files(input_dir, storage_options)"
+    )
 
 
 def _num_workers() -> int:

@@ -179,3 +179,19 @@ async def test_statistics_are_a_frozen_snapshot() -> None:
     assert fetcher.statistics().objects == 1
     with pytest.raises(dataclasses.FrozenInstanceError):
         before.objects = 5  # type: ignore[misc]
+
+
+async def test_a_group_that_fits_the_budget_holds_it_whole() -> None:
+    data = objects(20, size=100)
+    seen: list[int] = []
+
+    def script(key: str, attempt: int) -> float:
+        seen.append(fetcher.statistics().budget_used)
+        return 0.0
+
+    store = ScriptedStore(data, script)
+    fetcher = RawFetcher(store, FetchConfig(max_bytes=2000), remote=True)
+    keys = sorted(data)
+    assert await fetcher.fetch_many(keys, [100] * 20) == [data[k] for k in keys]
+    assert set(seen) == {2000}  # held once, for the whole group, while every request ran
+    assert fetcher.statistics().budget_used == 0

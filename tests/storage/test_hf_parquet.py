@@ -108,3 +108,29 @@ def test_optimize_hf_converts_every_row(repo: str, hub_server: HubServer, tmp_pa
     mtime = (tmp_path / "optimized" / "index.json").stat().st_mtime_ns
     optimize_hf(repo, out, storage_options=options)  # kept: output_dir already holds index.json
     assert (tmp_path / "optimized" / "index.json").stat().st_mtime_ns == mtime
+
+
+@pytest.mark.anyio
+async def test_astream_indexes_an_hf_parquet_dataset(repo: str, hub_server: HubServer) -> None:
+    """``astream("hf://...")`` indexes the Parquet repository on first use, as StreamingDataset, and keeps it."""
+    from litstream import astream
+
+    options: dict[str, Any] = {"endpoint": hub_server.url, "token": False}
+    start = len(hub_server.requests)
+    rows = [row async for row in astream(repo, storage_options=options)]
+    assert [row["id"] for row in rows] == list(range(TOTAL))
+    assert rows[7] == {"id": 7, "text": "t7"}
+    first = parquet_requests(hub_server, start)
+    assert len([h for _, h in first if "range" in h]) == 2 * len(ROWS)  # footers only: tail, then footer
+
+    before = len(hub_server.requests)
+    async with astream(repo, storage_options=options, shuffle=True, item_loader=ParquetLoader(columns=["id"])) as s:
+        ids = [row["id"] async for row in s]
+    assert sorted(ids) == list(range(TOTAL))
+    assert ids != list(range(TOTAL))
+    again = parquet_requests(hub_server, before)
+    assert len(again) == len(ROWS)
+    assert not [h for _, h in again if "range" in h]  # the kept index: no footer read again
+    with pytest.raises(ConfigurationError, match="ParquetLoader"):
+        async for _ in astream(repo, storage_options=options, item_loader=TokensLoader(block_size=4)):
+            pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -13,8 +14,6 @@ from litstream.storage._obstore import obstore_used
 from litstream.storage._resolver import store_for
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from servers import AzuriteServer, HubServer, S3Server
 
 N = 30
@@ -150,3 +149,51 @@ def test_s3_listing_keeps_fork_safe(s3_server: S3Server, tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.split()[-1]) == sum(map(len, files.values()))
+
+
+def test_s3_cache_files_keeps_copies_and_paths(s3_server: S3Server, tmp_path: Path) -> None:
+    """cache_files=True keeps each fetched file under the cache folder and reads it from there next time."""
+    url, options, files = f"s3://{s3_server.bucket}/{unique()}", s3_server.options(), contents()
+    upload(url, options, files)
+    keys = sorted(files)
+    cache = tmp_path / "cache"
+    ds = StreamingRawDataset(url, cache_dir=cache, storage_options=options, cache_files=True)
+    assert [ds[i] for i in range(len(ds))] == [files[k] for k in keys]
+    kept = Path(ds.cache_dir)
+    assert {k: (kept / k).read_bytes() for k in keys} == files  # LitData's layout: <cache>/<md5>/<key>
+
+    # the copies are used: delete every object but one, whose copy is cut short (so it is fetched again)
+    store = store_for(url, options)
+    for key in keys[1:]:
+        anyio.run(store.delete, key)
+    (kept / keys[0]).write_bytes(b"short")
+    paths = StreamingRawDataset(
+        url, cache_dir=cache, storage_options=options, cache_files=True, item_type="path", transform=Path
+    )
+    assert list(paths) == [kept / k for k in keys]
+    assert (kept / keys[0]).read_bytes() == files[keys[0]]
+
+    async def consume() -> list[Path]:
+        return [p async for p in paths.astream(window=4)]
+
+    for backend in ("asyncio", "trio"):
+        assert anyio.run(consume, backend=backend) == [kept / k for k in keys]
+
+
+def test_s3_the_list_is_kept_next_to_the_data(s3_server: S3Server, tmp_path: Path) -> None:
+    """As LitData: a fresh list is put at <input_dir>/index.json.zstd, and another machine (cache) reuses it."""
+    from litstream.read._raw_index import decode_index
+
+    url, options, files = f"s3://{s3_server.bucket}/{unique()}", s3_server.options(), contents()
+    upload(url, options, files)
+    first = StreamingRawDataset(url, cache_dir=tmp_path / "one", storage_options=options)
+    store = store_for(url, options)
+    kept = decode_index(anyio.run(store.get, "index.json.zstd"), url)
+    assert kept == first.files
+    anyio.run(store.put, "x/late.bin", b"late")
+    second = StreamingRawDataset(url, cache_dir=tmp_path / "two", storage_options=options)
+    assert second.files == first.files  # the kept list, not a new listing
+    assert (
+        len(StreamingRawDataset(url, cache_dir=tmp_path / "three", storage_options=options, recompute_index=True))
+        == N + 1
+    )

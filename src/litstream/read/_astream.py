@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,7 +37,7 @@ from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
@@ -124,8 +125,10 @@ class SampleStream:
         index_path: str | os.PathLike[str] | None = None,
         encryption: Any = None,
         allow_pickle: bool = True,
+        prepare: Callable[[], Awaitable[tuple[str | None, ParquetLoader | None]]] | None = None,
     ) -> None:
         self._store = store
+        self._prepare = prepare  # finds (index_path, item_loader) first: an hf:// Parquet dataset's index
         self._encryption = encryption
         self._allow_pickle = allow_pickle
         self._item_loader = item_loader
@@ -148,6 +151,11 @@ class SampleStream:
 
     async def _open(self) -> DatasetSource:
         if self._source is None:
+            if self._prepare is not None:
+                index_path, loader = await self._prepare()
+                self._prepare = None
+                if index_path is not None:
+                    self._index_path, self._item_loader = index_path, loader
             self._source = await DatasetSource.open(
                 self._store,
                 self._serializers,
@@ -371,4 +379,17 @@ def astream(
         index_path=index_path,
         encryption=encryption,
         allow_pickle=resolve_allow_pickle(allow_pickle, store.url),
+        prepare=_hub_index(input_dir, store, storage_options, item_loader) if index_path is None else None,
     )
+
+
+def _hub_index(
+    input_dir: object, store: Store, storage_options: Mapping[str, Any] | None, item_loader: object
+) -> Callable[[], Awaitable[tuple[str | None, ParquetLoader | None]]] | None:
+    """For an ``hf://`` input: what indexes it on first use, as ``StreamingDataset`` does (``write/_hf.py``)."""
+    url = input_dir.url if isinstance(input_dir, Dir) else input_dir if isinstance(input_dir, str) else None
+    if url is None or not url.startswith("hf://"):
+        return None
+    from ..write._hf import ahf_dataset_index
+
+    return partial(ahf_dataset_index, store, url.rstrip("/"), None, storage_options, item_loader)

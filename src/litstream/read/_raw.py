@@ -1,6 +1,7 @@
 """Raw streaming: items of never-optimized files, fetched by :class:`RawFetcher`, with look-ahead.
 
-An item is one file (its bytes) or a group of files (a list of bytes), as ``StreamingRawDataset.setup``
+An item is one file (its bytes, or its local path with ``item_type="path"``) or a group of files (a list
+of those), as ``StreamingRawDataset.setup``
 arranged them. :class:`RawReader` serves batches of items by index, keeps a bounded look-ahead of
 prefetched items, and makes :class:`RawStream`, the async form (``async for`` / ``async with``).
 Transforms are not applied here: the sync facade applies them on its own thread, the async form in a
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
     from ._raw_fetch import RawFetcher
+    from ._raw_files import RawFiles
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -36,7 +38,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ["RawItem", "RawReader", "RawStream", "epoch_order"]
 
 RawItem = Union[FileMetadata, "list[FileMetadata]"]
-_Value = Union[bytes, "list[bytes]"]
+_Value = Union[bytes, str, "list[Any]"]
 
 
 class RawReader:
@@ -47,10 +49,20 @@ class RawReader:
         root: The dataset's location, as :attr:`FileMetadata.path` values start.
         items: The dataset's items (files, or lists of files).
         prefetch_cache_size: The most prefetched items held at once.
+        files: Serve files through this disk folder (``cache_files=True``, ``item_type="path"``); ``None``
+            fetches every file into memory.
     """
 
-    def __init__(self, fetcher: RawFetcher, root: str, items: Sequence[RawItem], prefetch_cache_size: int) -> None:
+    def __init__(
+        self,
+        fetcher: RawFetcher,
+        root: str,
+        items: Sequence[RawItem],
+        prefetch_cache_size: int,
+        files: RawFiles | None = None,
+    ) -> None:
         self.fetcher = fetcher
+        self.files = files
         self.items = items
         self._root = root
         self._cache_size = prefetch_cache_size
@@ -80,7 +92,11 @@ class RawReader:
         flat: list[tuple[int, FileMetadata]] = [(i, f) for i in indices for f in self._files(i)]
         keys = [key_of(f.path, self._root) for _, f in flat]
         try:
-            blobs = await self.fetcher.fetch_many(keys, [f.size for _, f in flat])
+            sizes = [f.size for _, f in flat]
+            if self.files is None:
+                blobs: Sequence[bytes | str] = await self.fetcher.fetch_many(keys, sizes)
+            else:
+                blobs = await self.files.values(self.fetcher, keys, sizes)
         except BaseExceptionGroup as group:
             raise_collapsed(group)
         out: list[_Value] = []
@@ -88,7 +104,7 @@ class RawReader:
         for i in indices:
             item = self.items[i]
             if isinstance(item, list):
-                out.append(blobs[pos : pos + len(item)])
+                out.append(list(blobs[pos : pos + len(item)]))
                 pos += len(item)
             else:
                 out.append(blobs[pos])

@@ -8,7 +8,7 @@ One :class:`RawFetcher` per process fetches whole objects (raw files) from a :cl
                                                             ├▶ hedge after delay  first answer wins
                                                             └▶ ranged parts       objects >= threshold
 
-* **Adaptive concurrency** (``max_concurrent_downloads=None``): the in-flight limit starts at 64 and is
+* **Adaptive concurrency** (``max_concurrent_downloads=None``): the in-flight limit starts at 128 and is
   re-judged once per "round" (as many completions as the limit): it grows by a quarter while the round's
   throughput (bytes/s) beats the previous round by 5 %, holds otherwise, and halves on any failed request
   (throttling, 5xx, dropped connections, expired deadlines). A fixed int pins it.
@@ -26,6 +26,7 @@ dataset's fetcher is used by successive portals). Counters survive.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ __all__ = ["FetchConfig", "FetchStatistics", "RawFetcher"]
 MiB = 1024 * 1024
 _HEDGE_MAX_BYTES = 8 * MiB
 _ASSUMED_STREAM_BPS = 25 * MiB  # LitData's per-stream floor for size-aware deadlines
-_INITIAL_LIMIT = 64
+_INITIAL_LIMIT = 128  # LitData's static choice for small objects in one process (its Little's-law arm, capped)
 _MAX_LIMIT = 512
 _ATTEMPTS = 4
 
@@ -219,7 +220,11 @@ class RawFetcher:
         """One GET (or ranged GET) under the limiter and a deadline; failures are retried with backoff."""
         parts = self._loop_parts()
         for attempt in range(_ATTEMPTS):
-            await parts.limiter.acquire_on_behalf_of(borrower := object())
+            borrower = object()
+            try:  # a free slot is taken without a trip through the event loop (many small GETs)
+                parts.limiter.acquire_on_behalf_of_nowait(borrower)
+            except anyio.WouldBlock:
+                await parts.limiter.acquire_on_behalf_of(borrower)
             self._in_flight += 1
             started = anyio.current_time()
             try:
@@ -307,28 +312,42 @@ class RawFetcher:
             ObjectNotFoundError: the object is gone.
             RetriesExhaustedError: it kept failing or timing out.
         """
-        parts = self._loop_parts()
-        async with parts.budget.hold(max(size, 1)):
-            threshold = self.config.range_parallel_threshold
-            if self.remote and threshold > 0 and size >= threshold and size > self.config.range_chunk_size:
-                data = await self._ranged(key, size)
-            elif self.remote and self.config.hedge_delay > 0 and size < _HEDGE_MAX_BYTES:
-                data = await self._hedged(key, size)
-            else:
-                data = await self._request(key, None, size)
+        async with self._loop_parts().budget.hold(max(size, 1)):
+            return await self._fetch_held(key, size)
+
+    async def _fetch_held(self, key: str, size: int) -> bytes:
+        """:meth:`fetch` once its bytes are held in the budget."""
+        threshold = self.config.range_parallel_threshold
+        if self.remote and threshold > 0 and size >= threshold and size > self.config.range_chunk_size:
+            data = await self._ranged(key, size)
+        elif self.remote and self.config.hedge_delay > 0 and size < _HEDGE_MAX_BYTES:
+            data = await self._hedged(key, size)
+        else:
+            data = await self._request(key, None, size)
         self._objects += 1
         self._bytes += len(data)
         return data
 
     async def fetch_many(self, keys: Sequence[str], sizes: Sequence[int]) -> list[bytes]:
-        """Every object of ``keys``, concurrently, in the order given (largest started first)."""
+        """Every object of ``keys``, concurrently, in the order given (largest started first).
+
+        A group that fits the byte budget holds it once, as a whole (one wait instead of one per object);
+        a larger group holds it object by object.
+        """
         out: list[bytes] = [b""] * len(keys)
+        budget = self._loop_parts().budget
+        total = sum(max(size, 1) for size in sizes)
+        whole = total <= budget.total
+        fetch = self._fetch_held if whole else self.fetch
 
         async def one(i: int) -> None:
-            out[i] = await self.fetch(keys[i], sizes[i])
+            out[i] = await fetch(keys[i], sizes[i])
 
         order = sorted(range(len(keys)), key=lambda i: -sizes[i])
-        async with anyio.create_task_group() as tg:
-            for i in order:
-                tg.start_soon(one, i)
+        async with contextlib.AsyncExitStack() as stack:
+            if whole:
+                await stack.enter_async_context(budget.hold(total))
+            async with anyio.create_task_group() as tg:
+                for i in order:
+                    tg.start_soon(one, i)
         return out

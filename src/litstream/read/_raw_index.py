@@ -4,34 +4,37 @@ Layout (LitData's, so either library reuses the other's cache): a zstd frame hol
 ``{"source": <input_dir>, "files": [{"path": str, "size": int}, ...], "created_at": <epoch seconds>}``,
 saved as ``<cache_dir>/<md5(input_dir)>/index.json.zstd`` (temporary name, then rename).
 
-Where the list comes from, first found wins: that local file; ``<input_dir>/index.json.zstd`` next to the
-data; a listing of the store (sorted by key). A listing through obstore made in a process that has not
-used obstore yet runs in a short-lived spawned process, so that DataLoader workers forked later can still
-use obstore (it hangs in children forked after use).
+Where the list comes from and where it is kept: ``read/_raw_indexer.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
+from .._errors import ConfigurationError, FormatError
 from .._sync import run_sync
-from ..storage._obstore import ObstoreStore, obstore_used
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..storage._base import Store
 
-__all__ = ["INDEX_NAME", "FileMetadata", "build_or_load_index", "key_of", "list_files"]
+__all__ = [
+    "INDEX_NAME",
+    "FileMetadata",
+    "decode_index",
+    "encode_index",
+    "index_cache_dir",
+    "key_of",
+    "list_files",
+    "save_index",
+]
 
 INDEX_NAME = "index.json.zstd"
 _MAX_INDEX_BYTES = 1 << 31  # 2 GiB of JSON is far beyond any listing; bounds a hostile frame
@@ -108,24 +111,6 @@ def list_files(store: Store, root: str) -> list[FileMetadata]:
     return out
 
 
-def _discover(store: Store, root: str, remote_index: bool) -> tuple[bytes | None, list[FileMetadata]]:
-    """``(the index stored next to the data, or None; a listing when there is none)``."""
-    if remote_index:
-        try:
-            return run_sync(store.get, INDEX_NAME), []
-        except ObjectNotFoundError:
-            pass
-    return None, list_files(store, root)
-
-
-def _discover_safely(store: Store, root: str, remote_index: bool) -> tuple[bytes | None, list[FileMetadata]]:
-    if isinstance(store, ObstoreStore) and not obstore_used():
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(1, mp_context=ctx) as pool:
-            return pool.submit(_discover, store, root, remote_index).result()
-    return _discover(store, root, remote_index)
-
-
 def _zstandard() -> Any:
     """The ``zstandard`` module (LitData keeps a raw dataset's file list as ``index.json.zstd``)."""
     try:
@@ -162,7 +147,8 @@ def encode_index(files: Sequence[FileMetadata], source: str) -> bytes:
     return bytes(_zstandard().ZstdCompressor().compress(json.dumps(doc).encode("utf-8")))
 
 
-def _save(path: Path, blob: bytes) -> None:
+def save_index(path: Path, blob: bytes) -> None:
+    """Write ``blob`` to ``path`` atomically (temporary name, then rename), creating folders."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
     try:
@@ -176,45 +162,3 @@ def index_cache_dir(cache_root: str | os.PathLike[str], input_dir: str) -> Path:
     """``<cache_root>/<md5(input_dir)>``, LitData's per-dataset cache folder (not created)."""
     digest = hashlib.md5(input_dir.encode(), usedforsecurity=False).hexdigest()
     return Path(cache_root).expanduser().absolute() / digest
-
-
-def build_or_load_index(
-    store: Store,
-    root: str,
-    cache_dir: Path,
-    *,
-    recompute: bool,
-    extensions: Sequence[str] = (),
-    max_depth: int | None = None,
-) -> list[FileMetadata]:
-    """The dataset's files: from the cached index, the index next to the data, or a fresh listing (blocking).
-
-    Args:
-        store: The dataset's store.
-        root: The dataset's location as :attr:`FileMetadata.path` values start (local path or URL).
-        cache_dir: The dataset's cache folder (see :func:`index_cache_dir`); the index is saved there.
-        recompute: List again even when an index exists.
-        extensions: Keep only files with these suffixes (``".jpg"``; compared lower-case); empty keeps all.
-        max_depth: Keep only files at most this many folders deep (``None``: all).
-
-    Raises:
-        ConfigurationError: no file was found.
-        FormatError: a found index is corrupt, or a listed name is not a plain relative name.
-        StorageError: the listing failed.
-    """
-    local = cache_dir / INDEX_NAME
-    if not recompute and local.is_file():
-        return decode_index(local.read_bytes(), str(local))
-    blob, files = _discover_safely(store, root, not recompute)
-    if blob is not None:
-        _save(local, blob)
-        return decode_index(blob, f"{root}/{INDEX_NAME}")
-    if extensions:
-        wanted = tuple(e.lower() for e in extensions)
-        files = [f for f in files if os.path.splitext(f.path)[1].lower() in wanted]
-    if max_depth is not None:
-        files = [f for f in files if key_of(f.path, root).count("/") < max_depth]
-    if not files:
-        raise ConfigurationError(f"input_dir={root!r}: no files found; check the path and storage_options")
-    _save(local, encode_index(files, root))
-    return files

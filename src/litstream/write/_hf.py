@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
 from .._errors import ConfigurationError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._index import INDEX_FILENAME
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
     from ..storage._base import Store
 
-__all__ = ["hf_dataset_index", "index_hf_dataset", "optimize_hf"]
+__all__ = ["ahf_dataset_index", "hf_dataset_index", "index_hf_dataset", "optimize_hf"]
 
 
 def _hf_cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
@@ -91,19 +93,51 @@ def hf_dataset_index(
     """
     if not url.startswith("hf://"):
         return None, None
+    if not isinstance(item_loader, ParquetLoader) and _holds_index(store):
+        return None, None
+    loader = _parquet_loader(url, item_loader)
+    return index_hf_dataset(url, cache_dir, storage_options), loader
+
+
+async def ahf_dataset_index(
+    store: Store,
+    url: str,
+    cache_dir: str | os.PathLike[str] | None,
+    storage_options: Mapping[str, Any] | None,
+    item_loader: object,
+) -> tuple[str | None, ParquetLoader | None]:
+    """:func:`hf_dataset_index` for async code (``astream``): the index check runs on the caller's loop, the
+    indexing (blocking, its own threads) in a worker thread. Same results and errors."""
+    if not url.startswith("hf://"):
+        return None, None
     if not isinstance(item_loader, ParquetLoader):
         try:
-            run_sync(store.head, INDEX_FILENAME)
+            await store.head(INDEX_FILENAME)
         except ObjectNotFoundError:
             pass
         else:
             return None, None
-        if item_loader is not None:
-            raise ConfigurationError(
-                f"input_dir={url!r} is a Hub Parquet dataset: item_loader must be a ParquetLoader, got {item_loader!r}"
-            )
-    loader = item_loader if isinstance(item_loader, ParquetLoader) else ParquetLoader()
-    return index_hf_dataset(url, cache_dir, storage_options), loader
+    loader = _parquet_loader(url, item_loader)
+    folder = await anyio.to_thread.run_sync(index_hf_dataset, url, cache_dir, storage_options)
+    return folder, loader
+
+
+def _holds_index(store: Store) -> bool:
+    try:
+        run_sync(store.head, INDEX_FILENAME)
+    except ObjectNotFoundError:
+        return False
+    return True
+
+
+def _parquet_loader(url: str, item_loader: object) -> ParquetLoader:
+    if isinstance(item_loader, ParquetLoader):
+        return item_loader
+    if item_loader is not None:
+        raise ConfigurationError(
+            f"input_dir={url!r} is a Hub Parquet dataset: item_loader must be a ParquetLoader, got {item_loader!r}"
+        )
+    return ParquetLoader()
 
 
 @dataclass(frozen=True)

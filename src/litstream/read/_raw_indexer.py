@@ -1,0 +1,230 @@
+"""Which files a raw dataset holds: indexers (LitData's ``BaseIndexer`` / ``FileIndexer``) and the kept list.
+
+Where the list comes from, first found wins (LitData's order):
+
+1. ``<cache_dir>/<md5(input_dir)>/index.json.zstd`` (this machine's copy);
+2. ``<input_dir>/index.json.zstd``, the copy kept next to the data;
+3. the indexer's ``discover_files``. The fresh list is then saved to 1 and put at 2 (best effort, as in
+   LitData: a location that refuses the write, such as read-only credentials, gets a ``UserWarning`` once
+   per process; ``hf://`` and ``http(s)://`` locations are read-only and are not written to).
+
+``recompute_index=True`` skips 1 and 2. Obstore work (listing, reading or writing the kept list) in a
+process that has not used obstore yet runs in a short-lived spawned process, so that DataLoader workers
+forked later can still use obstore (it hangs in children forked after use).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import warnings
+from abc import ABC, abstractmethod
+from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._errors import ConfigurationError, ObjectNotFoundError, StorageError
+from .._sync import run_sync
+from ..storage._obstore import ObstoreStore, obstore_used
+from ._raw_index import INDEX_NAME, FileMetadata, decode_index, encode_index, key_of, list_files, save_index
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    from ..storage._base import Store
+
+__all__ = ["BaseIndexer", "FileIndexer", "build_or_load_index"]
+
+T = TypeVar("T")
+_WARNED: set[tuple[int, str]] = set()
+
+
+class BaseIndexer(ABC):
+    """Chooses the files of a ``StreamingRawDataset`` (LitData's ``litdata.raw.indexer.BaseIndexer``).
+
+    Subclass it and implement :meth:`discover_files`; pass an instance as ``indexer=``. The dataset keeps
+    what it returns (see the module docs of ``read/_raw_indexer.py``: cached under ``cache_dir`` and next
+    to the data), so ``discover_files`` runs again only with ``recompute_index=True`` or a fresh cache.
+    """
+
+    @abstractmethod
+    def discover_files(self, input_dir: str, storage_options: dict[str, Any] | None) -> list[FileMetadata]:
+        """Every file of the dataset.
+
+        Args:
+            input_dir: The dataset's location as ``FileMetadata.path`` values must start: an absolute local
+                folder, or a URL (``s3://bucket/dir``) without a trailing ``/``.
+            storage_options: The dataset's ``storage_options`` (``None`` when none were given).
+
+        Returns:
+            One :class:`FileMetadata` per file, each ``path`` below ``input_dir``, in item order.
+        """
+
+
+class FileIndexer(BaseIndexer):
+    """Every file below ``input_dir``, optionally filtered by suffix (LitData's ``FileIndexer``).
+
+    Args:
+        max_depth: For remote locations, the deepest folder level listed (default 5, as LitData's
+            ``fsspec.find(maxdepth=5)``: ``1`` keeps only files directly in ``input_dir``); local folders are
+            listed to any depth, as in LitData.
+        extensions: Keep only files with these suffixes, dot included (``[".jpg", ".png"]``, compared
+            lower-case); ``None`` or ``[]`` keeps every file.
+
+    Raises:
+        ConfigurationError: ``max_depth`` is not an int >= 1, or ``extensions`` is not a list of strings.
+    """
+
+    def __init__(self, max_depth: int = 5, extensions: Sequence[str] | None = None) -> None:
+        if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
+            raise ConfigurationError(f"FileIndexer(max_depth={max_depth!r}): use an int >= 1")
+        if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions or ()):
+            raise ConfigurationError(f"FileIndexer(extensions={extensions!r}): use a list of suffixes like ['.jpg']")
+        self.max_depth = max_depth
+        self.extensions = [e.lower() for e in extensions or ()]
+
+    def __repr__(self) -> str:
+        return f"FileIndexer(max_depth={self.max_depth}, extensions={self.extensions!r})"
+
+    def _should_include_file(self, file_path: str) -> bool:
+        """Whether to keep ``file_path`` (LitData's override point): not the kept list, and a wanted suffix."""
+        name = file_path.rsplit("/", 1)[-1]
+        if name == INDEX_NAME:
+            return False
+        return not self.extensions or os.path.splitext(name)[1].lower() in self.extensions
+
+    def keep(self, files: list[FileMetadata], root: str, *, remote: bool) -> list[FileMetadata]:
+        """``files`` that :meth:`_should_include_file` accepts and (remote locations) at most ``max_depth`` deep."""
+        files = [f for f in files if self._should_include_file(f.path)]
+        if remote:
+            files = [f for f in files if key_of(f.path, root).count("/") < self.max_depth]
+        return files
+
+    def discover_files(self, input_dir: str, storage_options: dict[str, Any] | None) -> list[FileMetadata]:
+        """Every matching file of ``input_dir``, sorted by path (blocking; see the class docs).
+
+        Raises:
+            StorageError: the listing failed.
+            FormatError: a listed name is not a plain relative name.
+        """
+        from ..storage._resolver import resolve_dir, store_for
+
+        resolved = resolve_dir(input_dir)
+        root = resolved.url.rstrip("/") if resolved.url is not None else str(resolved.path)
+        store = store_for(resolved, storage_options)
+        return self.keep(list_files(store, root), root, remote=resolved.url is not None)
+
+
+def _in_clean_process(store: Store, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(store, *args)``, in a spawned process when it would be this process's first obstore use."""
+    if isinstance(store, ObstoreStore) and not obstore_used():
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return pool.submit(fn, store, *args).result()
+    return fn(store, *args)
+
+
+def _fetch_kept(store: Store) -> bytes | None:
+    try:
+        return run_sync(store.get, INDEX_NAME)
+    except ObjectNotFoundError:
+        return None
+
+
+def _put_kept(store: Store, blob: bytes) -> str | None:
+    """Put the list next to the data; the error message when the location refused it."""
+    try:
+        run_sync(store.put, INDEX_NAME, blob)
+    except (StorageError, OSError) as exc:
+        return str(exc)
+    return None
+
+
+def _list_and_keep(
+    store: Store, root: str, indexer: FileIndexer, remote: bool, look_first: bool, upload: bool
+) -> tuple[bytes | None, list[FileMetadata], bytes | None, str | None]:
+    """(the kept list found next to the data, or: the fresh files, their encoded list, an upload error)."""
+    if look_first and (kept := _fetch_kept(store)) is not None:
+        return kept, [], None, None
+    files = indexer.keep(list_files(store, root), root, remote=remote)
+    if not files:
+        return None, [], None, None
+    blob = encode_index(files, root)
+    return None, files, blob, _put_kept(store, blob) if upload else None
+
+
+def _validated(found: object, root: str, indexer: BaseIndexer) -> list[FileMetadata]:
+    if not isinstance(found, list):
+        raise ConfigurationError(
+            f"{type(indexer).__name__}.discover_files returned {type(found).__name__}; return a list of FileMetadata"
+        )
+    out: list[FileMetadata] = []
+    for entry in found:  # LitData's own FileMetadata objects are accepted too (same two fields)
+        meta = FileMetadata.from_dict({"path": getattr(entry, "path", None), "size": getattr(entry, "size", None)})
+        key_of(meta.path, root)
+        out.append(meta)
+    return out
+
+
+def build_or_load_index(
+    indexer: BaseIndexer,
+    store: Store,
+    root: str,
+    cache_dir: Path,
+    *,
+    recompute: bool,
+    storage_options: dict[str, Any] | None,
+    remote: bool,
+    upload: bool,
+) -> list[FileMetadata]:
+    """The dataset's files, from the first source that has them (see the module docs). Blocking.
+
+    Args:
+        indexer: What chooses the files when they are listed afresh.
+        store: The dataset's store.
+        root: The dataset's location as :attr:`FileMetadata.path` values start (local path or URL).
+        cache_dir: The dataset's cache folder (``index_cache_dir``); the list is saved there.
+        recompute: List again even when a kept list exists.
+        storage_options: Passed to a custom indexer's ``discover_files``.
+        remote: Whether ``root`` is a URL (``FileIndexer.max_depth`` applies).
+        upload: Whether to put a fresh list next to the data.
+
+    Raises:
+        ConfigurationError: no file was found, or a custom indexer returned something else than files below
+            ``root``.
+        FormatError: a kept list is corrupt, or a listed name is not a plain relative name.
+        StorageError: the listing failed.
+    """
+    local = cache_dir / INDEX_NAME
+    if not recompute and local.is_file():
+        return decode_index(local.read_bytes(), str(local))
+    upload_error: str | None = None
+    if type(indexer) is FileIndexer:  # list, filter and keep in one (possibly spawned) call
+        kept, files, blob, upload_error = _in_clean_process(
+            store, _list_and_keep, root, indexer, remote, not recompute, upload
+        )
+    else:
+        kept = None if recompute else _in_clean_process(store, _fetch_kept)
+        files, blob = [], None
+        if kept is None:
+            if isinstance(indexer, FileIndexer) and type(indexer).discover_files is FileIndexer.discover_files:
+                files = indexer.keep(_in_clean_process(store, list_files, root), root, remote=remote)
+            else:
+                files = _validated(indexer.discover_files(root, storage_options), root, indexer)
+            blob = encode_index(files, root) if files else None
+            if blob is not None and upload:
+                upload_error = _in_clean_process(store, _put_kept, blob)
+    if kept is not None:
+        save_index(local, kept)
+        return decode_index(kept, f"{root}/{INDEX_NAME}")
+    if not files or blob is None:
+        raise ConfigurationError(f"input_dir={root!r}: no files found; check the path and storage_options")
+    save_index(local, blob)
+    if upload_error is not None and (os.getpid(), root) not in _WARNED:
+        _WARNED.add((os.getpid(), root))
+        warnings.warn(
+            f"StreamingRawDataset could not keep its file list at {root}/{INDEX_NAME} ({upload_error}); it is "
+            f"kept at {local} only, so other machines will list {root} again",
+            UserWarning,
+            stacklevel=3,  # the caller of StreamingRawDataset(...)
+        )
+    return files
