@@ -37,7 +37,7 @@ def litdata_collate(items: list[Any]) -> Any:
     first = items[0]
     if _is_graph(first):
         try:
-            from torch_geometric.data import Batch  # type: ignore[import-not-found]
+            from torch_geometric.data import Batch  # type: ignore[import-not-found,import-untyped,unused-ignore]
         except ImportError:
             return items
         return Batch.from_data_list([item.to_pyg() if isinstance(item, Graph) else item for item in items])
