@@ -1,0 +1,146 @@
+"""A ``StreamingDataLoader.state_dict()`` saved by LitData resumes a litstream loader where LitData resumes.
+
+LitData's loader iterates ``k`` batches and saves its state; a litstream loader loads that state and
+must yield exactly what LitData's own resumed loader yields (and, before the end of the epoch, exactly
+the rest of LitData's uninterrupted epoch).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import litstream
+from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset
+from litstream.read._litdata_state import is_litdata_state
+from peer import require_peer
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+litdata = require_peer("litdata")
+
+pytestmark = [
+    pytest.mark.litdata,
+    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name=:ResourceWarning"),
+]
+
+N, CHUNK, BATCH = 47, 4, 3  # 16 batches per epoch with 0 or 2 workers, the last one short
+
+
+def _sample(i: int) -> dict[str, int]:
+    return {"x": i}
+
+
+@pytest.fixture(scope="module")
+def ints_47(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("litdata-state") / "ds"
+    litstream.optimize(fn=_sample, inputs=list(range(N)), output_dir=str(out), chunk_size=CHUNK, num_workers=1)
+    return str(out)
+
+
+def _values(loader: Any) -> list[int]:
+    return [int(v) for batch in loader for v in batch["x"]]
+
+
+def _litdata_state(data: str, *, shuffle: bool, workers: int, k: int) -> tuple[dict[str, Any], list[int]]:
+    """LitData's loader state after ``k`` batches, and the samples of those batches."""
+    loader = litdata.StreamingDataLoader(
+        litdata.StreamingDataset(data, shuffle=shuffle), batch_size=BATCH, num_workers=workers
+    )
+    it = iter(loader)
+    seen = [int(v) for _ in range(k) for v in next(it)["x"]]
+    state: dict[str, Any] = loader.state_dict()
+    del it
+    return state, seen
+
+
+@pytest.mark.parametrize("k", [1, 15, 16])
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_litdata_state_resumes_like_litdata(ints_47: str, workers: int, shuffle: bool, k: int) -> None:
+    full = _values(
+        litdata.StreamingDataLoader(
+            litdata.StreamingDataset(ints_47, shuffle=shuffle), batch_size=BATCH, num_workers=workers
+        )
+    )
+    state, seen = _litdata_state(ints_47, shuffle=shuffle, workers=workers, k=k)
+    assert is_litdata_state(state["dataset"])
+    assert seen == full[: len(seen)]
+
+    theirs_loader = litdata.StreamingDataLoader(
+        litdata.StreamingDataset(ints_47, shuffle=shuffle), batch_size=BATCH, num_workers=workers
+    )
+    theirs_loader.load_state_dict(copy.deepcopy(state))
+    theirs = _values(theirs_loader)
+
+    ours_loader = StreamingDataLoader(StreamingDataset(ints_47, shuffle=shuffle), batch_size=BATCH, num_workers=workers)
+    ours_loader.load_state_dict(copy.deepcopy(state))
+    ours = _values(ours_loader)
+
+    assert ours == theirs
+    if k < 16:
+        assert seen + ours == full  # exactly the rest of the epoch, in LitData's order
+    else:  # saved after the last batch: both go on with the next epoch
+        assert sorted(ours) == list(range(N))
+    # The epoch after the resumed one is a normal epoch.
+    assert sorted(_values(ours_loader)) == list(range(N))
+
+
+def test_dataset_alone_loads_a_litdata_dataset_state(ints_47: str) -> None:
+    state, seen = _litdata_state(ints_47, shuffle=True, workers=0, k=4)
+    ds = StreamingDataset(ints_47, shuffle=True)
+    ds.load_state_dict(state["dataset"])
+    full = [s["x"] for s in StreamingDataset(ints_47, shuffle=True)]
+    assert [s["x"] for s in ds] == full[len(seen) :]
+
+
+def _dataset_state(data: str) -> dict[str, Any]:
+    state: dict[str, Any] = _litdata_state(data, shuffle=False, workers=0, k=2)[0]["dataset"]
+    return state
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"resume_mode": "elastic"}, "resume_mode='elastic'"),
+        ({"sample_in_epoch": 99}, "sample_in_epoch=99"),
+        ({"initial_num_nodes": 2}, "initial_num_nodes=2"),
+        ({"num_samples_yielded": -3}, "num_samples_yielded=-3"),
+        ({"num_samples_yielded": "6"}, "num_samples_yielded='6'"),
+        ({"num_samples_yielded": 3 * 17, "sample_in_epoch": 3 * 17}, "17 batches of 3"),
+        ({"batch_size": 0}, "batch_size=0"),
+        ({"num_workers": True}, "num_workers=True"),
+        ({"seed": 1.5}, "seed=1.5"),
+        ({"shuffle": "yes"}, "shuffle='yes'"),
+        ({"drop_last": None}, "drop_last=None"),
+        ({"item_loader": [1]}, "item_loader=[1]"),
+        ({"input_dir_path": 7}, "input_dir_path=7"),
+        ({"state_version": 3}, "state_version=3"),
+        ({"seed": 7}, "seed=7"),
+        ({"input_dir_path": "/elsewhere"}, "input_dir_path='/elsewhere'"),
+    ],
+)
+def test_bad_litdata_states_are_refused(ints_47: str, change: dict[str, Any], message: str) -> None:
+    state = {**_dataset_state(ints_47), **change}
+    with pytest.raises(ConfigurationError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        StreamingDataset(ints_47).load_state_dict(state)
+
+
+def test_item_shuffle_window_smaller_than_a_chunk_is_refused(tmp_path: Path) -> None:
+    """LitData 0.2.76 shuffles a chunk of more than ``item_shuffle_window`` items in blocks: not our order."""
+    data = str(tmp_path / "big")
+    litstream.optimize(fn=_sample, inputs=list(range(600)), output_dir=data, chunk_size=300, num_workers=1)
+    peer = [s["x"] for s in litdata.StreamingDataset(data, shuffle=True)]
+    assert peer != [s["x"] for s in StreamingDataset(data, shuffle=True)]  # why it is refused
+    state = _litdata_state(data, shuffle=True, workers=0, k=1)[0]
+    assert state["dataset"]["item_shuffle_window"] == 256
+    with pytest.raises(ConfigurationError, match=r"item_shuffle_window=256.*chunk of 300 items"):
+        StreamingDataLoader(StreamingDataset(data, shuffle=True), batch_size=BATCH).load_state_dict(state)
+    # Unshuffled, or with a full in-chunk permutation (window 0), the order is the same: accepted.
+    plain = _litdata_state(data, shuffle=False, workers=0, k=1)[0]
+    loader = StreamingDataLoader(StreamingDataset(data), batch_size=BATCH)
+    loader.load_state_dict(plain)
+    assert _values(loader) == list(range(BATCH, 600))
