@@ -144,3 +144,94 @@ def test_item_shuffle_window_smaller_than_a_chunk_is_refused(tmp_path: Path) -> 
     loader = StreamingDataLoader(StreamingDataset(data), batch_size=BATCH)
     loader.load_state_dict(plain)
     assert _values(loader) == list(range(BATCH, 600))
+
+
+def _b_sample(i: int) -> dict[str, int]:
+    return {"x": 1000 + i}
+
+
+@pytest.fixture(scope="module")
+def second_17(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("litdata-state-b") / "ds"
+    litstream.optimize(fn=_b_sample, inputs=list(range(17)), output_dir=str(out), chunk_size=4, num_workers=1)
+    return str(out)
+
+
+@pytest.mark.parametrize("k", [2, 5])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_litdata_combined_state_resumes_the_rest_of_the_epoch(
+    ints_47: str, second_17: str, workers: int, k: int
+) -> None:
+    """LitData records exact per-worker counts for Combined: litstream serves exactly the rest of LitData's epoch.
+
+    LitData's own resume of this state equals it with 0 workers. With 2 workers LitData 0.2.76's own
+    resume does not serve the rest of its epoch (it serves another set of samples), so there
+    litstream is compared with LitData's uninterrupted epoch only.
+    """
+
+    def theirs() -> Any:
+        members = [litdata.StreamingDataset(p, shuffle=True) for p in (ints_47, second_17)]
+        return litdata.StreamingDataLoader(
+            litdata.CombinedStreamingDataset(members), batch_size=BATCH, num_workers=workers
+        )
+
+    full = _values(theirs())
+    loader = theirs()
+    it = iter(loader)
+    seen = [int(v) for _ in range(k) for v in next(it)["x"]]
+    state = loader.state_dict()
+    del it
+    peer = theirs()
+    peer.load_state_dict(copy.deepcopy(state))
+    peer_rest = _values(peer)
+
+    ours = StreamingDataLoader(
+        litstream.CombinedStreamingDataset([StreamingDataset(p, shuffle=True) for p in (ints_47, second_17)]),
+        batch_size=BATCH,
+        num_workers=workers,
+    )
+    ours.load_state_dict(copy.deepcopy(state))
+    rest = _values(ours)
+    assert seen + rest == full
+    if workers == 0:
+        assert rest == peer_rest
+    assert sorted(_values(ours)) == sorted(full)  # the next epoch is whole
+
+
+def test_litdata_parallel_state_is_refused_clearly(ints_47: str, second_17: str) -> None:
+    members = [litdata.StreamingDataset(p) for p in (ints_47, second_17)]
+    loader = litdata.StreamingDataLoader(litdata.ParallelStreamingDataset(members), batch_size=BATCH)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    del it
+    ours = StreamingDataLoader(
+        litstream.ParallelStreamingDataset([StreamingDataset(p) for p in (ints_47, second_17)]), batch_size=BATCH
+    )
+    with pytest.raises(ConfigurationError, match="ParallelStreamingDataset checkpoint saved by LitData"):
+        ours.load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_samples_yielded": {5: [1, 1]}}, "worker 5"),
+        ({"num_samples_yielded": {0: [1]}}, "expected 2 counts"),
+        ({"num_samples_yielded": {0: [1, -1]}}, "count=-1"),
+        ({"dataset": {"0": {}}}, r"holds datasets \['0'\]"),
+    ],
+)
+def test_bad_litdata_combined_states_are_refused(
+    ints_47: str, second_17: str, change: dict[str, Any], message: str
+) -> None:
+    members = [litdata.StreamingDataset(p) for p in (ints_47, second_17)]
+    loader = litdata.StreamingDataLoader(litdata.CombinedStreamingDataset(members), batch_size=BATCH)
+    it = iter(loader)
+    next(it)
+    state = {**loader.state_dict(), **change}
+    del it
+    ours = StreamingDataLoader(
+        litstream.CombinedStreamingDataset([StreamingDataset(p) for p in (ints_47, second_17)]), batch_size=BATCH
+    )
+    with pytest.raises(ConfigurationError, match=message):
+        ours.load_state_dict(state)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     #: ``(items per chunk, selected regions or None)`` of the resuming dataset (see ``EpochSpec``).
     Layout = tuple[Sequence[int], Sequence[tuple[int, int]] | None]
 
-__all__ = ["from_litdata_state", "is_litdata_state"]
+__all__ = ["from_litdata_combined", "from_litdata_state", "is_litdata_composite_state", "is_litdata_state"]
 
 #: Keys that only LitData writes into a ``StreamingDataset`` state.
 _LITDATA_ONLY = ("cache_dir_path", "item_shuffle_window", "num_canonical_nodes", "initial_num_nodes")
@@ -111,25 +111,10 @@ def _worker_counts(state: Mapping[str, Any], spec: EpochSpec, saved: Topology, y
     return round_robin(lengths, saved.batch_size, batches)[0]
 
 
-def from_litdata_state(
-    state: Mapping[str, Any], current: Mapping[str, Any], *, layout: Callable[[], Layout]
-) -> dict[str, Any]:
-    """Convert LitData's ``StreamingDataset`` state to litstream's (see the module docstring).
-
-    Args:
-        state: ``StreamingDataLoader.state_dict()["dataset"]`` saved by LitData (0.2.71 to 0.2.76).
-        current: The resuming dataset's configuration (``StreamingDataset._config()``): the keys
-            whose LitData spelling differs are taken from it once they are known to agree.
-        layout: Returns the resuming dataset's items per chunk and selected regions (``EpochSpec``).
-
-    Returns:
-        A state in litstream's layout, as ``StreamingDataset.state_dict`` writes it without
-        per-worker counts; ``check_config`` and ``resolve_resume`` then validate it further.
-
-    Raises:
-        ConfigurationError: a malformed field, or a state litstream cannot resume exactly (the
-            message names the field, its value and what to do).
-    """
+def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a LitData ``StreamingDataset`` state that litstream uses, each checked."""
+    if not isinstance(state, dict):
+        raise ConfigurationError(f"LitData checkpoint has a dataset state {state!r:.80}; expected a dict")
     if state.get("resume_mode", "strict") != "strict":
         raise ConfigurationError(
             f"LitData checkpoint has resume_mode={state.get('resume_mode')!r}: it was saved after one of LitData's "
@@ -141,26 +126,23 @@ def from_litdata_state(
     nodes = _int(state, "initial_num_nodes", minimum=1, default=1)
     if nodes > 1:
         raise ConfigurationError(f"LitData checkpoint has initial_num_nodes={nodes}: multi-node states; {_FIX}")
-    world = _int(state, "world_size", minimum=1)
-    workers = _int(state, "num_workers", minimum=1)
-    batch = _int(state, "batch_size", minimum=1)
-    yielded = _int(state, "num_samples_yielded", minimum=0)
-    epoch = _int(state, "current_epoch", minimum=0)
+    out = {key: _int(state, key, minimum=1) for key in ("world_size", "num_workers", "batch_size")}
+    out["yielded"] = yielded = _int(state, "num_samples_yielded", minimum=0)
+    out["epoch"] = _int(state, "current_epoch", minimum=0)
     _int(state, "seed", minimum=0)
-    in_epoch = _int(state, "sample_in_epoch", minimum=0, default=yielded * world)
-    if in_epoch != yielded * world:
+    in_epoch = _int(state, "sample_in_epoch", minimum=0, default=yielded * out["world_size"])
+    if in_epoch != yielded * out["world_size"]:
         raise ConfigurationError(
             f"LitData checkpoint has sample_in_epoch={in_epoch} but num_samples_yielded={yielded} on "
-            f"world_size={world}: a position after an elastic resume; {_FIX}"
+            f"world_size={out['world_size']}: a position after an elastic resume; {_FIX}"
         )
     for key in ("initial_world_size", "initial_num_workers", "initial_batch_size", "num_canonical_nodes"):
         if key in state:
             _int(state, key, minimum=1)
     if not isinstance(state.get("shuffle"), bool):
         raise ConfigurationError(f"LitData checkpoint has shuffle={state.get('shuffle')!r}; expected a bool")
-    drop_last = state.get("drop_last")
-    if not isinstance(drop_last, bool):
-        raise ConfigurationError(f"LitData checkpoint has drop_last={drop_last!r}; expected a bool")
+    if not isinstance(state.get("drop_last"), bool):
+        raise ConfigurationError(f"LitData checkpoint has drop_last={state.get('drop_last')!r}; expected a bool")
     loader = state.get("item_loader")
     if loader is not None and not isinstance(loader, dict):
         raise ConfigurationError(f"LitData checkpoint has item_loader={loader!r}; expected a dict or None")
@@ -168,18 +150,11 @@ def from_litdata_state(
         value = state.get(key)
         if value is not None and not isinstance(value, str):
             raise ConfigurationError(f"LitData checkpoint has {key}={value!r}; expected a string or None")
-    sizes, regions = layout()
-    _shuffle_order_matches(state, sizes)
-    spec = EpochSpec(
-        chunk_sizes=tuple(int(n) for n in sizes),
-        shuffle=state["shuffle"],
-        seed=state["seed"],
-        epoch=max(epoch, 1),
-        drop_last=drop_last,
-        regions=None if regions is None else tuple((int(a), int(b)) for a, b in regions),
-    )
-    counts = _worker_counts(state, spec, Topology(world, workers, batch), yielded)
+    return out
 
+
+def _config_part(state: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration keys of litstream's layout, from a checked LitData state."""
     out: dict[str, Any] = {
         key: state[key]
         for key in ("shuffle", "seed", "subsampled_files", "region_of_interest", "input_dir_url")
@@ -192,24 +167,153 @@ def from_litdata_state(
     out["input_dir_path"] = (
         current.get("input_dir_path") if same or _same_dir(path, current.get("input_dir_path")) else path
     )
+    loader = state.get("item_loader")
     out["item_loader"] = {} if loader is None else dict(loader)  # None: LitData's default PyTreeLoader
     # LitData stores the resolved flag; litstream's None means "True in a distributed run".
+    drop_last, world = state["drop_last"], state["world_size"]
     out["drop_last"] = None if current.get("drop_last") is None and drop_last == (world > 1) else drop_last
     out["shuffle_window"] = current.get("shuffle_window")  # litstream's window shuffle; LitData has none
-    out.update(
-        num_samples_yielded=sum(counts),
-        num_workers=workers,
-        batch_size=batch,
-        current_epoch=epoch,
-        world_size=world,
-        state_version=2,
-        sample_in_epoch=sum(counts) * world,
-        initial_world_size=world,
-        initial_num_workers=workers,
-        initial_batch_size=batch,
-        resume_mode="strict",
-        rank=0,  # LitData does not record the saver; under DDP lock-step every rank holds the same count
-        worker_samples_yielded=counts,
-        resume_levels=[],
-    )
     return out
+
+
+def _position(world: int, workers: int, batch: int, epoch: int, counts: list[int]) -> dict[str, Any]:
+    return {
+        "num_samples_yielded": sum(counts),
+        "num_workers": workers,
+        "batch_size": batch,
+        "current_epoch": epoch,
+        "world_size": world,
+        "state_version": 2,
+        "sample_in_epoch": sum(counts) * world,
+        "initial_world_size": world,
+        "initial_num_workers": workers,
+        "initial_batch_size": batch,
+        "resume_mode": "strict",
+        "rank": 0,  # LitData does not record the saver; under DDP lock-step every rank holds the same count
+        "worker_samples_yielded": counts,
+        "resume_levels": [],
+    }
+
+
+def from_litdata_state(
+    state: Mapping[str, Any], current: Mapping[str, Any], *, layout: Callable[[], Layout]
+) -> dict[str, Any]:
+    """Convert LitData's ``StreamingDataset`` state to litstream's (see the module docstring).
+
+    Args:
+        state: ``StreamingDataLoader.state_dict()["dataset"]`` saved by LitData (0.2.71 to 0.2.76).
+        current: The resuming dataset's configuration (``StreamingDataset._config()``): the keys
+            whose LitData spelling differs are taken from it once they are known to agree.
+        layout: Returns the resuming dataset's items per chunk and selected regions (``EpochSpec``).
+
+    Returns:
+        A state in litstream's layout, as ``StreamingDataset.state_dict`` writes it;
+            ``check_config`` and ``resolve_resume`` then validate it further.
+
+    Raises:
+        ConfigurationError: a malformed field, or a state litstream cannot resume exactly (the
+            message names the field, its value and what to do).
+    """
+    fields = _checked(state)
+    world, workers, batch = fields["world_size"], fields["num_workers"], fields["batch_size"]
+    sizes, regions = layout()
+    _shuffle_order_matches(state, sizes)
+    spec = EpochSpec(
+        chunk_sizes=tuple(int(n) for n in sizes),
+        shuffle=state["shuffle"],
+        seed=state["seed"],
+        epoch=max(fields["epoch"], 1),
+        drop_last=state["drop_last"],
+        regions=None if regions is None else tuple((int(a), int(b)) for a, b in regions),
+    )
+    counts = _worker_counts(state, spec, Topology(world, workers, batch), fields["yielded"])
+    return {**_config_part(state, current), **_position(world, workers, batch, fields["epoch"], counts)}
+
+
+def is_litdata_composite_state(state: object) -> bool:
+    """Whether ``state`` is LitData's ``StreamingDataLoader.state_dict()`` of a Combined / Parallel dataset."""
+    if not isinstance(state, dict) or not isinstance(state.get("num_samples_yielded"), dict):
+        return False
+    members = state.get("dataset")
+    return isinstance(members, dict) and "composite" not in members
+
+
+def _per_worker(raw: Mapping[Any, Any], workers: int, datasets: int) -> list[list[int]]:
+    """LitData's ``{worker: [samples per dataset]}`` (workers that delivered nothing are absent)."""
+    rows = [[0] * datasets for _ in range(workers)]
+    for key, counts in raw.items():
+        worker = int(key) if isinstance(key, str) and key.isdigit() else key
+        if isinstance(worker, bool) or not isinstance(worker, int) or not 0 <= worker < workers:
+            raise ConfigurationError(f"LitData checkpoint counts samples of worker {key!r}; num_workers={workers}")
+        if not isinstance(counts, list) or len(counts) != datasets:
+            raise ConfigurationError(
+                f"LitData checkpoint has num_samples_yielded[{key!r}]={counts!r:.80}; expected {datasets} counts"
+            )
+        rows[worker] = [_int({"count": c}, "count", minimum=0) for c in counts]
+    return rows
+
+
+def from_litdata_combined(
+    state: Mapping[str, Any], *, kind: str, config: Mapping[str, Any], members: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Convert LitData's loader state of a ``CombinedStreamingDataset`` to litstream's loader state.
+
+    LitData records, per loader worker, the samples it delivered from each dataset (exact counts);
+    a worker's composite position is their sum. LitData records none of the wrapper's own settings
+    (``seed``, ``weights``, ...): the resuming wrapper's are used, so build it as in the saving run.
+
+    Args:
+        state: The whole ``StreamingDataLoader.state_dict()`` saved by LitData.
+        kind: The resuming wrapper's kind (``"combined"`` or ``"parallel"``).
+        config: The resuming wrapper's own configuration (``CompositeDataset._config()``).
+        members: Each member's configuration (``StreamingDataset._config()``), in order.
+
+    Raises:
+        ConfigurationError: a malformed field, another number of datasets, members saved on
+            different topologies, or a ``ParallelStreamingDataset`` state (not accepted yet).
+    """
+    if kind != "combined":
+        raise ConfigurationError(
+            "a ParallelStreamingDataset checkpoint saved by LitData cannot be loaded yet (its cycle counts are not "
+            f"converted); {_FIX}"
+        )
+    raw = state["dataset"]
+    if {str(key) for key in raw} != {str(i) for i in range(len(members))}:
+        raise ConfigurationError(
+            f"LitData checkpoint holds datasets {sorted(str(key) for key in raw)} but this wrapper has "
+            f"{len(members)}; build it with the same datasets, in the same order, as the run that saved it"
+        )
+    saved = [raw[str(i)] if str(i) in raw else raw[i] for i in range(len(members))]
+    fields = [_checked(member) for member in saved]
+    topology = {(f["world_size"], f["num_workers"], f["batch_size"]) for f in fields}
+    if len(topology) != 1:
+        raise ConfigurationError(f"LitData checkpoint's datasets were saved on different topologies: {topology}")
+    world, workers, batch = topology.pop()
+    epoch = _int(state, "current_epoch", minimum=0)
+    rows = _per_worker(state["num_samples_yielded"], workers, len(members))
+    own = [sum(row) for row in rows]
+    composite = {
+        "kind": kind,
+        **config,
+        "num_datasets": len(members),
+        **{key: value for key, value in _position(world, workers, batch, epoch, own).items() if key in _COMPOSITE},
+        "carry": None,
+    }
+    out: dict[str, Any] = {
+        str(i): {**_config_part(member, current), "current_epoch": epoch}
+        for i, (member, current) in enumerate(zip(saved, members, strict=True))
+    }
+    out["composite"] = composite
+    return {"dataset": out, "current_epoch": epoch, "num_samples_yielded": sum(own), "latest_worker_idx": 0}
+
+
+_COMPOSITE = (
+    "num_samples_yielded",
+    "worker_samples_yielded",
+    "num_workers",
+    "batch_size",
+    "world_size",
+    "rank",
+    "current_epoch",
+    "resume_levels",
+)
