@@ -17,6 +17,10 @@ are ``read._resume.round_robin`` of that batch count over the workers' stream le
 written as litstream's exact ``worker_samples_yielded``, and the resumed loader continues with the
 worker whose turn was next, as LitData's loader does.
 
+A ``CombinedStreamingDataset`` state (:func:`from_litdata_combined`) is the whole loader state:
+LitData keeps, per loader worker, the exact samples it delivered from each member, which give
+litstream's per-worker composite counts directly.
+
 Everything here is untrusted input (a checkpoint may come from anywhere): every field used is type-
 and range-checked, and what litstream cannot resume exactly is refused with ``ConfigurationError``
 rather than resumed approximately:
