@@ -235,3 +235,15 @@ def test_bad_litdata_combined_states_are_refused(
     )
     with pytest.raises(ConfigurationError, match=message):
         ours.load_state_dict(state)
+
+
+@pytest.mark.parametrize(("saved_workers", "workers"), [(2, 0), (0, 2)])
+def test_litdata_state_on_another_worker_count_serves_the_rest_once(
+    ints_47: str, saved_workers: int, workers: int
+) -> None:
+    """Elastic resume of a LitData state: every sample LitData had not served is served exactly once."""
+    state, seen = _litdata_state(ints_47, shuffle=True, workers=saved_workers, k=5)
+    loader = StreamingDataLoader(StreamingDataset(ints_47, shuffle=True), batch_size=BATCH, num_workers=workers)
+    loader.load_state_dict(state)
+    rest = _values(loader)
+    assert sorted(seen + rest) == list(range(N))
