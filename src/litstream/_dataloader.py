@@ -232,7 +232,8 @@ class StreamingDataLoader(DataLoader[Any]):
         worker counts and batch sizes are accepted (elastic resume): every remaining sample is then
         served exactly once across the new ranks and workers; see ``litstream.read._resume`` for
         what is exact and under which assumption. A state saved by LitData's loader is accepted too
-        (a ``StreamingDataset``'s or a ``CombinedStreamingDataset``'s; see ``read._litdata_state``).
+        (of a ``StreamingDataset``, a ``CombinedStreamingDataset`` or a ``ParallelStreamingDataset`` without
+        ``length``; see ``read._litdata_state``).
 
         Raises:
             ConfigurationError: the checkpoint was saved with another ``shuffle``, ``seed``,

@@ -198,17 +198,49 @@ def test_litdata_combined_state_resumes_the_rest_of_the_epoch(
     assert sorted(_values(ours)) == sorted(full)  # the next epoch is whole
 
 
-def test_litdata_parallel_state_is_refused_clearly(ints_47: str, second_17: str) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_litdata_parallel_state_resumes_the_rest_of_the_epoch(ints_47: str, second_17: str, workers: int) -> None:
+    def theirs() -> Any:
+        members = [litdata.StreamingDataset(p, shuffle=True) for p in (ints_47, second_17)]
+        return litdata.StreamingDataLoader(
+            litdata.ParallelStreamingDataset(members), batch_size=BATCH, num_workers=workers
+        )
+
+    def pairs(loader: Any) -> list[tuple[int, int]]:
+        return [(int(a), int(b)) for first, second in loader for a, b in zip(first["x"], second["x"], strict=True)]
+
+    full = pairs(theirs())
+    loader = theirs()
+    it = iter(loader)
+    seen = pairs([next(it) for _ in range(2)])
+    state = loader.state_dict()
+    del it
+    ours = StreamingDataLoader(
+        litstream.ParallelStreamingDataset([StreamingDataset(p, shuffle=True) for p in (ints_47, second_17)]),
+        batch_size=BATCH,
+        num_workers=workers,
+    )
+    ours.load_state_dict(copy.deepcopy(state))
+    rest = pairs(ours)
+    assert seen + rest == full
+    if workers == 0:
+        peer = theirs()
+        peer.load_state_dict(copy.deepcopy(state))
+        assert rest == pairs(peer)
+
+
+def test_litdata_cycling_parallel_state_is_refused_clearly(ints_47: str, second_17: str) -> None:
     members = [litdata.StreamingDataset(p) for p in (ints_47, second_17)]
-    loader = litdata.StreamingDataLoader(litdata.ParallelStreamingDataset(members), batch_size=BATCH)
+    loader = litdata.StreamingDataLoader(litdata.ParallelStreamingDataset(members, length=30), batch_size=BATCH)
     it = iter(loader)
     next(it)
     state = loader.state_dict()
     del it
     ours = StreamingDataLoader(
-        litstream.ParallelStreamingDataset([StreamingDataset(p) for p in (ints_47, second_17)]), batch_size=BATCH
+        litstream.ParallelStreamingDataset([StreamingDataset(p) for p in (ints_47, second_17)], length=30),
+        batch_size=BATCH,
     )
-    with pytest.raises(ConfigurationError, match="ParallelStreamingDataset checkpoint saved by LitData"):
+    with pytest.raises(ConfigurationError, match=r"ParallelStreamingDataset\(length=30\) checkpoint saved by LitData"):
         ours.load_state_dict(state)
 
 

@@ -260,10 +260,11 @@ def _per_worker(raw: Mapping[Any, Any], workers: int, datasets: int) -> list[lis
 def from_litdata_combined(
     state: Mapping[str, Any], *, kind: str, config: Mapping[str, Any], members: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """Convert LitData's loader state of a ``CombinedStreamingDataset`` to litstream's loader state.
+    """Convert LitData's loader state of a Combined / Parallel dataset to litstream's loader state.
 
     LitData records, per loader worker, the samples it delivered from each dataset (exact counts);
-    a worker's composite position is their sum. LitData records none of the wrapper's own settings
+    a worker's composite position is their sum (Combined) or their common value (a Parallel without
+    ``length``, where each tuple takes one sample of every member). LitData records none of the wrapper's own settings
     (``seed``, ``weights``, ...): the resuming wrapper's are used, so build it as in the saving run.
 
     Args:
@@ -274,12 +275,13 @@ def from_litdata_combined(
 
     Raises:
         ConfigurationError: a malformed field, another number of datasets, members saved on
-            different topologies, or a ``ParallelStreamingDataset`` state (not accepted yet).
+            different topologies, or the state of a ``ParallelStreamingDataset(length=...)``
+            (cycling; not accepted yet).
     """
-    if kind != "combined":
+    if kind == "parallel" and config.get("length") is not None:
         raise ConfigurationError(
-            "a ParallelStreamingDataset checkpoint saved by LitData cannot be loaded yet (its cycle counts are not "
-            f"converted); {_FIX}"
+            f"a ParallelStreamingDataset(length={config.get('length')!r}) checkpoint saved by LitData cannot be loaded "
+            f"yet (its cycle counts are not converted); {_FIX}"
         )
     raw = state["dataset"]
     if {str(key) for key in raw} != {str(i) for i in range(len(members))}:
@@ -295,7 +297,12 @@ def from_litdata_combined(
     world, workers, batch = topology.pop()
     epoch = _int(state, "current_epoch", minimum=0)
     rows = _per_worker(state["num_samples_yielded"], workers, len(members))
-    own = [sum(row) for row in rows]
+    if kind == "parallel":  # one sample of every member per tuple: the counts of a worker agree
+        if any(len(set(row)) > 1 for row in rows):
+            raise ConfigurationError(f"LitData checkpoint of a ParallelStreamingDataset has unequal counts {rows}")
+        own = [row[0] for row in rows]
+    else:
+        own = [sum(row) for row in rows]
     composite = {
         "kind": kind,
         **config,
