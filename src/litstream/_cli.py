@@ -4,6 +4,8 @@
   local pattern such as ``'data/*'`` is expanded here too when the shell did not expand it.
 * ``litstream cache path`` prints the chunk cache root; ``litstream cache clear`` deletes litstream's own cache
   (LitData's only with ``--include-litdata``; see :mod:`litstream._cache_cli`).
+* ``litstream optimize --fn MODULE:FUNCTION --inputs SPEC --output-dir DIR ...`` runs ``optimize()``
+  (see :mod:`litstream._optimize_cli`).
 * ``litstream --version`` prints the version.
 
 It imports no torch (see ``docs/contributing.md``), so every command answers in well under a second.
@@ -20,10 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._cache_cli import add_cache_commands, run_cache
 from ._errors import LitstreamError
-from ._sync import run_sync
+from ._optimize_cli import add_optimize_command, run_optimize
 from ._version import __version__
-from .read._source import load_index
-from .storage._resolver import store_for
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -100,6 +100,10 @@ def _expand(patterns: Sequence[str]) -> list[str]:
 
 def _inspect(input_dirs: Sequence[str], as_json: bool) -> int:
     """Summarise every dataset; one that fails is reported on stderr and the others still print (exit 1)."""
+    from ._sync import run_sync  # imported here so that `litstream --help` and `cache` start fast
+    from .read._source import load_index
+    from .storage._resolver import store_for
+
     summaries: list[dict[str, Any]] = []
     failed = 0
     for number, input_dir in enumerate(_expand(input_dirs)):
@@ -127,17 +131,20 @@ def _inspect(input_dirs: Sequence[str], as_json: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``litstream`` console script; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="litstream", description="Inspect litstream / LitData datasets.")
+    parser = argparse.ArgumentParser(prog="litstream", description="Write and inspect litstream / LitData datasets.")
     parser.add_argument("--version", action="version", version=f"litstream {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser("inspect", help="print the item count, chunks and format of datasets")
     inspect.add_argument("input_dir", nargs="+", help="dataset directories or URLs (each holds index.json)")
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON (raw numbers)")
     add_cache_commands(commands)
+    add_optimize_command(commands)
     args = parser.parse_args(argv)
     try:
         if args.command == "cache":
             return run_cache(args)
+        if args.command == "optimize":
+            return run_optimize(args)
         return _inspect(args.input_dir, args.json)
     except LitstreamError as exc:
         print(f"litstream: {exc}", file=sys.stderr)

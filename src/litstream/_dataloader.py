@@ -33,6 +33,7 @@ from ._errors import ConfigurationError
 from ._loader_profile import CPROFILE_MAIN, ProfileArgs, WorkerSetup, after_batch, dump_cprofile, output_dir
 from ._media_collate import litdata_collate
 from ._trace import CAT_BATCH, CAT_EPOCH, TRACER
+from .read._litdata_state import from_litdata_combined, is_litdata_composite_state
 from .storage import _store
 
 if TYPE_CHECKING:
@@ -257,13 +258,18 @@ class StreamingDataLoader(DataLoader[Any]):
         epoch. Under DDP every rank loads the same checkpoint (normally rank 0's). Other world sizes,
         worker counts and batch sizes are accepted (elastic resume): every remaining sample is then
         served exactly once across the new ranks and workers; see ``litstream.read._resume`` for
-        what is exact and under which assumption.
+        what is exact and under which assumption. A state saved by LitData's loader is accepted too
+        (of a ``StreamingDataset``, a ``CombinedStreamingDataset`` or a ``ParallelStreamingDataset`` without
+        ``length``; see ``read._litdata_state``).
 
         Raises:
             ConfigurationError: the checkpoint was saved with another ``shuffle``, ``seed``,
                 ``drop_last``, input or item loader, or its counts exceed what its epoch holds.
         """
         dataset: StreamingDataset | CompositeDataset = self.dataset  # type: ignore[assignment]
+        if isinstance(dataset, CompositeDataset) and is_litdata_composite_state(state):  # see read._litdata_state
+            members = [d._config() for d in dataset.datasets]
+            state = from_litdata_combined(state, kind=dataset._kind, config=dataset._config(), members=members)
         saved = state["dataset"]
         dataset.load_state_dict(saved)
         epoch = int(state.get("current_epoch", saved.get("current_epoch", 0)))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigurationError
 from ._selection import SelectionMixin
+from .read._litdata_state import from_litdata_state, is_litdata_state
 from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
 
 if TYPE_CHECKING:
@@ -105,17 +106,26 @@ class ResumeMixin(SelectionMixin):
         The checkpoint may come from another world size, worker count or batch size (elastic
         resume): the samples not yet served are then spread over the new topology, each served
         once. A checkpoint taken at the end of an epoch makes the next iteration the next epoch.
+        A state saved by LitData 0.2.71-0.2.76 is accepted too and resumes where LitData would
+        (``read._litdata_state`` says which LitData states are refused).
 
         Raises:
             ConfigurationError: the checkpoint was taken with a different ``shuffle``, ``seed``,
                 ``drop_last``, input or item loader (the message names the key, both values and the
                 fix), or its counts exceed what its epoch holds (raised on first use).
         """
+        if is_litdata_state(state):  # saved by LitData: see read._litdata_state
+            state = from_litdata_state(state, self._config(), layout=self._litdata_layout)
         check_config(state, self._config())
         self._check_selection(state)
         self._resume_state = dict(state)
         self._resume = None
         self.current_epoch = max(int(state.get("current_epoch", 1)), 1)
+
+    def _litdata_layout(self) -> tuple[Sequence[int], Sequence[tuple[int, int]] | None]:
+        sizes = self._get_source().chunk_sizes
+        selection = self._selected()
+        return (sizes, None) if selection is None else (selection.sizes(sizes), selection.regions)
 
     def _resume_plan(self, num_workers: int) -> ResumePlan | None:
         """The loaded checkpoint resolved for this rank, ``num_workers`` and ``self.batch_size``."""

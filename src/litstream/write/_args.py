@@ -14,6 +14,7 @@ from .._errors import ConfigurationError
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ._env import OptimizerEnv, optimizer_env
 from ._inputs import Assignment, assign_inputs, check_fast_dev_run, check_weights, file_weights, is_queue
+from ._loader_inputs import is_streaming_loader, loader_inputs
 
 if TYPE_CHECKING:
     from ..storage._store import Store
@@ -57,6 +58,8 @@ def plan_inputs(
                 f"queue must be a queue.Queue or multiprocessing.Queue, got {type(queue).__name__}"
             )
         inputs = queue
+    if is_streaming_loader(inputs):  # LitData's inputs=StreamingDataLoader(...): see ._loader_inputs
+        inputs = loader_inputs(inputs, weights=weights, batch_size=batch_size)
     if inputs is None:
         raise ConfigurationError("give inputs: a non-empty sequence, or a queue ended by the sentinel 'ALL_DONE'")
     source = inputs if is_queue(inputs) else None

@@ -160,7 +160,7 @@ def map(
 
     Args:
         fn: ``fn(input, output_dir, [device=...], [is_last=...]) -> None``.
-        inputs: A non-empty sequence, or a queue ended by ``"ALL_DONE"`` (as in ``optimize``).
+        inputs: A non-empty sequence, a queue ended by ``"ALL_DONE"`` or a ``StreamingDataLoader`` (as in ``optimize``).
         output_dir: Local directory, URL (``s3://``, ``gs://``, ``azure://``), ``Dir`` or ``Store``.
         input_dir: As in ``optimize``; so are ``weights``, ``num_workers``, ``fast_dev_run``, ``reorder_files``,
             ``batch_size``, ``start_method``, ``executor``, ``storage_options`` and ``verbose``.

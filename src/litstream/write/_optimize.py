@@ -106,7 +106,9 @@ def optimize(
             ``litstream.format``); the first sample fixes the format.
         inputs: A non-empty sequence (worker ``w`` of node ``k`` gets slice ``k·num_workers + w``), or a
             ``queue.Queue`` / ``multiprocessing.Queue`` that a producer ends with the string ``"ALL_DONE"``
-            (or by ``DATA_OPTIMIZER_TIMEOUT`` seconds, default 300, of silence).
+            (or by ``DATA_OPTIMIZER_TIMEOUT`` seconds, default 300, of silence), or a
+            ``StreamingDataLoader``: each batch of one epoch is one input (LitData's; see
+            ``write._loader_inputs``).
         output_dir: Local directory (created if missing), URL (``s3://``, ``gs://``, ``azure://``), ``Dir``
             or ``Store``. Default ``"optimized_data"`` as LitData.
         queue: LitData's name for a queue input; give ``inputs`` or ``queue``.
