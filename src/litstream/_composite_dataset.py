@@ -18,11 +18,12 @@ from ._dataset_io import _inside_worker
 from ._distributed import DistributedEnv, detect_worker
 from ._errors import ConfigurationError
 from .read._astream import SampleStream
+from .read._checkpoint import CompositeCheckpoint, CycleCarry
 from .read._compose import MemberSpec, level_streams, to_pieces
-from .read._compose_resume import CompositePlan, check_members, resolve_composite
+from .read._compose_resume import CompositePlan, check_members, cycles_across_epochs, resolve_composite
 from .read._core import ReadPlanArgs
-from .read._resume import round_robin
 from .read._resume_types import Level, Topology
+from .read._session_compose import carry_after_epoch, composite_checkpoint, open_composite
 from .read._trust import check_allow_pickle
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class CompositeDataset(IterableDataset[Any]):
         self.num_workers = 1
         self._resume_state: dict[str, Any] | None = None  # the "composite" entry of a loaded checkpoint
         self._resume: CompositePlan | None = None
+        self._carry: CycleCarry | None = None  # where a cycling Parallel's next epochs start
 
     @property
     def datasets(self) -> list[StreamingDataset]:
@@ -142,7 +144,9 @@ class CompositeDataset(IterableDataset[Any]):
         raise NotImplementedError
 
     def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
-        return None
+        """The cycle bases of ``epoch`` on ``topology`` when known (cycling Parallel), else ``None``."""
+        carry = self._carry
+        return None if carry is None or not cycles_across_epochs(self._composer()) else carry.at(epoch, topology)
 
     def _members(self) -> tuple[MemberSpec, ...]:
         return tuple(
@@ -176,31 +180,38 @@ class CompositeDataset(IterableDataset[Any]):
     def __iter__(self) -> Generator[Any, None, None]:
         env = self._env()
         worker = detect_worker()
-        topology = self._topology(worker.num_workers)
-        plan = self._resume_plan(worker.num_workers)
-        if plan is not None and plan.finished:  # saved at the end of its epoch: go on with the next
-            self._finished_checkpoint(plan)
+        session = open_composite(
+            self._composer(),
+            epoch=self.current_epoch,
+            rank=env.rank,
+            worker=worker.worker,
+            topology=self._topology(worker.num_workers),
+            plan=self._resume_plan(worker.num_workers),
+            carry=self._carry,
+        )
+        if session.restarted:
+            self._carry = session.carry
             self._clear_resume()
-            self.current_epoch = plan.epoch + 1
-            plan = None
-        levels: tuple[Level, ...] = ()
-        if plan is None:
-            epoch, logical, count = self.current_epoch, worker.worker, 0
-            carry = self._carry_for(epoch, topology)
-        else:
-            epoch, levels, carry = plan.epoch, plan.levels, plan.carry
-            logical = (plan.start + worker.worker) % worker.num_workers
-            count = plan.consumed[logical]
-        g = env.rank * topology.num_workers + logical
-        streams = level_streams(self._composer(), epoch, levels, topology, carry)[g]
+            self.current_epoch = session.epoch
+        where = Position(session.worker, session.epoch, len(session.levels), session.topology, session.bases)
         with _portal.daemon_portal() as portal:
-            yield from self._emit(streams, count, portal, Position(g, epoch, len(levels), topology, carry))
+            yield from self._emit(session.streams, session.count, portal, where)
         self._clear_resume()
         if not _inside_worker():
-            self.current_epoch = epoch + 1
+            self.current_epoch = session.epoch + 1
 
-    def _finished_checkpoint(self, plan: CompositePlan) -> None:
-        """Called when a loaded checkpoint turns out to be at the end of its epoch."""
+    def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
+        """Called by ``StreamingDataLoader`` when ``epoch`` ended after this rank's workers served ``own``
+        at its current level: a cycling Parallel's next epoch continues from there."""
+        self._carry = carry_after_epoch(
+            self._composer(),
+            self._carry,
+            epoch=epoch,
+            topology=self._topology(num_workers),
+            rank=self._env().rank,
+            own=own,
+            levels=levels,
+        )
 
     # -- resume ------------------------------------------------------------------------------------
     def state_dict(
@@ -223,41 +234,22 @@ class CompositeDataset(IterableDataset[Any]):
             share of the counts) plus the wrapper's own entry, which is what resume uses.
         """
         env = self._env()
-        workers = max(num_workers, 1)
         epoch = self.current_epoch if current_epoch is None else max(current_epoch, 1)
         levels = tuple(resume_levels)
-        topology = Topology(env.world_size, workers, batch_size)
-        carry = self._state_carry(epoch, levels[0].topology if levels else topology)
-        composer = self._composer()
-        streams = level_streams(composer, epoch, levels, topology, carry)
-        mine = streams[env.rank * workers : (env.rank + 1) * workers]
-        if worker_samples_yielded is None:
-            lengths = [composer.served(s, batch_size) for s in mine]
-            own = round_robin(lengths, batch_size, -(-num_samples_yielded // batch_size))[0]
-        else:
-            own = [int(c) for c in worker_samples_yielded]
-        split = [composer.split(s, c, batch_size) for s, c in zip(mine, own, strict=True)]
-        out: dict[str, Any] = {}
-        for i, d in enumerate(self._datasets):
-            per_worker = [row[i] for row in split]
-            out[str(i)] = d.state_dict(
-                sum(per_worker), num_workers, batch_size, current_epoch=epoch, worker_samples_yielded=per_worker
-            )
-        out["composite"] = {
-            "kind": self._kind,
-            **self._config(),
-            "num_datasets": len(self._datasets),
-            "num_samples_yielded": sum(own),
-            "worker_samples_yielded": own,
-            "num_workers": workers,
-            "batch_size": batch_size,
-            "world_size": env.world_size,
-            "rank": env.rank,
-            "current_epoch": epoch,
-            "resume_levels": [level.as_dict() for level in levels],
-            "carry": None if carry is None else list(carry),
-        }
-        return out
+        topology = Topology(env.world_size, max(num_workers, 1), batch_size)
+        return composite_checkpoint(
+            self._composer(),
+            kind=self._kind,
+            config=self._config(),
+            members=[d._config() for d in self._datasets],
+            epoch=epoch,
+            rank=env.rank,
+            topology=topology,
+            levels=levels,
+            bases=self._state_carry(epoch, levels[0].topology if levels else topology),
+            own=worker_samples_yielded,
+            num_samples_yielded=num_samples_yielded,
+        ).to_state()
 
     def _state_carry(self, epoch: int, first: Topology) -> tuple[int, ...] | None:
         if self._resume_state is not None and self._resume_state.get("current_epoch") == epoch:
@@ -306,6 +298,14 @@ class CompositeDataset(IterableDataset[Any]):
         for d in self._datasets:
             d._clear_resume()
             d.current_epoch = self.current_epoch
+        self._carry = None
+        if cycles_across_epochs(self._composer()):
+            saved = CompositeCheckpoint.from_state(composite)
+            if saved.carry is not None:
+                self._carry = CycleCarry(self.current_epoch, saved.first_topology, saved.carry)
+            plan = self._resume_plan(self.num_workers)
+            if plan is not None and plan.finished:
+                self._carry = plan.following
 
     def _resume_plan(self, num_workers: int) -> CompositePlan | None:
         """The loaded checkpoint resolved for this rank, ``num_workers`` and ``self.batch_size``."""

@@ -14,19 +14,16 @@ from ._composite_dataset import CompositeDataset, Position
 from ._errors import ConfigurationError, PlanError
 from .read._astream_compose import ParallelSampleStream
 from .read._compose import ENDLESS, ParallelComposer, cycle_streams, run_length, suffix, to_pieces
-from .read._compose_resume import all_consumed
 from .read._resume_types import Topology
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Iterator, Sequence
 
     from anyio.from_thread import BlockingPortal
 
     from ._dataset import StreamingDataset
     from .read._astream import SampleStream
     from .read._compose import Run
-    from .read._compose_resume import CompositePlan
-    from .read._resume_types import Level
 
 __all__ = ["ParallelStreamingDataset"]
 
@@ -38,11 +35,6 @@ def _positional_arity(fn: Callable[..., Any]) -> int | None:
         return None
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return sum(p.kind in kinds for p in params)
-
-
-def _topology_of(entry: Mapping[str, Any]) -> Topology:
-    """The topology a checkpoint entry (the composite state or one of its levels) was saved on."""
-    return Topology(*(max(int(entry[key]), 1) for key in ("world_size", "num_workers", "batch_size")))
 
 
 def _first(cycles: Iterator[list[Run]]) -> list[Run]:
@@ -138,8 +130,6 @@ class ParallelStreamingDataset(CompositeDataset):
         self.seed = seed
         self.resume = resume
         self.reset_rngs = reset_rngs
-        # (epoch, level-0 topology, base position per global worker): where cycling starts in `epoch`.
-        self._carry: tuple[int, Topology, tuple[int, ...]] | None = None
 
     def _config(self) -> dict[str, Any]:
         return {"length": self.length, "seed": self.seed, "resume": self.resume, "reset_rngs": self.reset_rngs}
@@ -147,9 +137,6 @@ class ParallelStreamingDataset(CompositeDataset):
     def _composer(self) -> ParallelComposer:
         length = None if self._endless or self.length is None else int(self.length)
         return ParallelComposer(self._members(), length, self.resume, endless=self._endless)
-
-    def _cycling_resume(self) -> bool:
-        return self.length is not None and self.resume
 
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
         """Steps each worker of this rank serves per epoch (see ``CompositeDataset.worker_lengths``).
@@ -160,67 +147,6 @@ class ParallelStreamingDataset(CompositeDataset):
         if self._endless:
             raise TypeError("ParallelStreamingDataset(length=float('inf')) is endless and has no length")
         return super().worker_lengths(num_workers, batch_size)
-
-    # -- the cycle position across epochs (length + resume=True) ----------------------------------
-    def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
-        carry = self._carry
-        if self._cycling_resume() and carry is not None and carry[0] == epoch and carry[1] == topology:
-            return carry[2]
-        return None
-
-    def _advance(self, epoch: int, topology: Topology, carry: tuple[int, ...] | None, consumed: Sequence[int]) -> None:
-        composer = self._composer()
-        bases = carry if carry is not None else composer.default_bases(epoch, topology)
-        self._carry = (epoch + 1, topology, tuple(b + c for b, c in zip(bases, consumed, strict=True)))
-
-    def _carry_epoch(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
-        """Called by ``StreamingDataLoader`` when a new epoch starts: remember where ``epoch`` stopped.
-
-        ``own`` is what this rank's workers served at the current level of ``epoch``.
-        """
-        if not self._cycling_resume():
-            return
-        if levels:  # resumed on another topology in that epoch: start the next one afresh
-            self._carry = None
-            return
-        topology = self._topology(num_workers)
-        base = self._carry_for(epoch, topology)
-        if not any(own):
-            # Nothing served: a checkpoint taken at the end of `epoch` was loaded (already advanced),
-            # the epoch was left before its first batch, or the loader has no history (a fresh
-            # loader whose current_epoch was set by hand): keep what is known.
-            if base is not None:
-                self._carry = (epoch + 1, topology, base)
-            return
-        consumed = all_consumed(self._composer(), epoch, (), topology, base, self._env().rank, own)[0]
-        self._advance(epoch, topology, base, consumed)
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict(state)
-        composite = self._resume_state
-        assert composite is not None
-        self._carry = None
-        if not self._cycling_resume():
-            return
-        raw = composite.get("carry")
-        levels = composite.get("resume_levels") or []
-        if raw is not None:
-            self._carry = (
-                self.current_epoch,
-                _topology_of(levels[0] if levels else composite),
-                tuple(int(c) for c in raw),
-            )
-        plan = self._resume_plan(self.num_workers)
-        if plan is not None and plan.finished:
-            self._finished_checkpoint(plan)
-
-    def _finished_checkpoint(self, plan: CompositePlan) -> None:
-        if not self._cycling_resume() or self._resume_state is None:
-            return
-        if self._resume_state.get("resume_levels"):
-            self._carry = None
-            return
-        self._advance(plan.epoch, _topology_of(self._resume_state), plan.carry, plan.all_consumed)
 
     # -- iteration ----------------------------------------------------------------------------------
     def _rngs(self, where: Position, count: int) -> dict[str, Any]:
