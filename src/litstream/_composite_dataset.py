@@ -19,11 +19,17 @@ from ._distributed import DistributedEnv, detect_worker
 from ._errors import ConfigurationError
 from .read._astream import SampleStream
 from .read._checkpoint import CompositeCheckpoint, CycleCarry
-from .read._compose import MemberSpec, level_streams, to_pieces
-from .read._compose_resume import CompositePlan, check_members, cycles_across_epochs, resolve_composite
+from .read._compose import MemberSpec, level_streams
+from .read._compose_resume import CompositePlan, check_composite_state, cycles_across_epochs, resolve_composite
 from .read._core import ReadPlanArgs
 from .read._resume_types import Level, Topology
-from .read._session_compose import carry_after_epoch, composite_checkpoint, open_composite
+from .read._session_compose import (
+    AsyncSession,
+    carry_after_epoch,
+    composite_checkpoint,
+    member_pieces,
+    open_composite,
+)
 from .read._trust import check_allow_pickle
 
 if TYPE_CHECKING:
@@ -266,32 +272,7 @@ class CompositeDataset(IterableDataset[Any]):
                 ``seed``, ``shuffle``, input, ...). With ``force_override_state_dict=True`` a
                 settings mismatch only warns and the current settings win.
         """
-        composite = state.get("composite") if isinstance(state, Mapping) else None
-        if not isinstance(composite, Mapping) or composite.get("kind") != self._kind:
-            raise ConfigurationError(
-                f"this is not a {type(self).__name__} checkpoint (no 'composite' entry of kind {self._kind!r}); pass "
-                "the 'dataset' entry of StreamingDataLoader.state_dict() saved with the same wrapper"
-            )
-        members = [key for key in state if key != "composite"]
-        if composite.get("num_datasets") != len(self._datasets) or len(members) != len(self._datasets):
-            raise ConfigurationError(
-                f"checkpoint has {len(members)} datasets but this {type(self).__name__} has {len(self._datasets)}; "
-                "build it with the same datasets, in the same order, as the run that saved the checkpoint"
-            )
-        problems = [
-            f"checkpoint has {key}={composite.get(key)!r} but this {type(self).__name__} has {key}={value!r}"
-            for key, value in self._config().items()
-            if composite.get(key) != value
-        ]
-        problems += check_members(state, [d._config() for d in self._datasets])
-        if problems:
-            if not self._force_override_state_dict:
-                raise ConfigurationError(
-                    f"{problems[0]}; build it with the checkpoint's settings, or pass force_override_state_dict=True "
-                    "to resume with the current ones"
-                )
-            for problem in problems:
-                warnings.warn(f"force_override_state_dict: {problem}; using the current value", stacklevel=2)
+        composite = self._checked_state(state)
         self._resume_state = dict(composite)
         self._resume = None
         self.current_epoch = max(int(composite.get("current_epoch", 1)), 1)
@@ -306,6 +287,25 @@ class CompositeDataset(IterableDataset[Any]):
             plan = self._resume_plan(self.num_workers)
             if plan is not None and plan.finished:
                 self._carry = plan.following
+
+    def _checked_state(self, state: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The ``"composite"`` entry of ``state`` once checked against this wrapper (see ``load_state_dict``)."""
+        composite, problems = check_composite_state(
+            state,
+            kind=self._kind,
+            wrapper=type(self).__name__,
+            config=self._config(),
+            member_configs=[d._config() for d in self._datasets],
+        )
+        if problems:
+            if not self._force_override_state_dict:
+                raise ConfigurationError(
+                    f"{problems[0]}; build it with the checkpoint's settings, or pass force_override_state_dict=True "
+                    "to resume with the current ones"
+                )
+            for problem in problems:
+                warnings.warn(f"force_override_state_dict: {problem}; using the current value", stacklevel=3)
+        return composite
 
     def _resume_plan(self, num_workers: int) -> CompositePlan | None:
         """The loaded checkpoint resolved for this rank, ``num_workers`` and ``self.batch_size``."""
@@ -324,10 +324,17 @@ class CompositeDataset(IterableDataset[Any]):
         self._resume = None
 
     # -- async ------------------------------------------------------------------------------------------
-    def _async_plan(
-        self, epoch: int | None, rank: int, world_size: int, batch_size: int, max_pre_download: int
-    ) -> Callable[[], tuple[Composer, list[list[Run]], list[SampleStream]]]:
-        """Check the ``astream`` arguments now; return the function that plans the streams (on first use)."""
+    def _async_session(
+        self,
+        epoch: int | None,
+        rank: int,
+        world_size: int,
+        batch_size: int,
+        max_pre_download: int,
+        state: Mapping[str, Any] | None,
+    ) -> Callable[[], AsyncSession]:
+        """Check the ``astream`` arguments (and ``state``) now; return the function that opens the
+        session (on first use, in a worker thread: it may read the members' indexes)."""
         for name, value, low in (
             ("world_size", world_size, 1),
             ("batch_size", batch_size, 1),
@@ -340,11 +347,18 @@ class CompositeDataset(IterableDataset[Any]):
         if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1):
             raise ConfigurationError(f"epoch must be an int >= 1 (1-based) or None, got {epoch!r}")
         chosen = self.current_epoch if epoch is None else epoch
+        topology = Topology(world_size, 1, batch_size)
 
-        def prepare() -> tuple[Composer, list[list[Run]], list[SampleStream]]:
-            topology = Topology(world_size, 1, batch_size)
+        def prepare() -> AsyncSession:
+            saved = None if state is None else CompositeCheckpoint.from_state(self._checked_state(state))
             composer = self._composer()
-            streams = level_streams(composer, chosen, (), topology, self._carry_for(chosen, topology))[rank]
+            plan = None if saved is None else resolve_composite(composer, saved, rank=rank, topology=topology)
+            carry = self._carry
+            if saved is not None and saved.carry is not None and cycles_across_epochs(composer):
+                carry = CycleCarry(saved.current_epoch, saved.first_topology, saved.carry)
+            session = open_composite(
+                composer, epoch=chosen, rank=rank, worker=0, topology=topology, plan=plan, carry=carry
+            )
             members = [
                 SampleStream(
                     d._store,
@@ -352,13 +366,31 @@ class CompositeDataset(IterableDataset[Any]):
                     max_pre_download=max_pre_download,
                     transform=d._apply if d.transforms else None,
                     serializers=d.serializers,
-                    pieces=to_pieces(s),
+                    pieces=pieces,
                     encryption=d.encryption,
                     allow_pickle=d.allow_pickle,
                 )
-                for d, s in zip(self._datasets, streams, strict=True)
+                for d, pieces in zip(
+                    self._datasets, member_pieces(composer, session.streams, session.count, batch_size), strict=True
+                )
             ]
-            return composer, streams, members
+            config, member_configs = self._config(), [d._config() for d in self._datasets]
+
+            def checkpoint(served: int) -> dict[str, Any]:
+                return composite_checkpoint(
+                    composer,
+                    kind=self._kind,
+                    config=config,
+                    members=member_configs,
+                    epoch=session.epoch,
+                    rank=rank,
+                    topology=topology,
+                    levels=session.levels,
+                    bases=session.bases,
+                    own=[served],
+                ).to_state()
+
+            return AsyncSession(composer, session, members, checkpoint)
 
         return prepare
 
@@ -375,5 +407,6 @@ class CompositeDataset(IterableDataset[Any]):
         world_size: int = 1,
         batch_size: int = 1,
         max_pre_download: int = 2,
+        state: Mapping[str, Any] | None = None,
     ) -> ComposedSampleStream:
         raise NotImplementedError

@@ -12,17 +12,15 @@ import torch
 
 from ._composite_dataset import CompositeDataset, Position
 from ._errors import ConfigurationError, PlanError
-from .read._astream_compose import ParallelSampleStream
+from .read._astream_compose import ParallelSampleStream, Prepared
 from .read._compose import ENDLESS, ParallelComposer, cycle_streams, run_length, suffix, to_pieces
-from .read._resume_types import Topology
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterator, Sequence
+    from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
     from ._dataset import StreamingDataset
-    from .read._astream import SampleStream
     from .read._compose import Run
 
 __all__ = ["ParallelStreamingDataset"]
@@ -212,24 +210,27 @@ class ParallelStreamingDataset(CompositeDataset):
         world_size: int = 1,
         batch_size: int = 1,
         max_pre_download: int = 2,
+        state: Mapping[str, Any] | None = None,
     ) -> ParallelSampleStream:
         """The tuples one reader of this dataset serves, as an async stream (asyncio or trio).
 
         The async twin of iterating the dataset in one process; see
-        :meth:`CombinedStreamingDataset.astream` for the arguments. ``transform`` runs on the event
-        loop's thread.
+        :meth:`CombinedStreamingDataset.astream` for the arguments (``state`` included: the
+        stream's ``state_dict()`` resumes exactly, elastically too). ``transform`` runs on the
+        event loop's thread.
         """
         if self._endless:
             raise ConfigurationError(
                 "astream() of an endless ParallelStreamingDataset (length=float('inf')) is not supported yet; "
                 "pass an int length"
             )
-        plan = self._async_plan(epoch, rank, world_size, batch_size, max_pre_download)
-        chosen = self.current_epoch if epoch is None else epoch
+        open_session = self._async_session(epoch, rank, world_size, batch_size, max_pre_download, state)
 
-        def prepare() -> tuple[list[SampleStream], tuple[int, Callable[[tuple[Any, ...], int], Any]]]:
-            _, streams, members = plan()
-            finish = self._finisher(Position(rank, chosen, 0, Topology(world_size, 1, batch_size), None), 0)
-            return members, (run_length(streams[0]) if streams else 0, lambda samples, _step: finish(samples))
+        def prepare() -> Prepared:
+            _, session, members, checkpoint = open_session()
+            where = Position(session.worker, session.epoch, len(session.levels), session.topology, session.bases)
+            finish = self._finisher(where, session.count)
+            steps = run_length(session.streams[0]) if session.streams else 0
+            return Prepared(members, (steps, lambda samples, _step: finish(samples)), session.count, checkpoint)
 
-        return ParallelSampleStream(prepare)
+        return ParallelSampleStream(prepare, state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ from .._errors import ConfigurationError, raise_collapsed
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._parquet import ParquetLoader
-from ..storage._resolver import Dir, store_for
+from ..storage._resolver import Dir, resolve_dir, store_for
 from ._core import (
     ChunkWork,
     Piece,
@@ -28,6 +29,7 @@ from ._core import (
     work_batches,
     works_for,
 )
+from ._session import StreamPosition
 from ._source import DatasetSource
 from ._subset import HasDatasetView, Selection, check_subsample, subsample_selection
 from ._transform import Transform, check_transforms, compose
@@ -35,7 +37,6 @@ from ._trust import check_allow_pickle, resolve_allow_pickle
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from types import TracebackType
 
@@ -108,6 +109,8 @@ class SampleStream:
     * ``async with astream(...) as samples: async for sample in samples:``: a background task group
       prefetches continuously (bounded by ``max_pre_download`` chunks); leaving the block — normally,
       by ``break``, by an exception or by cancellation — cancels and joins it.
+    * Resume: :meth:`state_dict` is the stream's position (the samples it returned); pass it to
+      ``astream(..., state=...)`` to serve exactly the rest of that epoch.
     """
 
     def __init__(
@@ -124,8 +127,10 @@ class SampleStream:
         index_path: str | os.PathLike[str] | None = None,
         encryption: Any = None,
         allow_pickle: bool = True,
+        position: StreamPosition | None = None,
     ) -> None:
         self._store = store
+        self._position = position  # astream's own reader: counts samples for state_dict()
         self._encryption = encryption
         self._allow_pickle = allow_pickle
         self._item_loader = item_loader
@@ -160,7 +165,10 @@ class SampleStream:
                 self._pieces = deque(self._given_pieces)
             else:
                 selection = None if self._select is None else self._select(self._source.chunk_sizes)
-                self._pieces = deque(plan_pieces(self._source, self._plan, selection))
+                if self._position is not None:  # fresh, strict or elastic resume (read._session)
+                    self._pieces = deque(self._position.open(self._source, selection))
+                else:
+                    self._pieces = deque(plan_pieces(self._source, self._plan, selection))
         return self._source
 
     async def __aenter__(self) -> SampleStream:
@@ -212,7 +220,28 @@ class SampleStream:
                 raise StopAsyncIteration
             assert self._source is not None
             self._batches = work_batches(self._source, work, self._transform)
+        if self._position is not None:
+            self._position.advance(1)
         return self._samples.popleft()
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The position of this stream as a checkpoint: pass it as ``astream(..., state=...)`` to resume.
+
+        A dict of plain values (picklable, JSON-compatible) in the layout of
+        ``StreamingDataset.state_dict`` (``read/_checkpoint.py``), counting the samples this stream
+        returned so far. Before iteration has started (the dataset is not open yet) it is the
+        ``state`` the stream was given, or ``None`` (nothing served: start without a state). After
+        the last sample, resuming from it starts the next epoch.
+
+        Raises:
+            RuntimeError: a stream a Combined / Parallel dataset made for one of its members
+                (save the composite stream's state instead).
+        """
+        if self._position is None:
+            raise RuntimeError("this member stream has no state of its own; call state_dict() on the composite stream")
+        if self._source is None:
+            return None if self._position.state is None else self._position.checkpoint()
+        return self._position.checkpoint()
 
     async def _next_work(self) -> ChunkWork | None:
         if self._receive is not None:
@@ -268,6 +297,7 @@ def astream(
     index_path: str | os.PathLike[str] | None = None,
     encryption: Encryption | None = None,
     allow_pickle: bool | None = None,
+    state: Mapping[str, Any] | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -318,12 +348,23 @@ def astream(
             for local and object-store data, refused for ``hf://`` and ``http(s)://`` unless
             ``set_allow_pickle`` / ``LITSTREAM_ALLOW_PICKLE`` say otherwise). A refused dataset raises
             ``PickleRefusedError`` when iteration starts, before anything is unpickled.
+        state: Resume from a checkpoint: what :meth:`SampleStream.state_dict` returned (or the
+            dataset entry of a ``StreamingDataLoader`` checkpoint saved with the same arguments).
+            The stream then serves exactly the samples of that epoch not yet served; ``epoch`` is
+            the checkpoint's. ``rank``, ``world_size`` and ``batch_size`` may differ from the
+            checkpoint's (elastic resume: the remaining samples are spread over the new ranks,
+            each served once, assuming every old rank had returned the same number of batches).
+            A checkpoint taken after the last sample starts the next epoch. ``None`` (default):
+            start ``epoch`` from its beginning.
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
 
     Raises:
-        ConfigurationError: a bad argument (raised here, before any I/O).
+        ConfigurationError: a bad argument (raised here, before any I/O), including a ``state``
+            saved with another ``shuffle``, ``seed``, ``drop_last``, input or item loader (named);
+            on first iteration, a ``state`` whose counts its epoch cannot hold or that was saved
+            with another selection (subsample, subset).
         DatasetNotFoundError: on first iteration, when ``input_dir`` holds no dataset.
     """
     check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
@@ -360,6 +401,16 @@ def astream(
         seed=seed,
         epoch=epoch,
     )
+    where = view.input_dir if view is not None and view.input_dir is not None else _input_identity(input_dir, store)
+    config = {
+        "input_dir_path": where.path,
+        "input_dir_url": where.url,
+        "item_loader": (item_loader or PyTreeLoader()).state_dict(),
+        "drop_last": drop_last,
+        "seed": seed,
+        "shuffle": shuffle,
+        "shuffle_window": shuffle_window,
+    }
     return SampleStream(
         store,
         plan,
@@ -371,4 +422,12 @@ def astream(
         index_path=index_path,
         encryption=encryption,
         allow_pickle=resolve_allow_pickle(allow_pickle, store.url),
+        position=StreamPosition(plan, config, state),
     )
+
+
+def _input_identity(input_dir: object, store: Store) -> Dir:
+    """The ``input_dir_path`` / ``input_dir_url`` a checkpoint records, as ``StreamingDataset`` records them."""
+    if isinstance(input_dir, (str, os.PathLike, Dir)):
+        return resolve_dir(input_dir)
+    return Dir(path=None, url=store.url)

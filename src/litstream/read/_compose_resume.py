@@ -10,6 +10,7 @@ level restriped over another one.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -20,11 +21,18 @@ from ._resume import check_config, round_robin
 from ._resume_types import Level, Topology
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from ._compose import Composer
 
-__all__ = ["CompositePlan", "all_consumed", "check_members", "cycles_across_epochs", "resolve_composite"]
+__all__ = [
+    "CompositePlan",
+    "all_consumed",
+    "check_composite_state",
+    "check_members",
+    "cycles_across_epochs",
+    "resolve_composite",
+]
 
 
 @dataclass(frozen=True)
@@ -152,3 +160,44 @@ def check_members(saved: Mapping[str, Any], current: Sequence[Mapping[str, Any]]
         except ConfigurationError as exc:
             problems.append(f"dataset {i}: {exc}")
     return problems
+
+
+def check_composite_state(
+    state: Mapping[str, Any],
+    *,
+    kind: str,
+    wrapper: str,
+    config: Mapping[str, Any],
+    member_configs: Sequence[Mapping[str, Any]],
+) -> tuple[Mapping[str, Any], list[str]]:
+    """Check that ``state`` is a checkpoint of this kind of wrapper over as many members.
+
+    Accepts the dataset entry of a checkpoint or the whole of ``StreamingDataLoader.state_dict()``.
+
+    Returns:
+        ``(composite, problems)``: the ``"composite"`` entry, and one message per setting (the
+        wrapper's or a member's) that differs from the current one.
+
+    Raises:
+        ConfigurationError: not a checkpoint of a ``kind`` wrapper, or another number of members.
+    """
+    if isinstance(state, Mapping) and "composite" not in state and isinstance(state.get("dataset"), Mapping):
+        state = state["dataset"]
+    composite = state.get("composite") if isinstance(state, Mapping) else None
+    if not isinstance(composite, Mapping) or composite.get("kind") != kind:
+        raise ConfigurationError(
+            f"this is not a {wrapper} checkpoint (no 'composite' entry of kind {kind!r}); pass "
+            "the 'dataset' entry of StreamingDataLoader.state_dict() saved with the same wrapper"
+        )
+    members = [key for key in state if key != "composite"]
+    if composite.get("num_datasets") != len(member_configs) or len(members) != len(member_configs):
+        raise ConfigurationError(
+            f"checkpoint has {len(members)} datasets but this {wrapper} has {len(member_configs)}; "
+            "build it with the same datasets, in the same order, as the run that saved the checkpoint"
+        )
+    problems = [
+        f"checkpoint has {key}={composite.get(key)!r} but this {wrapper} has {key}={value!r}"
+        for key, value in config.items()
+        if composite.get(key) != value
+    ]
+    return composite, problems + check_members(state, member_configs)

@@ -162,9 +162,11 @@ class StreamPosition:
     def open(self, source: DatasetSource, selection: Selection | None) -> list[Piece]:
         """The pieces still to serve (checks the checkpoint's selection against ``selection``)."""
         plan = None
+        filenames = [c.filename for c in source.index.chunks]
+        if selection is not None:  # LitData's selection keys, as StreamingDataset writes them
+            self.config.update(selection.state(filenames))
         if self.state is not None:
             if selection is not None or "region_of_interest" in self.state.config:
-                filenames = [c.filename for c in source.index.chunks]
                 whole = selection or Selection.full(source.chunk_sizes)
                 check_selection_state(self.state.config, whole, source.chunk_sizes, filenames)
             plan = resume_plan(

@@ -12,7 +12,7 @@ ends; :func:`composite_checkpoint` writes the checkpoint of a position.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._checkpoint import CompositeCheckpoint, CycleCarry, DatasetCheckpoint
 from ._compose import level_streams, suffix, to_pieces
@@ -20,14 +20,22 @@ from ._compose_resume import all_consumed, cycles_across_epochs
 from ._resume import round_robin
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
+    from ._astream import SampleStream
     from ._compose import Composer, Run
     from ._compose_resume import CompositePlan
     from ._core import Piece
     from ._resume_types import Level, Topology
 
-__all__ = ["CompositeSession", "carry_after_epoch", "composite_checkpoint", "member_pieces", "open_composite"]
+__all__ = [
+    "AsyncSession",
+    "CompositeSession",
+    "carry_after_epoch",
+    "composite_checkpoint",
+    "member_pieces",
+    "open_composite",
+]
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,19 @@ class CompositeSession:
     count: int
     carry: CycleCarry | None = None
     restarted: bool = False
+
+
+class AsyncSession(NamedTuple):
+    """A composite session as its async stream (``read._astream_compose``) serves it.
+
+    ``checkpoint(served)`` is the state after ``served`` composite samples of this level (counted
+    from the level's start, so a strict resume starts at ``session.count``).
+    """
+
+    composer: Composer
+    session: CompositeSession
+    members: list[SampleStream]
+    checkpoint: Callable[[int], dict[str, Any]]
 
 
 def open_composite(
