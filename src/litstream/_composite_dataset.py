@@ -17,6 +17,7 @@ from ._dataset import StreamingDataset
 from ._dataset_io import _inside_worker
 from ._distributed import DistributedEnv, detect_worker
 from ._errors import ConfigurationError
+from .read._args import check_reader_args
 from .read._astream import SampleStream
 from .read._checkpoint import CompositeCheckpoint, CycleCarry
 from .read._compose import MemberSpec, level_streams
@@ -335,17 +336,7 @@ class CompositeDataset(IterableDataset[Any]):
     ) -> Callable[[], AsyncSession]:
         """Check the ``astream`` arguments (and ``state``) now; return the function that opens the
         session (on first use, in a worker thread: it may read the members' indexes)."""
-        for name, value, low in (
-            ("world_size", world_size, 1),
-            ("batch_size", batch_size, 1),
-            ("max_pre_download", max_pre_download, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigurationError(f"{name} must be an int >= {low}, got {value!r}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-            raise ConfigurationError(f"rank must be an int in [0, world_size={world_size}), got {rank!r}")
-        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1):
-            raise ConfigurationError(f"epoch must be an int >= 1 (1-based) or None, got {epoch!r}")
+        check_reader_args(epoch, rank, world_size, batch_size, max_pre_download)
         chosen = self.current_epoch if epoch is None else epoch
         topology = Topology(world_size, 1, batch_size)
 

@@ -50,7 +50,8 @@ class ParallelStreamingDataset(CompositeDataset):
         length: ``None`` (default): stop when the shortest member's share ends (per reader); the
             length is the shortest member's. An int ``>= 0``: serve exactly ``length`` steps per rank
             and epoch (split over the workers as ``length // K + (worker < length % K)``), reading
-            the members cyclically: a member whose share ends starts over with its next epoch.
+            the members cyclically: a member whose share ends starts over with its next epoch (a
+            worker with no item of a short member cycles through another worker's share of it).
         force_override_state_dict: Let ``load_state_dict`` accept a checkpoint saved with other
             settings, warning instead of raising. Default False.
         allow_pickle: ``True`` / ``False`` sets every member's ``allow_pickle`` (see

@@ -13,11 +13,11 @@ import anyio.to_thread
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-from .._errors import ConfigurationError, raise_collapsed
+from .._errors import raise_collapsed
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
-from ..format._parquet import ParquetLoader
 from ..storage._resolver import Dir, resolve_dir, store_for
+from ._args import check_read_args, check_read_loader
 from ._core import (
     ChunkWork,
     Piece,
@@ -44,60 +44,11 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
 
     from ..format._encryption import Encryption
+    from ..format._parquet import ParquetLoader
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
-__all__ = ["SampleStream", "astream", "check_read_loader"]
-
-
-def check_read_loader(item_loader: object) -> None:
-    """Validate the ``item_loader`` of a reader: ``None``, ``PyTreeLoader()``, ``TokensLoader(B)`` or
-    ``ParquetLoader()``.
-
-    Raises:
-        ConfigurationError: another object, or a ``TokensLoader`` without ``block_size``.
-    """
-    if item_loader is None or isinstance(item_loader, (PyTreeLoader, ParquetLoader)):
-        return
-    if not isinstance(item_loader, TokensLoader):
-        raise ConfigurationError(
-            f"item_loader={item_loader!r} is not supported; use PyTreeLoader(), TokensLoader(block_size=N) "
-            "or ParquetLoader()"
-        )
-    if item_loader.block_size is None:
-        raise ConfigurationError(
-            "item_loader=TokensLoader() needs block_size to read: pass TokensLoader(block_size=N), N tokens per item"
-        )
-
-
-def check_read_args(
-    shuffle: object,
-    seed: object,
-    drop_last: object,
-    max_pre_download: object,
-    shuffle_window: object = DEFAULT_SHUFFLE_WINDOW,
-) -> None:
-    """Validate the read arguments shared by ``astream`` and ``StreamingDataset``.
-
-    Raises:
-        ConfigurationError: naming the argument, its value and the fix.
-    """
-    if not (isinstance(shuffle, bool) or (isinstance(shuffle, str) and shuffle in ("full", "window"))):
-        raise ConfigurationError(
-            f"shuffle must be True or False, got {shuffle!r} (or 'full', the same as True, or 'window' to also "
-            "mix the items of neighbouring chunks); pass shuffle=True for LitData's FullShuffle"
-        )
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise ConfigurationError(f"seed must be an int in [0, 2**32), got {seed!r}")
-    if drop_last is not None and not isinstance(drop_last, bool):
-        raise ConfigurationError(f"drop_last must be True, False or None, got {drop_last!r}")
-    if isinstance(max_pre_download, bool) or not isinstance(max_pre_download, int) or max_pre_download < 1:
-        raise ConfigurationError(f"max_pre_download must be an int >= 1 (chunks), got {max_pre_download!r}")
-    if isinstance(shuffle_window, bool) or not isinstance(shuffle_window, int) or shuffle_window < 1:
-        raise ConfigurationError(
-            f"shuffle_window must be an int >= 1 (chunks mixed together with shuffle='window'), got "
-            f"{shuffle_window!r}; pass e.g. shuffle_window={DEFAULT_SHUFFLE_WINDOW}"
-        )
+__all__ = ["SampleStream", "astream", "check_read_args", "check_read_loader"]
 
 
 class SampleStream:
