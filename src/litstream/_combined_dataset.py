@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 from ._composite_dataset import CompositeDataset, Position
 from ._errors import ConfigurationError, PlanError
 from .read._astream_compose import CombinedSampleStream, Prepared
-from .read._compose import CombinedComposer, suffix, to_pieces
+from .read._compose import CombinedComposer
 from .read._mixing import BatchingMethod, check_batching_method, normalize_weights
+from .read._session_compose import member_pieces
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Mapping, Sequence
@@ -118,10 +119,8 @@ class CombinedStreamingDataset(CompositeDataset):
     ) -> Generator[Any, None, None]:
         composer = self._composer()
         order = composer.order(streams, self.batch_size)
-        done = composer.split(streams, count, self.batch_size)
-        members = [
-            d._serve(to_pieces(suffix(s, k)), portal) for d, s, k in zip(self._datasets, streams, done, strict=True)
-        ]
+        pieces = member_pieces(composer, streams, count, self.batch_size)
+        members = [d._serve(p, portal) for d, p in zip(self._datasets, pieces, strict=True)]
         try:
             for member in order[count:]:
                 try:

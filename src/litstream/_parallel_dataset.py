@@ -13,7 +13,8 @@ import torch
 from ._composite_dataset import CompositeDataset, Position
 from ._errors import ConfigurationError, PlanError
 from .read._astream_compose import ParallelSampleStream, Prepared
-from .read._compose import ENDLESS, ParallelComposer, cycle_streams, run_length, suffix, to_pieces
+from .read._compose import ENDLESS, ParallelComposer, cycle_streams, run_length, to_pieces
+from .read._session_compose import member_pieces
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -179,9 +180,8 @@ class ParallelStreamingDataset(CompositeDataset):
             steps = count if nothing else ENDLESS  # a dataset with nothing for this worker: it serves nothing
         else:
             steps = run_length(streams[0]) if streams else 0
-            members = [
-                d._serve(to_pieces(suffix(s, count)), portal) for d, s in zip(self._datasets, streams, strict=True)
-            ]
+            pieces = member_pieces(self._composer(), streams, count, where.topology.batch_size)
+            members = [d._serve(p, portal) for d, p in zip(self._datasets, pieces, strict=True)]
         finish = self._finisher(where, count)
         try:
             for _ in range(steps - count):

@@ -48,12 +48,12 @@ def _rank_steps(
     pds = ParallelStreamingDataset(members, length=LENGTH)
     loader = StreamingDataLoader(pds, batch_size=BATCH, num_workers=num_workers)
     if num_workers == 0:
-        steps = [(int(a), int(b)) for first, second in loader for a, b in zip(first, second, strict=True)]
-        return [steps], len(loader)
+        pairs = [(int(a), int(b)) for first, second in loader for a, b in zip(first, second, strict=True)]
+        return [list(pairs)], len(loader)
     ds = loader.dataset
     assert isinstance(ds, ParallelStreamingDataset)
     ds.set_epoch(1)
-    steps = []
+    steps: list[list[Any]] = []
     for w in range(num_workers):
         copy = pickle.loads(pickle.dumps(ds))  # what torch hands to worker w
         mp.setattr(composite_module, "detect_worker", lambda w=w: WorkerEnv(w, num_workers))
