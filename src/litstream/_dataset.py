@@ -408,7 +408,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
             yield from self._serve(pieces, portal)
         self._clear_resume()
         if not _inside_worker():
-            self.current_epoch = session.epoch + 1
+            self.current_epoch += 1
 
     def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal) -> Generator[Any, None, None]:
         """Yield the samples of ``pieces`` (as ``plan_pieces`` returns them), fetched on ``portal``'s loop.
