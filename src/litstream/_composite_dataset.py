@@ -21,7 +21,7 @@ from .read._args import check_reader_args
 from .read._astream import SampleStream
 from .read._checkpoint import CompositeCheckpoint, CycleCarry
 from .read._compose import MemberSpec, level_streams
-from .read._compose_resume import CompositePlan, check_composite_state, cycles_across_epochs, resolve_composite
+from .read._compose_resume import CompositePlan, check_composite_state, resolve_composite
 from .read._core import ReadPlanArgs
 from .read._resume_types import Level, Topology
 from .read._session_compose import (
@@ -150,10 +150,18 @@ class CompositeDataset(IterableDataset[Any]):
         """Serve ``streams`` (one per member) from sample ``count`` on."""
         raise NotImplementedError
 
+    def _cycles(self) -> bool:
+        """Whether an epoch continues the member cycles of the previous one (a cycling Parallel).
+
+        Decided from the configuration alone: no member index is read (the parent process of
+        DataLoader workers must not open remote members it does not need; see DESIGN, fork safety).
+        """
+        return False
+
     def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
         """The cycle bases of ``epoch`` on ``topology`` when known (cycling Parallel), else ``None``."""
         carry = self._carry
-        return None if carry is None or not cycles_across_epochs(self._composer()) else carry.at(epoch, topology)
+        return None if carry is None or not self._cycles() else carry.at(epoch, topology)
 
     def _members(self) -> tuple[MemberSpec, ...]:
         return tuple(
@@ -210,6 +218,8 @@ class CompositeDataset(IterableDataset[Any]):
     def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
         """Called by ``StreamingDataLoader`` when ``epoch`` ended after this rank's workers served ``own``
         at its current level: a cycling Parallel's next epoch continues from there."""
+        if not self._cycles():
+            return
         self._carry = carry_after_epoch(
             self._composer(),
             self._carry,
@@ -281,7 +291,7 @@ class CompositeDataset(IterableDataset[Any]):
             d._clear_resume()
             d.current_epoch = self.current_epoch
         self._carry = None
-        if cycles_across_epochs(self._composer()):
+        if self._cycles():
             saved = CompositeCheckpoint.from_state(composite)
             if saved.carry is not None:
                 self._carry = CycleCarry(self.current_epoch, saved.first_topology, saved.carry)
@@ -345,7 +355,7 @@ class CompositeDataset(IterableDataset[Any]):
             composer = self._composer()
             plan = None if saved is None else resolve_composite(composer, saved, rank=rank, topology=topology)
             carry = self._carry
-            if saved is not None and saved.carry is not None and cycles_across_epochs(composer):
+            if saved is not None and saved.carry is not None and self._cycles():
                 carry = CycleCarry(saved.current_epoch, saved.first_topology, saved.carry)
             session = open_composite(
                 composer, epoch=chosen, rank=rank, worker=0, topology=topology, plan=plan, carry=carry

@@ -138,6 +138,9 @@ class ParallelStreamingDataset(CompositeDataset):
         length = None if self._endless or self.length is None else int(self.length)
         return ParallelComposer(self._members(), length, self.resume, endless=self._endless)
 
+    def _cycles(self) -> bool:
+        return self.length is not None and self.resume
+
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
         """Steps each worker of this rank serves per epoch (see ``CompositeDataset.worker_lengths``).
 
