@@ -81,7 +81,8 @@ class SampleStream:
         position: StreamPosition | None = None,
     ) -> None:
         self._store = store
-        self._position = position  # astream's own reader: counts samples for state_dict()
+        self._position = position  # astream's own reader: its checkpoint (state_dict())
+        self._returned = 0  # samples returned by __anext__
         self._encryption = encryption
         self._allow_pickle = allow_pickle
         self._item_loader = item_loader
@@ -171,8 +172,7 @@ class SampleStream:
                 raise StopAsyncIteration
             assert self._source is not None
             self._batches = work_batches(self._source, work, self._transform)
-        if self._position is not None:
-            self._position.advance(1)
+        self._returned += 1
         return self._samples.popleft()
 
     def state_dict(self) -> dict[str, Any] | None:
@@ -191,8 +191,8 @@ class SampleStream:
         if self._position is None:
             raise RuntimeError("this member stream has no state of its own; call state_dict() on the composite stream")
         if self._source is None:
-            return None if self._position.state is None else self._position.checkpoint()
-        return self._position.checkpoint()
+            return None if self._position.state is None else self._position.checkpoint(0)
+        return self._position.checkpoint(self._returned)
 
     async def _next_work(self) -> ChunkWork | None:
         if self._receive is not None:

@@ -142,8 +142,9 @@ class StreamPosition:
     """The position of one reader that counts its own samples (``astream``): its checkpoint.
 
     Holds the reader's arguments and configuration (the checkpoint keys that must match) and,
-    once :meth:`start` saw the session, the epoch, the closed levels and the samples served at the
-    current level. :meth:`checkpoint` is a :class:`DatasetCheckpoint` with one worker.
+    once :meth:`open` decided the session, its epoch, closed levels and the samples already served
+    at the current level; the reader counts what it returns since (an int, no call per sample) and
+    :meth:`checkpoint` turns that into a :class:`DatasetCheckpoint` with one worker.
     """
 
     def __init__(self, args: ReadPlanArgs, config: Mapping[str, Any], state: Mapping[str, Any] | None = None) -> None:
@@ -182,27 +183,25 @@ class StreamPosition:
         self._started = True
         return session.pieces
 
-    def advance(self, samples: int) -> None:
-        """Count ``samples`` more served."""
-        self.served += samples
-
-    def checkpoint(self) -> dict[str, Any]:
-        """The checkpoint of this position (``DatasetCheckpoint.to_state()``, one worker).
+    def checkpoint(self, returned: int) -> dict[str, Any]:
+        """The checkpoint after ``returned`` more samples than the session started with
+        (``DatasetCheckpoint.to_state()``, one worker).
 
         Before the session started, the loaded checkpoint as it was (or epoch ``args.epoch`` with
         nothing served).
         """
         if not self._started and self.state is not None:
             return self.state.to_state()
+        served = self.served + returned
         return DatasetCheckpoint(
             config=self.config,
-            num_samples_yielded=self.served,
+            num_samples_yielded=served,
             num_workers=1,
             batch_size=self.args.batch_size,
             current_epoch=self.epoch,
             world_size=self.args.world_size,
             rank=self.args.rank,
-            worker_samples_yielded=(self.served,),
+            worker_samples_yielded=(served,),
             resume_levels=self.levels,
         ).to_state()
 
