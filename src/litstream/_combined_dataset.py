@@ -6,17 +6,17 @@ from typing import TYPE_CHECKING, Any
 
 from ._composite_dataset import CompositeDataset, Position
 from ._errors import ConfigurationError, PlanError
-from .read._astream_compose import CombinedSampleStream
-from .read._compose import CombinedComposer, suffix, to_pieces
+from .read._astream_compose import CombinedSampleStream, Prepared
+from .read._compose import CombinedComposer
 from .read._mixing import BatchingMethod, check_batching_method, normalize_weights
+from .read._session_compose import member_pieces
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Sequence
+    from collections.abc import Generator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
     from ._dataset import StreamingDataset
-    from .read._astream import SampleStream
     from .read._compose import Run
 
 __all__ = ["CombinedStreamingDataset"]
@@ -119,10 +119,8 @@ class CombinedStreamingDataset(CompositeDataset):
     ) -> Generator[Any, None, None]:
         composer = self._composer()
         order = composer.order(streams, self.batch_size)
-        done = composer.split(streams, count, self.batch_size)
-        members = [
-            d._serve(to_pieces(suffix(s, k)), portal) for d, s, k in zip(self._datasets, streams, done, strict=True)
-        ]
+        pieces = member_pieces(composer, streams, count, self.batch_size)
+        members = [d._serve(p, portal) for d, p in zip(self._datasets, pieces, strict=True)]
         try:
             for member in order[count:]:
                 try:
@@ -143,6 +141,7 @@ class CombinedStreamingDataset(CompositeDataset):
         world_size: int = 1,
         batch_size: int = 1,
         max_pre_download: int = 2,
+        state: Mapping[str, Any] | None = None,
     ) -> CombinedSampleStream:
         """The same mix as one reader of this dataset serves, as an async stream (asyncio or trio).
 
@@ -158,12 +157,19 @@ class CombinedStreamingDataset(CompositeDataset):
             batch_size: Batch size that splits items between ranks in whole batches (and the run
                 length of ``"per_stream"``). Default 1.
             max_pre_download: Chunks each member fetches ahead (>= 1). Default 2.
+            state: Resume from a checkpoint: what the stream's ``state_dict()`` returned (or the
+                dataset entry of a ``StreamingDataLoader`` checkpoint of this wrapper). The stream
+                serves exactly the rest of that epoch (``epoch`` is the checkpoint's); ``rank``,
+                ``world_size`` and ``batch_size`` may differ from the checkpoint's (elastic
+                resume, as ``StreamingDataLoader`` does it). A checkpoint taken after the last
+                sample starts the next epoch. Checked on first iteration: a checkpoint of another
+                wrapper or other settings raises ``ConfigurationError`` (see ``load_state_dict``).
         """
-        plan = self._async_plan(epoch, rank, world_size, batch_size, max_pre_download)
+        open_session = self._async_session(epoch, rank, world_size, batch_size, max_pre_download, state)
 
-        def prepare() -> tuple[list[SampleStream], Sequence[int]]:
-            composer, streams, members = plan()
+        def prepare() -> Prepared:
+            composer, session, members, checkpoint = open_session()
             assert isinstance(composer, CombinedComposer)
-            return members, composer.order(streams, batch_size)
+            return Prepared(members, composer.order(session.streams, batch_size), session.count, checkpoint)
 
-        return CombinedSampleStream(prepare)
+        return CombinedSampleStream(prepare, state)

@@ -17,12 +17,20 @@ from ._dataset import StreamingDataset
 from ._dataset_io import _inside_worker
 from ._distributed import DistributedEnv, detect_worker
 from ._errors import ConfigurationError
+from .read._args import check_reader_args
 from .read._astream import SampleStream
-from .read._compose import MemberSpec, level_streams, to_pieces
-from .read._compose_resume import CompositePlan, check_members, resolve_composite
+from .read._checkpoint import CompositeCheckpoint, CycleCarry
+from .read._compose import MemberSpec, level_streams
+from .read._compose_resume import CompositePlan, check_composite_state, resolve_composite
 from .read._core import ReadPlanArgs
-from .read._resume import round_robin
 from .read._resume_types import Level, Topology
+from .read._session_compose import (
+    AsyncSession,
+    carry_after_epoch,
+    composite_checkpoint,
+    member_pieces,
+    open_composite,
+)
 from .read._trust import check_allow_pickle
 
 if TYPE_CHECKING:
@@ -84,6 +92,7 @@ class CompositeDataset(IterableDataset[Any]):
         self.num_workers = 1
         self._resume_state: dict[str, Any] | None = None  # the "composite" entry of a loaded checkpoint
         self._resume: CompositePlan | None = None
+        self._carry: CycleCarry | None = None  # where a cycling Parallel's next epochs start
 
     @property
     def datasets(self) -> list[StreamingDataset]:
@@ -141,8 +150,18 @@ class CompositeDataset(IterableDataset[Any]):
         """Serve ``streams`` (one per member) from sample ``count`` on."""
         raise NotImplementedError
 
+    def _cycles(self) -> bool:
+        """Whether an epoch continues the member cycles of the previous one (a cycling Parallel).
+
+        Decided from the configuration alone: no member index is read (the parent process of
+        DataLoader workers must not open remote members it does not need; see DESIGN, fork safety).
+        """
+        return False
+
     def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
-        return None
+        """The cycle bases of ``epoch`` on ``topology`` when known (cycling Parallel), else ``None``."""
+        carry = self._carry
+        return None if carry is None or not self._cycles() else carry.at(epoch, topology)
 
     def _members(self) -> tuple[MemberSpec, ...]:
         return tuple(
@@ -176,31 +195,40 @@ class CompositeDataset(IterableDataset[Any]):
     def __iter__(self) -> Generator[Any, None, None]:
         env = self._env()
         worker = detect_worker()
-        topology = self._topology(worker.num_workers)
-        plan = self._resume_plan(worker.num_workers)
-        if plan is not None and plan.finished:  # saved at the end of its epoch: go on with the next
-            self._finished_checkpoint(plan)
+        session = open_composite(
+            self._composer(),
+            epoch=self.current_epoch,
+            rank=env.rank,
+            worker=worker.worker,
+            topology=self._topology(worker.num_workers),
+            plan=self._resume_plan(worker.num_workers),
+            carry=self._carry,
+        )
+        if session.restarted:
+            self._carry = session.carry
             self._clear_resume()
-            self.current_epoch = plan.epoch + 1
-            plan = None
-        levels: tuple[Level, ...] = ()
-        if plan is None:
-            epoch, logical, count = self.current_epoch, worker.worker, 0
-            carry = self._carry_for(epoch, topology)
-        else:
-            epoch, levels, carry = plan.epoch, plan.levels, plan.carry
-            logical = (plan.start + worker.worker) % worker.num_workers
-            count = plan.consumed[logical]
-        g = env.rank * topology.num_workers + logical
-        streams = level_streams(self._composer(), epoch, levels, topology, carry)[g]
+            self.current_epoch = session.epoch
+        where = Position(session.worker, session.epoch, len(session.levels), session.topology, session.bases)
         with _portal.daemon_portal() as portal:
-            yield from self._emit(streams, count, portal, Position(g, epoch, len(levels), topology, carry))
+            yield from self._emit(session.streams, session.count, portal, where)
         self._clear_resume()
         if not _inside_worker():
-            self.current_epoch = epoch + 1
+            self.current_epoch = session.epoch + 1
 
-    def _finished_checkpoint(self, plan: CompositePlan) -> None:
-        """Called when a loaded checkpoint turns out to be at the end of its epoch."""
+    def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
+        """Called by ``StreamingDataLoader`` when ``epoch`` ended after this rank's workers served ``own``
+        at its current level: a cycling Parallel's next epoch continues from there."""
+        if not self._cycles():
+            return
+        self._carry = carry_after_epoch(
+            self._composer(),
+            self._carry,
+            epoch=epoch,
+            topology=self._topology(num_workers),
+            rank=self._env().rank,
+            own=own,
+            levels=levels,
+        )
 
     # -- resume ------------------------------------------------------------------------------------
     def state_dict(
@@ -223,41 +251,22 @@ class CompositeDataset(IterableDataset[Any]):
             share of the counts) plus the wrapper's own entry, which is what resume uses.
         """
         env = self._env()
-        workers = max(num_workers, 1)
         epoch = self.current_epoch if current_epoch is None else max(current_epoch, 1)
         levels = tuple(resume_levels)
-        topology = Topology(env.world_size, workers, batch_size)
-        carry = self._state_carry(epoch, levels[0].topology if levels else topology)
-        composer = self._composer()
-        streams = level_streams(composer, epoch, levels, topology, carry)
-        mine = streams[env.rank * workers : (env.rank + 1) * workers]
-        if worker_samples_yielded is None:
-            lengths = [composer.served(s, batch_size) for s in mine]
-            own = round_robin(lengths, batch_size, -(-num_samples_yielded // batch_size))[0]
-        else:
-            own = [int(c) for c in worker_samples_yielded]
-        split = [composer.split(s, c, batch_size) for s, c in zip(mine, own, strict=True)]
-        out: dict[str, Any] = {}
-        for i, d in enumerate(self._datasets):
-            per_worker = [row[i] for row in split]
-            out[str(i)] = d.state_dict(
-                sum(per_worker), num_workers, batch_size, current_epoch=epoch, worker_samples_yielded=per_worker
-            )
-        out["composite"] = {
-            "kind": self._kind,
-            **self._config(),
-            "num_datasets": len(self._datasets),
-            "num_samples_yielded": sum(own),
-            "worker_samples_yielded": own,
-            "num_workers": workers,
-            "batch_size": batch_size,
-            "world_size": env.world_size,
-            "rank": env.rank,
-            "current_epoch": epoch,
-            "resume_levels": [level.as_dict() for level in levels],
-            "carry": None if carry is None else list(carry),
-        }
-        return out
+        topology = Topology(env.world_size, max(num_workers, 1), batch_size)
+        return composite_checkpoint(
+            self._composer(),
+            kind=self._kind,
+            config=self._config(),
+            members=[d._config() for d in self._datasets],
+            epoch=epoch,
+            rank=env.rank,
+            topology=topology,
+            levels=levels,
+            bases=self._state_carry(epoch, levels[0].topology if levels else topology),
+            own=worker_samples_yielded,
+            num_samples_yielded=num_samples_yielded,
+        ).to_state()
 
     def _state_carry(self, epoch: int, first: Topology) -> tuple[int, ...] | None:
         if self._resume_state is not None and self._resume_state.get("current_epoch") == epoch:
@@ -274,24 +283,31 @@ class CompositeDataset(IterableDataset[Any]):
                 ``seed``, ``shuffle``, input, ...). With ``force_override_state_dict=True`` a
                 settings mismatch only warns and the current settings win.
         """
-        composite = state.get("composite") if isinstance(state, Mapping) else None
-        if not isinstance(composite, Mapping) or composite.get("kind") != self._kind:
-            raise ConfigurationError(
-                f"this is not a {type(self).__name__} checkpoint (no 'composite' entry of kind {self._kind!r}); pass "
-                "the 'dataset' entry of StreamingDataLoader.state_dict() saved with the same wrapper"
-            )
-        members = [key for key in state if key != "composite"]
-        if composite.get("num_datasets") != len(self._datasets) or len(members) != len(self._datasets):
-            raise ConfigurationError(
-                f"checkpoint has {len(members)} datasets but this {type(self).__name__} has {len(self._datasets)}; "
-                "build it with the same datasets, in the same order, as the run that saved the checkpoint"
-            )
-        problems = [
-            f"checkpoint has {key}={composite.get(key)!r} but this {type(self).__name__} has {key}={value!r}"
-            for key, value in self._config().items()
-            if composite.get(key) != value
-        ]
-        problems += check_members(state, [d._config() for d in self._datasets])
+        composite = self._checked_state(state)
+        self._resume_state = dict(composite)
+        self._resume = None
+        self.current_epoch = max(int(composite.get("current_epoch", 1)), 1)
+        for d in self._datasets:
+            d._clear_resume()
+            d.current_epoch = self.current_epoch
+        self._carry = None
+        if self._cycles():
+            saved = CompositeCheckpoint.from_state(composite)
+            if saved.carry is not None:
+                self._carry = CycleCarry(self.current_epoch, saved.first_topology, saved.carry)
+            plan = self._resume_plan(self.num_workers)
+            if plan is not None and plan.finished:
+                self._carry = plan.following
+
+    def _checked_state(self, state: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The ``"composite"`` entry of ``state`` once checked against this wrapper (see ``load_state_dict``)."""
+        composite, problems = check_composite_state(
+            state,
+            kind=self._kind,
+            wrapper=type(self).__name__,
+            config=self._config(),
+            member_configs=[d._config() for d in self._datasets],
+        )
         if problems:
             if not self._force_override_state_dict:
                 raise ConfigurationError(
@@ -299,13 +315,8 @@ class CompositeDataset(IterableDataset[Any]):
                     "to resume with the current ones"
                 )
             for problem in problems:
-                warnings.warn(f"force_override_state_dict: {problem}; using the current value", stacklevel=2)
-        self._resume_state = dict(composite)
-        self._resume = None
-        self.current_epoch = max(int(composite.get("current_epoch", 1)), 1)
-        for d in self._datasets:
-            d._clear_resume()
-            d.current_epoch = self.current_epoch
+                warnings.warn(f"force_override_state_dict: {problem}; using the current value", stacklevel=3)
+        return composite
 
     def _resume_plan(self, num_workers: int) -> CompositePlan | None:
         """The loaded checkpoint resolved for this rank, ``num_workers`` and ``self.batch_size``."""
@@ -324,27 +335,31 @@ class CompositeDataset(IterableDataset[Any]):
         self._resume = None
 
     # -- async ------------------------------------------------------------------------------------------
-    def _async_plan(
-        self, epoch: int | None, rank: int, world_size: int, batch_size: int, max_pre_download: int
-    ) -> Callable[[], tuple[Composer, list[list[Run]], list[SampleStream]]]:
-        """Check the ``astream`` arguments now; return the function that plans the streams (on first use)."""
-        for name, value, low in (
-            ("world_size", world_size, 1),
-            ("batch_size", batch_size, 1),
-            ("max_pre_download", max_pre_download, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigurationError(f"{name} must be an int >= {low}, got {value!r}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-            raise ConfigurationError(f"rank must be an int in [0, world_size={world_size}), got {rank!r}")
-        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1):
-            raise ConfigurationError(f"epoch must be an int >= 1 (1-based) or None, got {epoch!r}")
+    def _async_session(
+        self,
+        epoch: int | None,
+        rank: int,
+        world_size: int,
+        batch_size: int,
+        max_pre_download: int,
+        state: Mapping[str, Any] | None,
+    ) -> Callable[[], AsyncSession]:
+        """Check the ``astream`` arguments (and ``state``) now; return the function that opens the
+        session (on first use, in a worker thread: it may read the members' indexes)."""
+        check_reader_args(epoch, rank, world_size, batch_size, max_pre_download)
         chosen = self.current_epoch if epoch is None else epoch
+        topology = Topology(world_size, 1, batch_size)
 
-        def prepare() -> tuple[Composer, list[list[Run]], list[SampleStream]]:
-            topology = Topology(world_size, 1, batch_size)
+        def prepare() -> AsyncSession:
+            saved = None if state is None else CompositeCheckpoint.from_state(self._checked_state(state))
             composer = self._composer()
-            streams = level_streams(composer, chosen, (), topology, self._carry_for(chosen, topology))[rank]
+            plan = None if saved is None else resolve_composite(composer, saved, rank=rank, topology=topology)
+            carry = self._carry
+            if saved is not None and saved.carry is not None and self._cycles():
+                carry = CycleCarry(saved.current_epoch, saved.first_topology, saved.carry)
+            session = open_composite(
+                composer, epoch=chosen, rank=rank, worker=0, topology=topology, plan=plan, carry=carry
+            )
             members = [
                 SampleStream(
                     d._store,
@@ -352,13 +367,31 @@ class CompositeDataset(IterableDataset[Any]):
                     max_pre_download=max_pre_download,
                     transform=d._apply if d.transforms else None,
                     serializers=d.serializers,
-                    pieces=to_pieces(s),
+                    pieces=pieces,
                     encryption=d.encryption,
                     allow_pickle=d.allow_pickle,
                 )
-                for d, s in zip(self._datasets, streams, strict=True)
+                for d, pieces in zip(
+                    self._datasets, member_pieces(composer, session.streams, session.count, batch_size), strict=True
+                )
             ]
-            return composer, streams, members
+            config, member_configs = self._config(), [d._config() for d in self._datasets]
+
+            def checkpoint(served: int) -> dict[str, Any]:
+                return composite_checkpoint(
+                    composer,
+                    kind=self._kind,
+                    config=config,
+                    members=member_configs,
+                    epoch=session.epoch,
+                    rank=rank,
+                    topology=topology,
+                    levels=session.levels,
+                    bases=session.bases,
+                    own=[served],
+                ).to_state()
+
+            return AsyncSession(composer, session, members, checkpoint)
 
         return prepare
 
@@ -375,5 +408,6 @@ class CompositeDataset(IterableDataset[Any]):
         world_size: int = 1,
         batch_size: int = 1,
         max_pre_download: int = 2,
+        state: Mapping[str, Any] | None = None,
     ) -> ComposedSampleStream:
         raise NotImplementedError

@@ -183,9 +183,8 @@ class StreamingDataLoader(DataLoader[Any]):
             # (Re)start the resumed epoch from the checkpoint, also after an abandoned first try.
             self._set_position(list(plan.consumed), plan.levels, plan.start)
         else:
-            carry = getattr(dataset, "_carry_epoch", None)  # ParallelStreamingDataset(length=..., resume=True)
-            if carry is not None and self.current_epoch >= 1:
-                carry(self.current_epoch, self._worker_samples, self._levels, self.num_workers)
+            if self.current_epoch >= 1:  # the epoch that ends: a cycling Parallel continues from there
+                dataset._epoch_served(self.current_epoch, self._worker_samples, self._levels, self.num_workers)
             self.current_epoch += 1
             self._set_position([0] * workers, (), 0)
             dataset._clear_resume()

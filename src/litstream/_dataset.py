@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +28,9 @@ from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._astream import check_read_args, check_read_loader
 from .read._cache import parse_cache_size
-from .read._core import ChunkWork, ReadPlanArgs, ShuffleMode, iter_work, plan_pieces, produce_chunks
-from .read._plan import ChunkSlice, items_per_rank, worker_plan
+from .read._core import ReadPlanArgs, ShuffleMode, iter_work, produce_chunks
+from .read._plan import items_per_rank, worker_plan
+from .read._session import open_session, split_head
 from .read._source import CacheSettings, DatasetSource
 from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
@@ -394,32 +394,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
     def __iter__(self) -> Generator[Any, None, None]:
         source = self._get_source()
         worker = detect_worker()
-        plan = self._resume_plan(worker.num_workers)
-        if plan is not None and plan.finished:  # saved at the end of its epoch: go on with the next
+        session = open_session(source, self._plan_args(), self._selected(), self._resume_plan(worker.num_workers))
+        if session.restarted:
             self._clear_resume()
-            self.current_epoch = plan.spec.epoch + 1
-            plan = None
-        selection = self._selected()
-        if plan is None:
-            pieces = plan_pieces(source, self._plan_args(), selection)
-        elif not plan.levels:  # same topology as the checkpoint: the engine skips what was served
-            logical = (plan.start + worker.worker) % worker.num_workers
-            args = replace(self._plan_args(), worker=logical, epoch=plan.spec.epoch, skip=plan.consumed[logical])
-            pieces = plan_pieces(source, args, selection)
-        else:  # elastic: this worker's run of the restriped remainder
-            pieces = plan.pieces((plan.start + worker.worker) % worker.num_workers)
-            if selection is not None:
-                pieces = selection.file_pieces(pieces)
-        if self.batch_size <= 1 and pieces and isinstance(pieces[0][0], ChunkSlice):
-            # Local, uncompressed: serve the first few samples from the first chunk mapped right
-            # here, before the engine's event loop starts (same samples, same order).
-            piece, order = pieces[0]
-            view = source.map_local_chunk(piece.chunk_index)
-            if view is not None:
-                transform = self._apply if self.transforms else None
-                head = min(_HEAD_ITEMS, len(order))
-                yield from iter_work(source, ChunkWork(piece.chunk_index, view, order[:head]), transform)
-                pieces = [(piece, order[head:]), *pieces[1:]] if head < len(order) else list(pieces[1:])
+            self.current_epoch = session.epoch
+        pieces: Sequence[Piece] = session.pieces
+        if self.batch_size <= 1:  # serve the head of a local chunk before the engine's loop starts
+            head, pieces = split_head(source, pieces, _HEAD_ITEMS)
+            if head is not None:
+                yield from iter_work(source, head, self._apply if self.transforms else None)
         with _portal.daemon_portal() as portal:
             yield from self._serve(pieces, portal)
         self._clear_resume()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import sniffio
 
-from ._errors import LitstreamError
 from .format._index import INDEX_FILENAME
 from .read._core import ChunkWork
 from .read._source import DatasetSource
@@ -48,9 +48,7 @@ def _open_now(
     except StopIteration as done:
         source: DatasetSource = done.value
         return source
-    except LitstreamError:
-        raise
-    except Exception:  # a step needed an event loop: open on the portal instead
+    except sniffio.AsyncLibraryNotFoundError:  # a step needed an event loop: open on the portal instead
         return None
     coroutine.close()  # it suspended on something only a loop can resume
     return None

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigurationError
 from ._selection import SelectionMixin
+from .read._checkpoint import DatasetCheckpoint
 from .read._litdata_state import from_litdata_state, is_litdata_state
-from .read._resume import Level, ResumePlan, Topology, check_config, resolve_resume
+from .read._resume import Level, ResumePlan, Topology, check_config
+from .read._session import resume_plan
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -62,30 +64,22 @@ class ResumeMixin(SelectionMixin):
             resume_levels: Levels closed by elastic resumes earlier in this epoch, oldest first.
 
         Returns:
-            A dict of plain values (picklable, JSON-compatible). See ``read._resume`` for the meaning
-            of ``rank``, ``worker_samples_yielded`` and ``resume_levels``.
+            ``read._checkpoint.DatasetCheckpoint.to_state()`` (plain values, picklable, JSON-compatible);
+            see ``read._resume`` for the meaning of ``rank``, ``worker_samples_yielded`` and
+            ``resume_levels``.
         """
         env = self._distributed()
-        workers = max(num_workers, 1)
-        first = resume_levels[0].topology if resume_levels else Topology(env.world_size, workers, batch_size)
-        dropped = sum(sum(level.consumed) for level in resume_levels)
-        return {
-            **self._config(),
-            "num_samples_yielded": num_samples_yielded,
-            "num_workers": workers,
-            "batch_size": batch_size,
-            "current_epoch": self.current_epoch if current_epoch is None else current_epoch,
-            "world_size": env.world_size,
-            "state_version": 2,
-            "sample_in_epoch": dropped + num_samples_yielded * env.world_size,
-            "initial_world_size": first.world_size,
-            "initial_num_workers": first.num_workers,
-            "initial_batch_size": first.batch_size,
-            "resume_mode": "elastic" if resume_levels else "strict",
-            "rank": env.rank,
-            "worker_samples_yielded": None if worker_samples_yielded is None else list(worker_samples_yielded),
-            "resume_levels": [level.as_dict() for level in resume_levels],
-        }
+        return DatasetCheckpoint(
+            config=self._config(),
+            num_samples_yielded=num_samples_yielded,
+            num_workers=max(num_workers, 1),
+            batch_size=batch_size,
+            current_epoch=self.current_epoch if current_epoch is None else current_epoch,
+            world_size=env.world_size,
+            rank=env.rank,
+            worker_samples_yielded=None if worker_samples_yielded is None else tuple(worker_samples_yielded),
+            resume_levels=tuple(resume_levels),
+        ).to_state()
 
     def _config(self) -> dict[str, Any]:
         config: dict[str, Any] = {
@@ -140,18 +134,19 @@ class ResumeMixin(SelectionMixin):
         topology = Topology(env.world_size, max(num_workers, 1), self.batch_size)
         plan = self._resume
         if plan is None or plan.topology != topology or plan.rank != env.rank:
-            sizes = self._get_source().chunk_sizes
-            selection = self._selected()
-            plan = resolve_resume(
+            plan = resume_plan(
                 self._resume_state,
-                chunk_sizes=sizes if selection is None else selection.sizes(sizes),
+                self._get_source(),
+                self._selected(),
                 rank=env.rank,
                 topology=topology,
                 shuffle_window=self.shuffle_window,
-                regions=None if selection is None else selection.regions,
             )
             self._resume = plan
         return plan
+
+    def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
+        """Called by ``StreamingDataLoader`` when an epoch ends; a single dataset keeps nothing across epochs."""
 
     def _clear_resume(self) -> None:
         self._resume_state = None

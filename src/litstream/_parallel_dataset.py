@@ -12,10 +12,9 @@ import torch
 
 from ._composite_dataset import CompositeDataset, Position
 from ._errors import ConfigurationError, PlanError
-from .read._astream_compose import ParallelSampleStream
-from .read._compose import ENDLESS, ParallelComposer, cycle_streams, run_length, suffix, to_pieces
-from .read._compose_resume import all_consumed
-from .read._resume_types import Topology
+from .read._astream_compose import ParallelSampleStream, Prepared
+from .read._compose import ENDLESS, ParallelComposer, cycle_streams, run_length, to_pieces
+from .read._session_compose import member_pieces
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -23,10 +22,7 @@ if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
     from ._dataset import StreamingDataset
-    from .read._astream import SampleStream
     from .read._compose import Run
-    from .read._compose_resume import CompositePlan
-    from .read._resume_types import Level
 
 __all__ = ["ParallelStreamingDataset"]
 
@@ -38,11 +34,6 @@ def _positional_arity(fn: Callable[..., Any]) -> int | None:
         return None
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return sum(p.kind in kinds for p in params)
-
-
-def _topology_of(entry: Mapping[str, Any]) -> Topology:
-    """The topology a checkpoint entry (the composite state or one of its levels) was saved on."""
-    return Topology(*(max(int(entry[key]), 1) for key in ("world_size", "num_workers", "batch_size")))
 
 
 def _first(cycles: Iterator[list[Run]]) -> list[Run]:
@@ -60,7 +51,8 @@ class ParallelStreamingDataset(CompositeDataset):
         length: ``None`` (default): stop when the shortest member's share ends (per reader); the
             length is the shortest member's. An int ``>= 0``: serve exactly ``length`` steps per rank
             and epoch (split over the workers as ``length // K + (worker < length % K)``), reading
-            the members cyclically: a member whose share ends starts over with its next epoch.
+            the members cyclically: a member whose share ends starts over with its next epoch (a
+            worker with no item of a short member cycles through another worker's share of it).
         force_override_state_dict: Let ``load_state_dict`` accept a checkpoint saved with other
             settings, warning instead of raising. Default False.
         allow_pickle: ``True`` / ``False`` sets every member's ``allow_pickle`` (see
@@ -138,8 +130,6 @@ class ParallelStreamingDataset(CompositeDataset):
         self.seed = seed
         self.resume = resume
         self.reset_rngs = reset_rngs
-        # (epoch, level-0 topology, base position per global worker): where cycling starts in `epoch`.
-        self._carry: tuple[int, Topology, tuple[int, ...]] | None = None
 
     def _config(self) -> dict[str, Any]:
         return {"length": self.length, "seed": self.seed, "resume": self.resume, "reset_rngs": self.reset_rngs}
@@ -148,7 +138,7 @@ class ParallelStreamingDataset(CompositeDataset):
         length = None if self._endless or self.length is None else int(self.length)
         return ParallelComposer(self._members(), length, self.resume, endless=self._endless)
 
-    def _cycling_resume(self) -> bool:
+    def _cycles(self) -> bool:
         return self.length is not None and self.resume
 
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
@@ -160,67 +150,6 @@ class ParallelStreamingDataset(CompositeDataset):
         if self._endless:
             raise TypeError("ParallelStreamingDataset(length=float('inf')) is endless and has no length")
         return super().worker_lengths(num_workers, batch_size)
-
-    # -- the cycle position across epochs (length + resume=True) ----------------------------------
-    def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
-        carry = self._carry
-        if self._cycling_resume() and carry is not None and carry[0] == epoch and carry[1] == topology:
-            return carry[2]
-        return None
-
-    def _advance(self, epoch: int, topology: Topology, carry: tuple[int, ...] | None, consumed: Sequence[int]) -> None:
-        composer = self._composer()
-        bases = carry if carry is not None else composer.default_bases(epoch, topology)
-        self._carry = (epoch + 1, topology, tuple(b + c for b, c in zip(bases, consumed, strict=True)))
-
-    def _carry_epoch(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
-        """Called by ``StreamingDataLoader`` when a new epoch starts: remember where ``epoch`` stopped.
-
-        ``own`` is what this rank's workers served at the current level of ``epoch``.
-        """
-        if not self._cycling_resume():
-            return
-        if levels:  # resumed on another topology in that epoch: start the next one afresh
-            self._carry = None
-            return
-        topology = self._topology(num_workers)
-        base = self._carry_for(epoch, topology)
-        if not any(own):
-            # Nothing served: a checkpoint taken at the end of `epoch` was loaded (already advanced),
-            # the epoch was left before its first batch, or the loader has no history (a fresh
-            # loader whose current_epoch was set by hand): keep what is known.
-            if base is not None:
-                self._carry = (epoch + 1, topology, base)
-            return
-        consumed = all_consumed(self._composer(), epoch, (), topology, base, self._env().rank, own)[0]
-        self._advance(epoch, topology, base, consumed)
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict(state)
-        composite = self._resume_state
-        assert composite is not None
-        self._carry = None
-        if not self._cycling_resume():
-            return
-        raw = composite.get("carry")
-        levels = composite.get("resume_levels") or []
-        if raw is not None:
-            self._carry = (
-                self.current_epoch,
-                _topology_of(levels[0] if levels else composite),
-                tuple(int(c) for c in raw),
-            )
-        plan = self._resume_plan(self.num_workers)
-        if plan is not None and plan.finished:
-            self._finished_checkpoint(plan)
-
-    def _finished_checkpoint(self, plan: CompositePlan) -> None:
-        if not self._cycling_resume() or self._resume_state is None:
-            return
-        if self._resume_state.get("resume_levels"):
-            self._carry = None
-            return
-        self._advance(plan.epoch, _topology_of(self._resume_state), plan.carry, plan.all_consumed)
 
     # -- iteration ----------------------------------------------------------------------------------
     def _rngs(self, where: Position, count: int) -> dict[str, Any]:
@@ -254,9 +183,8 @@ class ParallelStreamingDataset(CompositeDataset):
             steps = count if nothing else ENDLESS  # a dataset with nothing for this worker: it serves nothing
         else:
             steps = run_length(streams[0]) if streams else 0
-            members = [
-                d._serve(to_pieces(suffix(s, count)), portal) for d, s in zip(self._datasets, streams, strict=True)
-            ]
+            pieces = member_pieces(self._composer(), streams, count, where.topology.batch_size)
+            members = [d._serve(p, portal) for d, p in zip(self._datasets, pieces, strict=True)]
         finish = self._finisher(where, count)
         try:
             for _ in range(steps - count):
@@ -286,24 +214,27 @@ class ParallelStreamingDataset(CompositeDataset):
         world_size: int = 1,
         batch_size: int = 1,
         max_pre_download: int = 2,
+        state: Mapping[str, Any] | None = None,
     ) -> ParallelSampleStream:
         """The tuples one reader of this dataset serves, as an async stream (asyncio or trio).
 
         The async twin of iterating the dataset in one process; see
-        :meth:`CombinedStreamingDataset.astream` for the arguments. ``transform`` runs on the event
-        loop's thread.
+        :meth:`CombinedStreamingDataset.astream` for the arguments (``state`` included: the
+        stream's ``state_dict()`` resumes exactly, elastically too). ``transform`` runs on the
+        event loop's thread.
         """
         if self._endless:
             raise ConfigurationError(
                 "astream() of an endless ParallelStreamingDataset (length=float('inf')) is not supported yet; "
                 "pass an int length"
             )
-        plan = self._async_plan(epoch, rank, world_size, batch_size, max_pre_download)
-        chosen = self.current_epoch if epoch is None else epoch
+        open_session = self._async_session(epoch, rank, world_size, batch_size, max_pre_download, state)
 
-        def prepare() -> tuple[list[SampleStream], tuple[int, Callable[[tuple[Any, ...], int], Any]]]:
-            _, streams, members = plan()
-            finish = self._finisher(Position(rank, chosen, 0, Topology(world_size, 1, batch_size), None), 0)
-            return members, (run_length(streams[0]) if streams else 0, lambda samples, _step: finish(samples))
+        def prepare() -> Prepared:
+            _, session, members, checkpoint = open_session()
+            where = Position(session.worker, session.epoch, len(session.levels), session.topology, session.bases)
+            finish = self._finisher(where, session.count)
+            steps = run_length(session.streams[0]) if session.streams else 0
+            return Prepared(members, (steps, lambda samples, _step: finish(samples)), session.count, checkpoint)
 
-        return ParallelSampleStream(prepare)
+        return ParallelSampleStream(prepare, state)

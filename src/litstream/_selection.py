@@ -110,6 +110,7 @@ class SelectionMixin:
             index_path=self.index_path,
             encryption=self.encryption,
             allow_pickle=self.allow_pickle,
+            input_dir=getattr(self, "input_dir", None),
         )
 
     def _selection_config(self) -> dict[str, Any]:

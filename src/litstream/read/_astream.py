@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import deque
 from functools import partial
@@ -13,11 +14,11 @@ import anyio.to_thread
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-from .._errors import ConfigurationError, raise_collapsed
+from .._errors import raise_collapsed
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
-from ..format._parquet import ParquetLoader
-from ..storage._resolver import Dir, store_for
+from ..storage._resolver import Dir, resolve_dir, store_for
+from ._args import check_read_args, check_read_loader
 from ._core import (
     ChunkWork,
     Piece,
@@ -29,6 +30,7 @@ from ._core import (
     work_batches,
     works_for,
 )
+from ._session import StreamPosition
 from ._source import DatasetSource
 from ._subset import HasDatasetView, Selection, check_subsample, subsample_selection
 from ._transform import Transform, check_transforms, compose
@@ -36,7 +38,6 @@ from ._trust import check_allow_pickle, resolve_allow_pickle
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
     from types import TracebackType
 
@@ -44,60 +45,11 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
 
     from ..format._encryption import Encryption
+    from ..format._parquet import ParquetLoader
     from ..format._serializers import Serializer
     from ..storage._store import Store
 
-__all__ = ["SampleStream", "astream", "check_read_loader"]
-
-
-def check_read_loader(item_loader: object) -> None:
-    """Validate the ``item_loader`` of a reader: ``None``, ``PyTreeLoader()``, ``TokensLoader(B)`` or
-    ``ParquetLoader()``.
-
-    Raises:
-        ConfigurationError: another object, or a ``TokensLoader`` without ``block_size``.
-    """
-    if item_loader is None or isinstance(item_loader, (PyTreeLoader, ParquetLoader)):
-        return
-    if not isinstance(item_loader, TokensLoader):
-        raise ConfigurationError(
-            f"item_loader={item_loader!r} is not supported; use PyTreeLoader(), TokensLoader(block_size=N) "
-            "or ParquetLoader()"
-        )
-    if item_loader.block_size is None:
-        raise ConfigurationError(
-            "item_loader=TokensLoader() needs block_size to read: pass TokensLoader(block_size=N), N tokens per item"
-        )
-
-
-def check_read_args(
-    shuffle: object,
-    seed: object,
-    drop_last: object,
-    max_pre_download: object,
-    shuffle_window: object = DEFAULT_SHUFFLE_WINDOW,
-) -> None:
-    """Validate the read arguments shared by ``astream`` and ``StreamingDataset``.
-
-    Raises:
-        ConfigurationError: naming the argument, its value and the fix.
-    """
-    if not (isinstance(shuffle, bool) or (isinstance(shuffle, str) and shuffle in ("full", "window"))):
-        raise ConfigurationError(
-            f"shuffle must be True or False, got {shuffle!r} (or 'full', the same as True, or 'window' to also "
-            "mix the items of neighbouring chunks); pass shuffle=True for LitData's FullShuffle"
-        )
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise ConfigurationError(f"seed must be an int in [0, 2**32), got {seed!r}")
-    if drop_last is not None and not isinstance(drop_last, bool):
-        raise ConfigurationError(f"drop_last must be True, False or None, got {drop_last!r}")
-    if isinstance(max_pre_download, bool) or not isinstance(max_pre_download, int) or max_pre_download < 1:
-        raise ConfigurationError(f"max_pre_download must be an int >= 1 (chunks), got {max_pre_download!r}")
-    if isinstance(shuffle_window, bool) or not isinstance(shuffle_window, int) or shuffle_window < 1:
-        raise ConfigurationError(
-            f"shuffle_window must be an int >= 1 (chunks mixed together with shuffle='window'), got "
-            f"{shuffle_window!r}; pass e.g. shuffle_window={DEFAULT_SHUFFLE_WINDOW}"
-        )
+__all__ = ["SampleStream", "astream", "check_read_args", "check_read_loader"]
 
 
 class SampleStream:
@@ -109,6 +61,8 @@ class SampleStream:
     * ``async with astream(...) as samples: async for sample in samples:``: a background task group
       prefetches continuously (bounded by ``max_pre_download`` chunks); leaving the block — normally,
       by ``break``, by an exception or by cancellation — cancels and joins it.
+    * Resume: :meth:`state_dict` is the stream's position (the samples it returned); pass it to
+      ``astream(..., state=...)`` to serve exactly the rest of that epoch.
     """
 
     def __init__(
@@ -126,9 +80,12 @@ class SampleStream:
         encryption: Any = None,
         allow_pickle: bool = True,
         prepare: Callable[[], Awaitable[tuple[str | None, ParquetLoader | None]]] | None = None,
+        position: StreamPosition | None = None,
     ) -> None:
         self._store = store
         self._prepare = prepare  # finds (index_path, item_loader) first: an hf:// Parquet dataset's index
+        self._position = position  # astream's own reader: its checkpoint (state_dict())
+        self._returned = 0  # samples returned by __anext__
         self._encryption = encryption
         self._allow_pickle = allow_pickle
         self._item_loader = item_loader
@@ -168,7 +125,10 @@ class SampleStream:
                 self._pieces = deque(self._given_pieces)
             else:
                 selection = None if self._select is None else self._select(self._source.chunk_sizes)
-                self._pieces = deque(plan_pieces(self._source, self._plan, selection))
+                if self._position is not None:  # fresh, strict or elastic resume (read._session)
+                    self._pieces = deque(self._position.open(self._source, selection))
+                else:
+                    self._pieces = deque(plan_pieces(self._source, self._plan, selection))
         return self._source
 
     async def __aenter__(self) -> SampleStream:
@@ -220,7 +180,27 @@ class SampleStream:
                 raise StopAsyncIteration
             assert self._source is not None
             self._batches = work_batches(self._source, work, self._transform)
+        self._returned += 1
         return self._samples.popleft()
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The position of this stream as a checkpoint: pass it as ``astream(..., state=...)`` to resume.
+
+        A dict of plain values (picklable, JSON-compatible) in the layout of
+        ``StreamingDataset.state_dict`` (``read/_checkpoint.py``), counting the samples this stream
+        returned so far. Before iteration has started (the dataset is not open yet) it is the
+        ``state`` the stream was given, or ``None`` (nothing served: start without a state). After
+        the last sample, resuming from it starts the next epoch.
+
+        Raises:
+            RuntimeError: a stream a Combined / Parallel dataset made for one of its members
+                (save the composite stream's state instead).
+        """
+        if self._position is None:
+            raise RuntimeError("this member stream has no state of its own; call state_dict() on the composite stream")
+        if self._source is None:
+            return None if self._position.state is None else self._position.checkpoint(0)
+        return self._position.checkpoint(self._returned)
 
     async def _next_work(self) -> ChunkWork | None:
         if self._receive is not None:
@@ -276,6 +256,7 @@ def astream(
     index_path: str | os.PathLike[str] | None = None,
     encryption: Encryption | None = None,
     allow_pickle: bool | None = None,
+    state: Mapping[str, Any] | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -326,12 +307,23 @@ def astream(
             for local and object-store data, refused for ``hf://`` and ``http(s)://`` unless
             ``set_allow_pickle`` / ``LITSTREAM_ALLOW_PICKLE`` say otherwise). A refused dataset raises
             ``PickleRefusedError`` when iteration starts, before anything is unpickled.
+        state: Resume from a checkpoint: what :meth:`SampleStream.state_dict` returned (or the
+            dataset entry of a ``StreamingDataLoader`` checkpoint saved with the same arguments).
+            The stream then serves exactly the samples of that epoch not yet served; ``epoch`` is
+            the checkpoint's. ``rank``, ``world_size`` and ``batch_size`` may differ from the
+            checkpoint's (elastic resume: the remaining samples are spread over the new ranks,
+            each served once, assuming every old rank had returned the same number of batches).
+            A checkpoint taken after the last sample starts the next epoch. ``None`` (default):
+            start ``epoch`` from its beginning.
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
 
     Raises:
-        ConfigurationError: a bad argument (raised here, before any I/O).
+        ConfigurationError: a bad argument (raised here, before any I/O), including a ``state``
+            saved with another ``shuffle``, ``seed``, ``drop_last``, input or item loader (named);
+            on first iteration, a ``state`` whose counts its epoch cannot hold or that was saved
+            with another selection (subsample, subset).
         DatasetNotFoundError: on first iteration, when ``input_dir`` holds no dataset.
     """
     check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
@@ -368,6 +360,16 @@ def astream(
         seed=seed,
         epoch=epoch,
     )
+    where = view.input_dir if view is not None and view.input_dir is not None else _input_identity(input_dir, store)
+    config = {
+        "input_dir_path": where.path,
+        "input_dir_url": where.url,
+        "item_loader": (item_loader or PyTreeLoader()).state_dict(),
+        "drop_last": drop_last,
+        "seed": seed,
+        "shuffle": shuffle,
+        "shuffle_window": shuffle_window,
+    }
     return SampleStream(
         store,
         plan,
@@ -380,6 +382,7 @@ def astream(
         encryption=encryption,
         allow_pickle=resolve_allow_pickle(allow_pickle, store.url),
         prepare=_hub_index(input_dir, store, storage_options, item_loader) if index_path is None else None,
+        position=StreamPosition(plan, config, state),
     )
 
 
@@ -393,3 +396,10 @@ def _hub_index(
     from ..write._hf import ahf_dataset_index
 
     return partial(ahf_dataset_index, store, url.rstrip("/"), None, storage_options, item_loader)
+
+
+def _input_identity(input_dir: object, store: Store) -> Dir:
+    """The ``input_dir_path`` / ``input_dir_url`` a checkpoint records, as ``StreamingDataset`` records them."""
+    if isinstance(input_dir, (str, os.PathLike, Dir)):
+        return resolve_dir(input_dir)
+    return Dir(path=None, url=store.url)

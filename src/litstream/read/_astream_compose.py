@@ -10,37 +10,69 @@ order) is computed on first use in a worker thread, since it may read the member
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio.to_thread
 
 from .._errors import PlanError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from types import TracebackType
 
     from ._astream import SampleStream
 
-__all__ = ["CombinedSampleStream", "ComposedSampleStream", "ParallelSampleStream"]
+__all__ = ["CombinedSampleStream", "ComposedSampleStream", "ParallelSampleStream", "Prepared"]
+
+
+class Prepared(NamedTuple):
+    """What a composite stream's ``prepare()`` returns (in a worker thread, on first use).
+
+    Attributes:
+        members: One stream per member, holding this reader's share still to serve.
+        plan: Combined: the member of every sample of the level, in order. Parallel: ``(steps,
+            finish)``, the steps of the level and the function making the item of a tuple.
+        start: Samples of the level already served (a strict resume), where serving starts.
+        checkpoint: The state after ``n`` samples of the level.
+    """
+
+    members: list[SampleStream]
+    plan: Any
+    start: int
+    checkpoint: Callable[[int], dict[str, Any]]
 
 
 class ComposedSampleStream:
     """Base of :class:`CombinedSampleStream` and :class:`ParallelSampleStream` (see the module docstring)."""
 
-    def __init__(self, prepare: Callable[[], tuple[list[SampleStream], Any]]) -> None:
+    def __init__(self, prepare: Callable[[], Prepared], state: Mapping[str, Any] | None = None) -> None:
         self._prepare = prepare
+        self._given_state = None if state is None else dict(state)
         self._members: list[SampleStream] | None = None
         self._plan: Any = None
         self._position = 0
+        self._checkpoint: Callable[[int], dict[str, Any]] | None = None
         self._stack: contextlib.AsyncExitStack | None = None
 
     async def _ensure(self) -> list[SampleStream]:
         if self._members is None:
-            prepared, self._plan = await anyio.to_thread.run_sync(self._prepare)
-            self._members = prepared
-            return prepared
+            prepared = await anyio.to_thread.run_sync(self._prepare)
+            self._plan, self._position, self._checkpoint = prepared.plan, prepared.start, prepared.checkpoint
+            self._members = prepared.members
+            return prepared.members
         return self._members
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The position of this stream as a checkpoint: pass it as ``astream(..., state=...)`` to resume.
+
+        The layout of the wrapper's ``state_dict`` (``read/_checkpoint.py``: one state per member
+        plus the ``"composite"`` entry), counting the samples this stream returned. Before iteration
+        has started, the ``state`` the stream was given, or ``None`` (nothing served yet). After the
+        last sample, resuming from it starts the next epoch.
+        """
+        if self._checkpoint is None:
+            return self._given_state
+        return self._checkpoint(self._position)
 
     async def __aenter__(self) -> ComposedSampleStream:
         if self._stack is not None:
@@ -79,7 +111,7 @@ class ComposedSampleStream:
 class CombinedSampleStream(ComposedSampleStream):
     """Samples of a ``CombinedStreamingDataset`` in the order one reader serves them.
 
-    ``prepare()`` returns the member streams and the member id of every sample, in order.
+    ``prepare()``'s plan is the member id of every sample of the level, in order.
     """
 
     async def __anext__(self) -> Any:
@@ -95,9 +127,9 @@ class CombinedSampleStream(ComposedSampleStream):
 class ParallelSampleStream(ComposedSampleStream):
     """Tuples of a ``ParallelStreamingDataset`` (one sample of every member per step).
 
-    ``prepare()`` returns the member streams and ``(count, finish)``: the number of steps and a
-    function that turns the tuple of samples and the step number into the item (the wrapper's
-    transform); it runs on the event loop's thread.
+    ``prepare()``'s plan is ``(count, finish)``: the number of steps of the level and a function
+    that turns the tuple of samples and the step number into the item (the wrapper's transform);
+    it runs on the event loop's thread.
     """
 
     async def __anext__(self) -> Any:

@@ -136,8 +136,23 @@ def to_pieces(stream: Sequence[Run]) -> list[Piece]:
     return out
 
 
+def _cycled_worker(member: MemberSpec, topology: Topology, g: int) -> int:
+    """The global worker whose share of ``member`` worker ``g`` cycles through.
+
+    ``g`` itself when its share is not empty. A worker with no item of a short member (more
+    workers than the member has chunks) cycles through the share of a worker that has items,
+    chosen round-robin, so every worker serves its steps and every rank its ``length``.
+    """
+    base = _member_base(member, 1, topology)
+    if run_length(base[g]):
+        return g
+    donors = [h for h, stream in enumerate(base) if run_length(stream)]
+    return donors[g % len(donors)] if donors else g
+
+
 def _cycle_slice(member: MemberSpec, topology: Topology, g: int, start: int, count: int) -> list[Run]:
     """Items ``[start, start + count)`` of worker ``g``'s endless cyclic read of ``member``."""
+    g = _cycled_worker(member, topology, g)
     period = run_length(_member_base(member, 1, topology)[g])
     if period == 0 or count == 0:
         return []
@@ -155,8 +170,10 @@ def _cycle_slice(member: MemberSpec, topology: Topology, g: int, start: int, cou
 def cycle_streams(member: MemberSpec, topology: Topology, g: int, start: int) -> Iterator[list[Run]]:
     """Worker ``g``'s endless cyclic read of ``member`` from item ``start`` on, one member epoch at a time.
 
-    Yields nothing when the worker has no item of ``member``.
+    A worker with no item of ``member`` reads another worker's share (:func:`_cycled_worker`);
+    yields nothing when the member has no item at all.
     """
+    g = _cycled_worker(member, topology, g)
     period = run_length(_member_base(member, 1, topology)[g])
     if period == 0:
         return

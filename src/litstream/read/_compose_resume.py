@@ -10,20 +10,29 @@ level restriped over another one.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .._errors import ConfigurationError
-from ._compose import level_streams
-from ._resume import _require, check_config, round_robin
+from ._checkpoint import CompositeCheckpoint, CycleCarry
+from ._compose import ParallelComposer, level_streams
+from ._resume import check_config, round_robin
 from ._resume_types import Level, Topology
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from ._compose import Composer
 
-__all__ = ["CompositePlan", "all_consumed", "check_members", "resolve_composite"]
+__all__ = [
+    "CompositePlan",
+    "all_consumed",
+    "check_composite_state",
+    "check_members",
+    "cycles_across_epochs",
+    "resolve_composite",
+]
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,8 @@ class CompositePlan:
         carry: Level-0 base positions (cycling Parallel), else ``None``.
         all_consumed: Served counts of every global worker at the saved level (exact for the saving
             rank, derived for the others).
+        following: For a cycling Parallel (``length`` and ``resume=True``) checkpoint without
+            elastic levels, where the epoch after the saved one starts (used when ``finished``).
     """
 
     epoch: int
@@ -52,23 +63,7 @@ class CompositePlan:
     finished: bool
     carry: tuple[int, ...] | None
     all_consumed: tuple[int, ...]
-
-
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigurationError(f"checkpoint has {what}={value!r}; expected an int >= 0")
-    return value
-
-
-def _levels(raw: Sequence[Mapping[str, Any]]) -> tuple[Level, ...]:
-    out = []
-    for entry in raw:
-        top = Topology(*(max(_count(_require(entry, k), k), 1) for k in ("world_size", "num_workers", "batch_size")))
-        consumed = tuple(_count(c, "consumed") for c in _require(entry, "consumed"))
-        if len(consumed) != top.world_size * top.num_workers:
-            raise ConfigurationError(f"checkpoint level {entry!r} must list one consumed count per global worker")
-        out.append(Level(top, consumed))
-    return tuple(out)
+    following: CycleCarry | None = None
 
 
 def all_consumed(
@@ -108,33 +103,48 @@ def all_consumed(
     return consumed, batches, lengths
 
 
-def resolve_composite(composer: Composer, state: Mapping[str, Any], *, rank: int, topology: Topology) -> CompositePlan:
+def resolve_composite(
+    composer: Composer, state: Mapping[str, Any] | CompositeCheckpoint, *, rank: int, topology: Topology
+) -> CompositePlan:
     """Where ``rank`` of a run on ``topology`` resumes the composite checkpoint ``state``.
 
-    ``state`` is the ``"composite"`` entry of a Combined / Parallel state dict (already checked).
+    ``state`` is the ``"composite"`` entry of a Combined / Parallel state dict (already checked), or
+    that checkpoint read with :meth:`CompositeCheckpoint.from_state`.
 
     Raises:
         ConfigurationError: a missing or malformed key, or counts the epoch cannot hold.
     """
-    levels = _levels(state.get("resume_levels") or ())
-    saved = Topology(*(max(_count(_require(state, k), k), 1) for k in ("world_size", "num_workers", "batch_size")))
-    epoch = max(_count(_require(state, "current_epoch"), "current_epoch"), 1)
-    raw_carry = state.get("carry")
-    carry = None if raw_carry is None else tuple(_count(c, "carry") for c in raw_carry)
-    saver = _count(state.get("rank", 0), "rank")
+    saved_state = state if isinstance(state, CompositeCheckpoint) else CompositeCheckpoint.from_state(state)
+    levels = saved_state.resume_levels
+    saved = saved_state.topology
+    epoch = saved_state.current_epoch
+    carry = saved_state.carry
+    saver = saved_state.rank
     if saver >= saved.world_size:
         raise ConfigurationError(f"checkpoint has rank={saver} but world_size={saved.world_size}")
-    own = [_count(c, "worker_samples_yielded") for c in _require(state, "worker_samples_yielded")]
+    own = list(saved_state.worker_samples_yielded)
     consumed, batches, lengths = all_consumed(composer, epoch, levels, saved, carry, saver, own)
     workers = saved.num_workers
     finished = own == lengths[saver * workers : (saver + 1) * workers]
+    following = None
+    if cycles_across_epochs(composer) and not levels:
+        bases = carry if carry is not None else composer.default_bases(epoch, saved)
+        following = CycleCarry(epoch, saved, bases).advance(consumed)
     if topology == saved:
         mine = consumed[rank * workers : (rank + 1) * workers]
         start = round_robin(lengths[rank * workers : (rank + 1) * workers], saved.batch_size, batches)[1]
-        return CompositePlan(epoch, levels, topology, rank, tuple(mine), start, finished, carry, tuple(consumed))
+        return CompositePlan(
+            epoch, levels, topology, rank, tuple(mine), start, finished, carry, tuple(consumed), following
+        )
     closed = (*levels, Level(saved, tuple(consumed)))
     zeros = (0,) * topology.num_workers
-    return CompositePlan(epoch, closed, topology, rank, zeros, 0, finished, carry, tuple(consumed))
+    return CompositePlan(epoch, closed, topology, rank, zeros, 0, finished, carry, tuple(consumed), following)
+
+
+def cycles_across_epochs(composer: Composer) -> TypeGuard[ParallelComposer]:
+    """Whether an epoch of ``composer`` continues the member cycles where the previous one stopped
+    (``ParallelStreamingDataset`` with ``length`` and ``resume=True``)."""
+    return isinstance(composer, ParallelComposer) and composer.cycling and composer.resume
 
 
 def check_members(saved: Mapping[str, Any], current: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -150,3 +160,44 @@ def check_members(saved: Mapping[str, Any], current: Sequence[Mapping[str, Any]]
         except ConfigurationError as exc:
             problems.append(f"dataset {i}: {exc}")
     return problems
+
+
+def check_composite_state(
+    state: Mapping[str, Any],
+    *,
+    kind: str,
+    wrapper: str,
+    config: Mapping[str, Any],
+    member_configs: Sequence[Mapping[str, Any]],
+) -> tuple[Mapping[str, Any], list[str]]:
+    """Check that ``state`` is a checkpoint of this kind of wrapper over as many members.
+
+    Accepts the dataset entry of a checkpoint or the whole of ``StreamingDataLoader.state_dict()``.
+
+    Returns:
+        ``(composite, problems)``: the ``"composite"`` entry, and one message per setting (the
+        wrapper's or a member's) that differs from the current one.
+
+    Raises:
+        ConfigurationError: not a checkpoint of a ``kind`` wrapper, or another number of members.
+    """
+    if isinstance(state, Mapping) and "composite" not in state and isinstance(state.get("dataset"), Mapping):
+        state = state["dataset"]
+    composite = state.get("composite") if isinstance(state, Mapping) else None
+    if not isinstance(composite, Mapping) or composite.get("kind") != kind:
+        raise ConfigurationError(
+            f"this is not a {wrapper} checkpoint (no 'composite' entry of kind {kind!r}); pass "
+            "the 'dataset' entry of StreamingDataLoader.state_dict() saved with the same wrapper"
+        )
+    members = [key for key in state if key != "composite"]
+    if composite.get("num_datasets") != len(member_configs) or len(members) != len(member_configs):
+        raise ConfigurationError(
+            f"checkpoint has {len(members)} datasets but this {wrapper} has {len(member_configs)}; "
+            "build it with the same datasets, in the same order, as the run that saved the checkpoint"
+        )
+    problems = [
+        f"checkpoint has {key}={composite.get(key)!r} but this {wrapper} has {key}={value!r}"
+        for key, value in config.items()
+        if composite.get(key) != value
+    ]
+    return composite, problems + check_members(state, member_configs)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError
+from ._checkpoint import DatasetCheckpoint, require
 from ._core import ChunkWindow, Piece
 from ._plan import ChunkSlice, epoch_assignment, item_order
 from ._resume_types import EpochSpec, Level, Segment, Stream, Topology, Window
@@ -280,33 +281,8 @@ def check_config(state: Mapping[str, Any], current: Mapping[str, Any]) -> None:
             )
 
 
-def _require(state: Mapping[str, Any], key: str) -> Any:
-    if key not in state:
-        raise ConfigurationError(
-            f"checkpoint has no {key!r} key; pass the 'dataset' entry of StreamingDataLoader.state_dict()"
-        )
-    return state[key]
-
-
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigurationError(f"checkpoint has {what}={value!r}; expected an int >= 0")
-    return value
-
-
-def _level(raw: Mapping[str, Any]) -> Level:
-    sizes = [_count(_require(raw, key), key) for key in ("world_size", "num_workers", "batch_size")]
-    if min(sizes) < 1:
-        raise ConfigurationError(f"checkpoint level {raw!r} needs world_size, num_workers and batch_size >= 1")
-    topology = Topology(*sizes)
-    consumed = tuple(_count(c, "consumed") for c in _require(raw, "consumed"))
-    if len(consumed) != topology.world_size * topology.num_workers:
-        raise ConfigurationError(f"checkpoint level {raw!r} must list one consumed count per global worker")
-    return Level(topology, consumed)
-
-
 def resolve_resume(
-    state: Mapping[str, Any],
+    state: Mapping[str, Any] | DatasetCheckpoint,
     *,
     chunk_sizes: Sequence[int],
     rank: int,
@@ -336,19 +312,17 @@ def resolve_resume(
         ConfigurationError: a missing or malformed key, or counts larger than the epoch holds
             (``num_samples_yielded`` or a worker's count beyond what it serves).
     """
-    levels = tuple(_level(raw) for raw in state.get("resume_levels") or ())
-    saved = Topology(
-        max(_count(_require(state, "world_size"), "world_size"), 1),
-        max(_count(_require(state, "num_workers"), "num_workers"), 1),
-        max(_count(_require(state, "batch_size"), "batch_size"), 1),
-    )
+    saved_state = state if isinstance(state, DatasetCheckpoint) else DatasetCheckpoint.from_state(state)
+    levels = saved_state.resume_levels
+    saved = saved_state.topology
     first = levels[0].topology if levels else saved
-    drop_last = _require(state, "drop_last")
+    config = saved_state.config
+    drop_last = require(config, "drop_last")
     spec = EpochSpec(
         chunk_sizes=tuple(int(n) for n in chunk_sizes),
-        shuffle=_require(state, "shuffle"),
-        seed=_require(state, "seed"),
-        epoch=max(_count(_require(state, "current_epoch"), "current_epoch"), 1),
+        shuffle=require(config, "shuffle"),
+        seed=require(config, "seed"),
+        epoch=saved_state.current_epoch,
         drop_last=(first.world_size > 1) if drop_last is None else bool(drop_last),
         shuffle_window=shuffle_window,
         regions=None if regions is None else tuple((int(a), int(b)) for a, b in regions),
@@ -360,21 +334,20 @@ def resolve_resume(
     def rank_lengths(r: int) -> list[int]:
         return lengths[r * workers : (r + 1) * workers]
 
-    saver = _count(state.get("rank", 0), "rank")
+    saver = saved_state.rank
     if saver >= saved.world_size:
         raise ConfigurationError(f"checkpoint has rank={saver} but world_size={saved.world_size}")
-    yielded = _count(_require(state, "num_samples_yielded"), "num_samples_yielded")
+    yielded = saved_state.num_samples_yielded
     where = f"in epoch {spec.epoch} with {saved.as_dict()}"
     if yielded > sum(rank_lengths(saver)):
         raise ConfigurationError(
             f"checkpoint has num_samples_yielded={yielded} but rank {saver} serves only "
             f"{sum(rank_lengths(saver))} samples {where}; the checkpoint belongs to another dataset or run"
         )
-    own_raw = state.get("worker_samples_yielded")
-    if own_raw is None:
+    if saved_state.worker_samples_yielded is None:
         own, _ = round_robin(rank_lengths(saver), batch, -(-yielded // batch))
     else:
-        own = [_count(c, "worker_samples_yielded") for c in own_raw]
+        own = list(saved_state.worker_samples_yielded)
         if len(own) != workers:
             raise ConfigurationError(f"checkpoint lists {len(own)} worker counts for num_workers={workers}")
         for w, (done, total) in enumerate(zip(own, rank_lengths(saver), strict=True)):

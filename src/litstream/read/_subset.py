@@ -345,6 +345,7 @@ class DatasetView:
     index_path: Any = None
     encryption: Any = None
     allow_pickle: bool = True
+    input_dir: Any = None  # the dataset's ``Dir`` (what its checkpoints record), if known
 
     def select(self, chunk_sizes: Sequence[int]) -> Selection | None:
         """The dataset's selection (see :func:`resolve_selection`)."""
