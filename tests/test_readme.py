@@ -115,6 +115,7 @@ def test_readme_code_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_se
             outputs = _run_bash(block, tmp_path)
             if "litstream inspect data/train" in code:
                 assert "items:        2000" in outputs[0]
+                assert outputs[1].startswith("wrote 1000 samples from 1000 inputs in 4 chunks")
         ran.append(block.line)
         print(f"README.md:{block.line}: {time.perf_counter() - started:.1f} s")
     assert len(ran) >= 9
