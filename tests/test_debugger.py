@@ -271,6 +271,26 @@ def test_trace_span_records_user_code(tmp_path: Path) -> None:
     assert [(e["name"], e["args"]) for e in spans] == [("train step", {"step": 3})]
 
 
+def test_emit_trace_pairs_begin_and_end_into_spans(tmp_path: Path) -> None:
+    trace = tmp_path / "emit.json"
+    debugger.enable_tracer("batch", log_file=str(trace))
+    debugger.emit_trace("step", "B", "batch", n=1)
+    debugger.emit_trace("inner", "B", "batch")
+    debugger.emit_trace("inner", "E", "batch", rows=5)
+    debugger.emit_trace("step", "E", "batch")
+    debugger.emit_trace("orphan", "E", "batch")  # no "B": dropped
+    debugger.emit_trace("mark", "i", "epoch", where="here")
+    debugger.emit_trace("skipped", "B", "download")  # a category this level does not record
+    events = _load(debugger.merge_traces())
+    spans = {e["name"]: e for e in _spans(events)}
+    assert set(spans) == {"step", "inner"}
+    assert spans["step"]["args"] == {"n": 1}
+    assert spans["inner"]["args"] == {"rows": 5}
+    assert spans["step"]["ts"] <= spans["inner"]["ts"]
+    assert spans["inner"]["ts"] + spans["inner"]["dur"] <= spans["step"]["ts"] + spans["step"]["dur"]
+    assert [(e["name"], e["args"]) for e in events if e["ph"] == "i"] == [("mark", {"where": "here"})]
+
+
 @pytest.mark.litdata
 def test_enable_tracer_has_litdatas_parameters_and_levels() -> None:
     import inspect
@@ -286,6 +306,10 @@ def test_enable_tracer_has_litdatas_parameters_and_levels() -> None:
     differing = {n for n, p in their_params.items() if repr(p.default) != repr(ours_params[n].default)}
     assert differing == {"log_file"}  # a JSON trace, not LitData's log lines (docs/tracing.md)
     assert set(debugger.LEVEL_CATEGORIES) == set(theirs.LEVEL_CATEGORIES)
+    for helper in ("emit_trace", "trace_span", "is_tracing", "active_categories"):
+        assert list(inspect.signature(getattr(debugger, helper)).parameters) == list(
+            inspect.signature(getattr(theirs, helper)).parameters
+        ), helper
     for level, categories in theirs.LEVEL_CATEGORIES.items():
         assert categories <= debugger.LEVEL_CATEGORIES[level]
         assert debugger.LEVEL_CATEGORIES[level] - categories <= {"write"}

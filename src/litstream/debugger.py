@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from pathlib import Path
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ __all__ = [
     "CAT_WRITE",
     "LEVEL_CATEGORIES",
     "active_categories",
+    "emit_trace",
     "enable_tracer",
     "is_tracing",
     "merge_traces",
@@ -193,6 +195,38 @@ def trace_span(name: str, cat: str, **fields: Any) -> Iterator[None]:
     finally:
         if t0:
             TRACER.span(name, cat, t0, fields or None)
+
+
+_open_spans = threading.local()  # per thread: (name, cat) -> start times of "B" events not yet ended
+
+
+def emit_trace(name: str, ph: str, cat: str, **fields: Any) -> None:
+    """Record one event in the style of LitData's ``emit_trace`` (a no-op when ``cat`` is not recorded).
+
+    Args:
+        name: The event's name (``"read"``, ``"my step"``).
+        ph: Chrome's phase: ``"B"`` begins a span on this thread and ``"E"`` ends the most recent open
+            span of the same ``name`` and ``cat`` (the pair is written as one complete ``"X"`` event, so
+            a file stays valid if the process dies between them); anything else (``"i"``, ``"I"``,
+            ``"n"``, ...) is written as an instant event. An ``"E"`` without its ``"B"`` is dropped.
+        cat: The category (one of :data:`ALL_CATEGORIES` to be recorded by a level).
+        **fields: The event's ``args`` (shown by Perfetto); those of the ``"B"`` event are kept.
+
+    Matches ``litdata.debugger.emit_trace`` (0.2.76) in name and arguments; LitData writes ``B``/``E``
+    lines to a log file, litstream writes the span.
+    """
+    if not (TRACER.on and cat in TRACER.categories):
+        return
+    opened: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = _open_spans.__dict__.setdefault("spans", {})
+    if ph == "B":
+        opened.setdefault((name, cat), []).append((perf_counter_ns(), fields))
+    elif ph == "E":
+        stack = opened.get((name, cat))
+        if stack:
+            start, begin_fields = stack.pop()
+            TRACER.span(name, cat, start, {**fields, **begin_fields} or None)
+    else:
+        TRACER.instant(name, cat, fields or None)
 
 
 def merge_traces(log_file: str | os.PathLike[str] | None = None) -> Path:
