@@ -74,8 +74,7 @@ class PilSerializer(Serializer):
         return image
 
     def deserialize(self, data: bytes | memoryview) -> PILImage.Image:
-        from PIL import Image
-
+        image_module = require("PIL.Image", "image", "reading 'pil' samples")
         try:
             width, height, mode_length = self._header.unpack_from(data, 0)
         except struct.error as exc:
@@ -85,7 +84,8 @@ class PilSerializer(Serializer):
             raise FormatError(f"pil payload of {len(data)} bytes cannot hold a {width}x{height} image")
         try:
             mode = bytes(data[self._header.size : start]).decode("ascii")
-            return Image.frombytes(mode, (width, height), bytes(data[start:]))
+            image: PILImage.Image = image_module.frombytes(mode, (width, height), bytes(data[start:]))
+            return image
         except (ValueError, MemoryError) as exc:  # MemoryError: Pillow refuses absurd sizes before using memory
             raise FormatError(f"invalid pil payload: {exc}") from exc
 

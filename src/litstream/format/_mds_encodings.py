@@ -92,22 +92,25 @@ def check_encoding(encoding: str, size: int | None, where: str) -> None:
         raise FormatError(f"{where}: encoding {encoding!r} has size {size!r} in the index, expected {expected!r}")
 
 
-def _image(data: bytes) -> Any:
+def _pillow() -> Any:
     try:
         from PIL import Image
-    except ImportError:  # pragma: no cover - depends on the environment
+    except ImportError:
         raise ConfigurationError('MDS image columns need Pillow: pip install "litstream[image]"') from None
-    return Image.open(io.BytesIO(data))
+    return Image
+
+
+def _image(data: bytes) -> Any:
+    return _pillow().open(io.BytesIO(data))
 
 
 def _pil(data: bytes) -> Any:
-    from PIL import Image
-
+    image_module = _pillow()
     if len(data) < 12:
         raise FormatError(f"a 'pil' value of {len(data)} bytes is shorter than its 12-byte header")
     width, height, mode_size = struct.unpack_from("<3I", data)
     mode = data[12 : 12 + mode_size].decode("ascii")
-    return Image.frombytes(mode, (width, height), data[12 + mode_size :])
+    return image_module.frombytes(mode, (width, height), data[12 + mode_size :])
 
 
 def _sized_list(data: bytes, offset: int, decode: Callable[[bytes], Any]) -> list[Any]:
