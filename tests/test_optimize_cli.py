@@ -89,7 +89,11 @@ def test_optimize_command_reports_errors(tmp_path: Path, script: Path) -> None:
     (out / "keep.txt").write_text("x")
     done = _cli("optimize", "--fn", "prep:to_sample", "--inputs", "[1, 2]", "--output-dir", str(out), cwd=script.parent)
     assert done.returncode == 1
-    assert "mode" in done.stderr  # OutputNotEmptyError names the fix
+    # OutputNotEmptyError names the fix as this command's flags, not as optimize()'s keyword arguments
+    assert done.stderr.strip() == (
+        f"litstream: output_dir {out} is not empty (holds keep.txt); pass --mode overwrite to replace it, "
+        "--mode append to add to it, or choose an empty directory"
+    )
     done = _cli(
         "optimize", "--fn", "prep:nope", "--inputs", "[1]", "--output-dir", str(tmp_path / "o"), cwd=script.parent
     )
@@ -158,3 +162,16 @@ def test_load_fn_errors(spec: str, message: str) -> None:
 def test_load_fn_from_a_script(script: Path) -> None:
     fn = load_fn(f"{script}:to_sample")
     assert fn(3) == {"i": 3, "square": 9}
+
+
+def test_output_not_empty_hints_are_spelled_as_flags() -> None:
+    from litstream._optimize_cli import _as_flags
+
+    message = (
+        "output_dir x is not empty (holds 2 files); it holds an interrupted run's checkpoints: pass "
+        "use_checkpoint=True to resume it, pass mode='overwrite' to replace it, mode='append' to add to it"
+    )
+    assert _as_flags(message) == (
+        "output_dir x is not empty (holds 2 files); it holds an interrupted run's checkpoints: pass "
+        "--use-checkpoint to resume it, pass --mode overwrite to replace it, --mode append to add to it"
+    )

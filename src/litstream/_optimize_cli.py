@@ -33,11 +33,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, OutputNotEmptyError
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
+
+    from .write._summary import RunSummary
 
 __all__ = ["add_optimize_command", "load_fn", "parse_inputs", "run_optimize"]
 
@@ -182,10 +184,11 @@ def parse_inputs(spec: str) -> list[Any]:
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    """Run ``litstream optimize`` with parsed ``args``; print the summary and return the exit code."""
-    from .format._loaders import PyTreeLoader, TokensLoader
-    from .write._optimize import optimize
+    """Run ``litstream optimize`` with parsed ``args``; print the summary and return the exit code.
 
+    Raises:
+        OutputNotEmptyError: the output is not empty and no ``--mode`` was given (the message names the flags).
+    """
     fn = load_fn(args.fn)
     inputs = parse_inputs(args.inputs if args.inputs is not None else args.dataset)
     chunk_bytes: int | str | None = args.chunk_bytes
@@ -201,7 +204,47 @@ def run_optimize(args: argparse.Namespace) -> int:
             raise ConfigurationError(f"--storage-options is not valid JSON ({exc})") from exc
         if not isinstance(options, dict):
             raise ConfigurationError('--storage-options must be a JSON object, e.g. \'{"endpoint_url": "..."}\'')
-    summary = optimize(
+    try:
+        summary = _optimize(args, fn, inputs, chunk_bytes, options)
+    except OutputNotEmptyError as exc:
+        raise OutputNotEmptyError(_as_flags(str(exc))) from exc
+    if args.json:
+        print(json.dumps(dataclasses.asdict(summary), indent=2, sort_keys=True))
+    else:
+        print(
+            f"wrote {summary.samples} samples from {summary.inputs} inputs in {summary.chunks} chunks "
+            f"({summary.bytes} bytes) to {summary.output} in {summary.seconds:.1f} s"
+        )
+    return 0
+
+
+# The keyword arguments an OutputNotEmptyError names as the fix, spelled as this command's flags.
+_FLAGS = {
+    "mode='overwrite'": "--mode overwrite",
+    "mode='append'": "--mode append",
+    "use_checkpoint=True": "--use-checkpoint",
+}
+
+
+def _as_flags(message: str) -> str:
+    """``message`` with the ``optimize()`` arguments it suggests rewritten as ``litstream optimize`` flags."""
+    for argument, flag in _FLAGS.items():
+        message = message.replace(argument, flag)
+    return message
+
+
+def _optimize(
+    args: argparse.Namespace,
+    fn: Callable[[Any], Any],
+    inputs: list[Any],
+    chunk_bytes: int | str | None,
+    options: dict[str, Any] | None,
+) -> RunSummary:
+    """Call :func:`litstream.optimize` with the parsed options."""
+    from .format._loaders import PyTreeLoader, TokensLoader
+    from .write._optimize import optimize
+
+    return optimize(
         fn=fn,
         inputs=inputs,
         output_dir=args.output_dir,
@@ -222,11 +265,3 @@ def run_optimize(args: argparse.Namespace) -> int:
         checksum=args.checksum,
         chunk_format=args.chunk_format,
     )
-    if args.json:
-        print(json.dumps(dataclasses.asdict(summary), indent=2, sort_keys=True))
-    else:
-        print(
-            f"wrote {summary.samples} samples from {summary.inputs} inputs in {summary.chunks} chunks "
-            f"({summary.bytes} bytes) to {summary.output} in {summary.seconds:.1f} s"
-        )
-    return 0
