@@ -59,7 +59,7 @@ def test_layouts_without_a_fast_path_use_the_general_path() -> None:
     ("second", "message"),
     [
         ({"y": 2**63, "s": "a"}, r"int 9223372036854775808 does not fit in int64"),
-        ({"y": "1", "s": "a"}, r"leaf 0 of the sample is a str"),
+        ({"y": "1", "s": "a"}, r"leaf 0 of the sample \(sample\['y'\]\) is a str"),
         ({"y": 1}, r"differs from the first sample's"),
         ({"y": 1, "s": "a", "extra": 2}, r"differs from the first sample's"),
         ({"y": 1, "s": "\ud800"}, r"cannot encode string as UTF-8"),

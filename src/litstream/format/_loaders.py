@@ -21,7 +21,16 @@ from .._errors import ConfigurationError, FormatError, PickleRefusedError
 from ._batch_decode import decode_items, sample_builder
 from ._fast_encode import fast_encoder
 from ._json_serializer import JsonLeaf
-from ._pytree import TreeSpec, factory_modules, spec_from_json, spec_to_json, tree_flatten, tree_unflatten
+from ._pytree import (
+    TreeSpec,
+    factory_modules,
+    leaf_paths,
+    spec_from_json,
+    spec_outline,
+    spec_to_json,
+    tree_flatten,
+    tree_unflatten,
+)
 from ._serializers import (
     PickleSerializer,
     Serializer,
@@ -205,8 +214,8 @@ class SampleEncoder:
             self._fix_format(leaves, spec)
         elif spec != self._spec:
             raise FormatError(
-                f"sample structure {spec_to_json(spec)} differs from the first sample's {self.data_spec}; "
-                "every sample must have the same keys, order and nesting"
+                f"sample structure {spec_outline(spec)} differs from the first sample's {spec_outline(self._spec)} "
+                "(_ is a leaf); every sample must have the same keys and nesting"
             )
         payloads = []
         for position, (leaf, serializer) in enumerate(zip(leaves, self._serializers, strict=False)):
@@ -214,7 +223,7 @@ class SampleEncoder:
                 leaf = leaf.value  # the first sample fixed another format (e.g. None, then a list)
             if not serializer.accepts(leaf):
                 raise FormatError(
-                    f"leaf {position} of the sample is a {type(leaf).__name__}, which the "
+                    f"leaf {position} of the sample ({self._where(position)}) is a {type(leaf).__name__}, which the "
                     f"{self.data_format[position]!r} format fixed by the first sample cannot store; "
                     "keep types the same in every sample"
                 )
@@ -224,15 +233,15 @@ class SampleEncoder:
                 raise
             except Exception as exc:
                 raise FormatError(
-                    f"leaf {position} of the sample ({type(leaf).__name__}) cannot be written with the "
-                    f"{self.data_format[position]!r} serializer fixed by the first sample: {exc}"
+                    f"leaf {position} of the sample ({self._where(position)}, a {type(leaf).__name__}) cannot be "
+                    f"written with the {self.data_format[position]!r} serializer fixed by the first sample: {exc}"
                 ) from exc
             recorded = name or serializer.name
             fixed = self.data_format[position]
             if recorded != fixed and not serializer.same_format(recorded, fixed):
                 raise FormatError(
-                    f"leaf {position} of the sample encodes as {recorded!r} but the first sample fixed "
-                    f"{self.data_format[position]!r}; keep dtypes and types the same in every sample"
+                    f"leaf {position} of the sample ({self._where(position)}) encodes as {recorded!r} but the first "
+                    f"sample fixed {self.data_format[position]!r}; keep dtypes and types the same in every sample"
                 )
             payloads.append(data)
         sizes = np.fromiter((len(p) for p in payloads), dtype="<u4", count=len(payloads))
@@ -241,6 +250,11 @@ class SampleEncoder:
     def encode_item(self, sample: Any) -> tuple[bytes, int | None]:
         """``(encode(sample), None)``: the item and its token count, which this loader has not."""
         return self.encode(sample), None
+
+    def _where(self, position: int) -> str:
+        """The path of leaf ``position`` of the fixed structure, e.g. ``sample['image']``, for error messages."""
+        paths = leaf_paths(self._spec) if self._spec is not None else []
+        return paths[position] if position < len(paths) else f"leaf {position}"
 
     def _fix_format(self, leaves: list[Any], spec: TreeSpec) -> None:
         formats = []

@@ -31,7 +31,16 @@ from typing import Any
 from .._errors import FormatError
 from ._media_image import is_jpeg_list
 
-__all__ = ["TreeSpec", "factory_modules", "spec_from_json", "spec_to_json", "tree_flatten", "tree_unflatten"]
+__all__ = [
+    "TreeSpec",
+    "factory_modules",
+    "leaf_paths",
+    "spec_from_json",
+    "spec_outline",
+    "spec_to_json",
+    "tree_flatten",
+    "tree_unflatten",
+]
 
 _TUPLE = "builtins.tuple"
 _LIST = "builtins.list"
@@ -157,6 +166,53 @@ def factory_modules(spec: TreeSpec) -> set[str]:
     for child in spec.children:
         found |= factory_modules(child)
     return found
+
+
+def _dict_keys(spec: TreeSpec) -> tuple[Any, ...] | None:
+    if spec.type in (_DICT, _ODICT):
+        return tuple(spec.context)
+    if spec.type == _DDICT:
+        return tuple(spec.context[2])
+    return None
+
+
+def spec_outline(spec: TreeSpec, limit: int = 200) -> str:
+    """``spec`` as a short Python-like skeleton for error messages: ``{'a': _, 'b': [_, _]}`` (``_``: a leaf).
+
+    Longer than ``limit`` characters, the outline is cut and ends with ``...``.
+    """
+    text = _outline(spec)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _outline(spec: TreeSpec) -> str:
+    if spec.is_leaf:
+        return "_"
+    inner = [_outline(c) for c in spec.children]
+    keys = _dict_keys(spec)
+    if keys is not None:
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(keys, inner, strict=True)) + "}"
+    if spec.type == _TUPLE:
+        return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
+    if spec.type == _DEQUE:
+        return "deque([" + ", ".join(inner) + "])"
+    return "[" + ", ".join(inner) + "]"
+
+
+def leaf_paths(spec: TreeSpec) -> list[str]:
+    """Where each leaf of ``spec`` sits, in leaf order, as an expression: ``sample['a'][1]`` (``sample`` for a leaf)."""
+    paths: list[str] = []
+    _paths(spec, "sample", paths)
+    return paths
+
+
+def _paths(spec: TreeSpec, prefix: str, out: list[str]) -> None:
+    if spec.is_leaf:
+        out.append(prefix)
+        return
+    keys = _dict_keys(spec)
+    for position, child in enumerate(spec.children):
+        _paths(child, f"{prefix}[{keys[position]!r}]" if keys is not None else f"{prefix}[{position}]", out)
 
 
 def spec_to_json(spec: TreeSpec) -> str:
