@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,24 @@ def test_inspect_reports_a_bad_dataset_and_still_prints_the_others(
     assert [s["items"] for s in json.loads(captured.out)] == [7]
     assert "holds no index.json" in captured.err
     assert str(empty) in captured.err
+
+
+def test_inspect_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    # `litstream inspect DIR | head -1`: the reader may leave before the output is written
+    optimize(fn=lambda i: {"i": i}, inputs=range(3), output_dir=tmp_path, chunk_size=5, num_workers=1, verbose=False)
+    exe = Path(sys.executable).with_name("litstream")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody reads: the first write fails with EPIPE
+    try:
+        done = subprocess.run(
+            [str(exe), "inspect", str(tmp_path)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (1, "")

@@ -17,6 +17,7 @@ import argparse
 import datetime
 import glob
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -142,12 +143,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "cache":
-            return run_cache(args)
-        if args.command == "optimize":
-            return run_optimize(args)
-        return _inspect(args.input_dir, args.json)
+            code = run_cache(args)
+        elif args.command == "optimize":
+            code = run_optimize(args)
+        else:
+            code = _inspect(args.input_dir, args.json)
+        sys.stdout.flush()  # here, so that a reader that left is handled below, not at interpreter exit
+        return code
     except LitstreamError as exc:
         print(f"litstream: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader of stdout left (`litstream inspect ... | head`): stop quietly, as other shell tools do,
+        # and point stdout at /dev/null so that Python's final flush does not fail a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
         return 1
 
 
