@@ -4,16 +4,16 @@ Each configuration of ``run_all.py`` reports litstream's throughput as a fractio
 in the same run. The remote ceilings are obstore's GETs alone (``e2e_case.case_raw_download``); the local
 ones are here, measured on litstream's own chunk files (the same bytes litstream reads):
 
-* ``columns``: for every chunk, copy its bytes out of the page cache into one preallocated buffer
-  (``readinto``: one memcpy by the kernel), then the minimal decode of the items, column by column with
-  NumPy, knowing the layout in advance: one strided copy of every fixed-shape array leaf into one new
-  ``(n, *shape)`` array (the copy a reader must make to hand out writable arrays), one ``tolist()`` per
-  scalar column, one ``str`` per string. No validation, no per-sample object. The ceiling of a batched
-  read (the loader).
+* ``columns``: for every chunk, map the file with its pages populated (``MAP_POPULATE``: no page
+  faults afterwards), copy its bytes once (the memcpy: one strided copy of every fixed-shape array leaf
+  into one new ``(n, *shape)`` array, which is nearly all of the chunk's bytes and the copy a reader
+  must make to hand out writable arrays), then the minimal decode of the other leaves, column by column
+  with NumPy, knowing the layout in advance: one ``tolist()`` per scalar column, one ``str`` per string.
+  No validation, no per-sample object. The ceiling of a batched read (the loader).
 * ``samples``: ``columns`` plus one ``dict`` per sample holding its row of each column: the ceiling
   of a per-sample read (``StreamingDataset`` iteration, ``astream``).
-* ``tokens``: for every chunk of a token dataset (raw ``no_header_numpy`` items), the memcpy, then the
-  chunk's tokens viewed as ``(blocks, block_size)`` and one row object per block (the items a
+* ``tokens``: for every chunk of a token dataset (raw ``no_header_numpy`` items) mapped as above, one
+  copy of its tokens as a ``(blocks, block_size)`` array and one row object per block (the items a
   ``TokensLoader`` hands out).
 
 The minimal decode needs items evenly spaced in the chunk (true of the benchmark's data: every sample
@@ -23,6 +23,7 @@ has the same size); it raises otherwise rather than measure something else.
 from __future__ import annotations
 
 import json
+import mmap
 import time
 from pathlib import Path
 from typing import Any
@@ -37,24 +38,14 @@ def _chunks(data: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return index["config"], index["chunks"]
 
 
-def _buffer(data: str, chunks: list[dict[str, Any]]) -> bytearray:
-    """The preallocated buffer (as large as the largest chunk), touched once, outside the timing."""
-    buffer = bytearray(max((Path(data) / c["filename"]).stat().st_size for c in chunks))
-    np.frombuffer(buffer, dtype=np.uint8).fill(1)  # fault its pages in now
-    return buffer
+def _map(path: Path) -> mmap.mmap:
+    """``path`` mapped read-only with every page populated (one system call, no later page faults)."""
+    with path.open("rb") as f:
+        return mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                         prot=mmap.PROT_READ)  # fmt: skip
 
 
-def _read(path: Path, buffer: bytearray) -> memoryview:
-    size = path.stat().st_size
-    view = memoryview(buffer)[:size]
-    with path.open("rb", buffering=0) as f:
-        got = f.readinto(view)
-    if got != size:
-        raise OSError(f"short read of {path}: {got} of {size} bytes")
-    return view
-
-
-def _decode_chunk(raw: memoryview, formats: list[str], per_sample: bool) -> int:
+def _decode_chunk(raw: mmap.mmap, formats: list[str], per_sample: bool) -> int:
     buf = np.frombuffer(raw, dtype=np.uint8)
     n = int(buf[:4].view("<u4")[0])
     offsets = buf[4 : 4 * (n + 2)].view("<u4").astype(np.int64)
@@ -91,11 +82,11 @@ def items_ceiling(data: str, per_sample: bool) -> dict[str, Any]:
     """The ``columns`` / ``samples`` ceiling over a litstream dataset of uncompressed chunks."""
     config, chunks = _chunks(data)
     formats = [str(f).split(":")[0] for f in config["data_format"]]
-    buffer = _buffer(data, chunks)
     start = time.perf_counter()
     items = 0
     for chunk in chunks:
-        items += _decode_chunk(_read(Path(data) / chunk["filename"], buffer), formats, per_sample)
+        with _map(Path(data) / chunk["filename"]) as mapped:
+            items += _decode_chunk(mapped, formats, per_sample)
     return {"items": items, "seconds": time.perf_counter() - start}
 
 
@@ -106,15 +97,16 @@ def tokens_ceiling(data: str, block_size: int) -> dict[str, Any]:
 
     fmt = str(config["data_format"][0])  # "no_header_tensor:<torch dtype index>" (or numpy)
     dtype = np.dtype(f"<i{torch_dtype_itemsize(int(fmt.split(':')[1]))}") if "tensor" in fmt else np.dtype("<i4")
-    buffer = _buffer(data, chunks)
     start = time.perf_counter()
     items = 0
     for chunk in chunks:
-        buf = np.frombuffer(_read(Path(data) / chunk["filename"], buffer), dtype=np.uint8)
-        n = int(buf[:4].view("<u4")[0])
-        tokens = buf[4 * (n + 2) :].view(dtype)
-        blocks = len(tokens) // block_size
-        items += len(list(tokens[: blocks * block_size].reshape(blocks, block_size)))
+        with _map(Path(data) / chunk["filename"]) as mapped:
+            buf = np.frombuffer(mapped, dtype=np.uint8)
+            n = int(buf[:4].view("<u4")[0])
+            tokens = buf[4 * (n + 2) :].view(dtype)
+            blocks = len(tokens) // block_size
+            items += len(list(tokens[: blocks * block_size].reshape(blocks, block_size).copy()))
+            del buf, tokens
     return {"items": items, "seconds": time.perf_counter() - start}
 
 

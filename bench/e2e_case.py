@@ -381,7 +381,10 @@ def main() -> None:
             os.environ["LITSTREAM_BENCH_MOSAIC"] = "1"
         _peers.import_peer(spec["library"])  # imports are not part of any timing
     else:
-        __import__(spec["library"])
+        module = __import__(spec["library"])
+        if spec["library"] == "litstream":  # `import litstream` binds names lazily; LitData imports torch
+            for name in ("StreamingDataset", "StreamingDataLoader", "TokensLoader", "astream"):
+                getattr(module, name, None)
     for name in ("WORLD_SIZE", "RANK", "GLOBAL_RANK", "LOCAL_RANK", "NNODES", "DATA_OPTIMIZER_GLOBAL_RANK"):
         os.environ.pop(name, None)
     library = spec["library"]
