@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 from ..format._arrow import ArrowChunk
 from ..format._loaders import SampleDecoder
+from ..format._tokens import TokenBlocks, TokenLayout
 from ._source import populate, release
 
 __all__ = [
@@ -317,6 +318,8 @@ def _decode_batch(
     if isinstance(decoder, SampleDecoder):
         begins, ends = view.spans(items)
         return decoder.decode_many(view.data, begins, ends, alloc)
+    if isinstance(decoder, TokenLayout) and isinstance(view, TokenBlocks):
+        return decoder.decode_blocks(view, items)
     item, decode = view.item, decoder.decode
     return [decode(item(i)) for i in items]
 
