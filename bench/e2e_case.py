@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _e2e_data import BATCH_SIZE, CHUNK_BYTES, OPTIMIZE_WORKERS, Checksum, make_sample
+from _peers import DISTRIBUTIONS, PEERS
 
 for _message in (r"An item was larger than the target chunk size", r"The given NumPy array is not writable"):
     warnings.filterwarnings("ignore", message=_message)
@@ -37,7 +38,7 @@ for _message in (r"An item was larger than the target chunk size", r"The given N
 def _version(library: str) -> str:
     from importlib.metadata import version
 
-    return version(library)
+    return version(DISTRIBUTIONS.get(library, library))
 
 
 def _peak_rss_mb() -> tuple[float, float]:
@@ -51,6 +52,10 @@ def _peak_rss_mb() -> tuple[float, float]:
 
 
 def _dataset(library: str, source: str, spec: dict[str, Any]) -> Any:
+    if library in PEERS:
+        import _peers
+
+        return _peers.dataset(library, source)
     if library == "litstream":
         import litstream
 
@@ -94,6 +99,10 @@ def _dataset(library: str, source: str, spec: dict[str, Any]) -> Any:
 
 
 def _loader(library: str, dataset: Any, workers: int, batch_size: int = BATCH_SIZE) -> Any:
+    if library in PEERS:
+        import _peers
+
+        return _peers.loader(library, dataset, workers, batch_size)
     if library == "litstream":
         import litstream
 
@@ -110,7 +119,11 @@ def case_optimize(spec: dict[str, Any]) -> dict[str, Any]:
     library, out, n = spec["library"], spec["output_dir"], spec["samples"]
     inputs = list(range(n))
     start = time.perf_counter()
-    if library == "litstream":
+    if library in PEERS:
+        import _peers
+
+        _peers.write(library, out, n)
+    elif library == "litstream":
         import litstream
 
         litstream.optimize(
@@ -131,6 +144,12 @@ def case_optimize(spec: dict[str, Any]) -> dict[str, Any]:
         )
     seconds = time.perf_counter() - start
     rss = _peak_rss_mb()
+    if library in PEERS:  # read back with the peer's own reader (untimed)
+        check = Checksum()
+        if spec.get("verify", True):
+            for sample in _dataset(library, out, spec):
+                check.add_sample(sample)
+        return {"items": n, "seconds": seconds, "ttfb_s": None, "rss": rss, "checksum": check.hexdigest()}
     index = json.loads((Path(out) / "index.json").read_text())
     written = sum(chunk["chunk_size"] for chunk in index["chunks"])
     check = Checksum()
@@ -177,6 +196,8 @@ def case_local_loader(spec: dict[str, Any]) -> dict[str, Any]:
     )
     rss = _peak_rss_mb()
     check = Checksum()
+    if not spec.get("verify", True):
+        return {"items": count, "seconds": seconds, "ttfb_s": first, "rss": rss, "checksum": None}
     for batch in loader:
         check.add_batch(batch)
     rss = tuple(max(a, b) for a, b in zip(rss, _peak_rss_mb(), strict=True))
@@ -327,7 +348,21 @@ def case_rows(spec: dict[str, Any]) -> dict[str, Any]:
             "dataset_bytes": size}  # fmt: skip
 
 
+def case_ceiling(spec: dict[str, Any]) -> dict[str, Any]:
+    """A local ceiling (``bench/_ceiling.py``): ``kind`` is ``columns``, ``samples`` or ``tokens``."""
+    import _ceiling
+
+    if spec["kind"] == "write":
+        out = _ceiling.write_ceiling(spec["output_dir"], spec["samples"])
+    elif spec["kind"] == "tokens":
+        out = _ceiling.tokens_ceiling(spec["data"], spec["block_size"])
+    else:
+        out = _ceiling.items_ceiling(spec["data"], per_sample=spec["kind"] == "samples")
+    return {**out, "ttfb_s": None, "rss": _peak_rss_mb(), "checksum": None}
+
+
 CASES = {
+    "ceiling": case_ceiling,
     "raw_download": case_raw_download,
     "optimize": case_optimize,
     "local_dataset": case_local_dataset,
@@ -341,7 +376,17 @@ CASES = {
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    __import__(spec["library"])  # imports are not part of any timing
+    if spec["library"] in PEERS:
+        import _peers
+
+        if spec["library"] == "mosaic":  # spawned loader workers register mosaic's packages too
+            os.environ["LITSTREAM_BENCH_MOSAIC"] = "1"
+        _peers.import_peer(spec["library"])  # imports are not part of any timing
+    else:
+        module = __import__(spec["library"])
+        if spec["library"] == "litstream":  # `import litstream` binds names lazily; LitData imports torch
+            for name in ("StreamingDataset", "StreamingDataLoader", "TokensLoader", "astream"):
+                getattr(module, name, None)
     for name in ("WORLD_SIZE", "RANK", "GLOBAL_RANK", "LOCAL_RANK", "NNODES", "DATA_OPTIMIZER_GLOBAL_RANK"):
         os.environ.pop(name, None)
     library = spec["library"]

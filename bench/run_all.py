@@ -1,6 +1,8 @@
-"""Run the whole benchmark suite, litstream vs LitData, and write the JSON results and the chart.
+"""Run the whole benchmark suite, litstream vs LitData and the other peers, and write JSON, table and chart.
 
-    .venv/bin/python bench/run_all.py                 # everything (about 8-12 minutes on 2 cores)
+    .venv/bin/python bench/run_all.py --full          # everything, 1x and 10x (about 20-25 minutes on 2 cores)
+    .venv/bin/python bench/run_all.py                 # everything at 1x (50,000 samples)
+    .venv/bin/python bench/run_all.py --scale 10      # 1x, then optimize, local and remote reads at 10x
     .venv/bin/python bench/run_all.py --quick         # 5,000 samples, 1 repeat: a smoke run
     .venv/bin/python bench/run_all.py --skip remote   # leave out a family (optimize is always run)
 
@@ -11,6 +13,13 @@ cold (a new, empty cache per run), directly and through ``bench/latency_proxy.py
 request). Every case runs in a fresh interpreter (``bench/e2e_case.py``) and prints one JSON line;
 best of ``--repeats`` by time is kept. Each record carries both versions, the ratio
 litstream/LitData and the checksum of what each library read (they must be equal).
+
+The peers MosaicML streaming (MDS) and WebDataset write and read the same samples in their own
+formats (``bench/_peers.py``: optimize, local_dataset, loader w=0 and w=2); a peer whose reader does not
+import here is reported as not run. Each configuration also reports litstream as a fraction of its
+ceiling measured in the same run (``bench/_ceiling.py``; remotely obstore's GETs alone). With
+``--scale N`` (``--full`` = ``--scale 10``) optimize, the local dataset read and the direct remote cold
+read of litstream and LitData run again on N times the samples, one repeat, for throughput and peak RSS.
 
 Outputs (``--out``, default ``bench/results``): ``e2e.json`` (all runs and the summary),
 ``micro.json`` (pytest-benchmark), ``summary.md`` (the table for docs/performance.md) and
@@ -39,6 +48,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO))
 
 from _e2e_data import NUM_SAMPLES, expected_checksum  # noqa: E402
+from _report import PEERS, chart, markdown, scale_table, summarize  # noqa: E402
 
 PY = sys.executable
 LIBS = ("litstream", "litdata")
@@ -151,135 +161,127 @@ def s3_with_datasets(root: Path, datasets: dict[str, Path], delay: float) -> Any
             proxy.wait(10)
 
 
-# -- summary ----------------------------------------------------------------------------------------
-
-PAIRS = [
-    # (config, litstream record key, litdata record key)
-    ("optimize", "optimize", "optimize"),
-    ("local_dataset", "local_dataset", "local_dataset"),
-    ("local_loader_w0", "local_loader_w0", "local_loader_w0"),
-    ("local_loader_w2", "local_loader_w2", "local_loader_w2"),
-    ("remote_cold", "remote_cold", "remote_cold"),
-    ("remote_cold_latency20ms", "remote_cold_latency20ms", "remote_cold_latency20ms"),
-    ("async_asyncio", "async_asyncio", "async_asyncio"),
-    ("async_trio", "async_trio", "async_trio"),
-    ("tokens_block2048", "tokens_block2048", "tokens_block2048"),
-    ("arrow_litdata_default", "arrow_litdata_default", "arrow_litdata_default"),
-    ("arrow_litstream_pytree", "arrow_litstream_pytree", "arrow_litstream_pytree"),
-    ("arrow_litstream_arrow", "arrow_litstream_arrow", "arrow_litstream_arrow"),
-]
-TARGETS = {
-    "optimize": 2.0,
-    "local_dataset": 3.0,
-    "local_loader_w0": 2.0,
-    "local_loader_w2": 2.0,
-    "remote_cold": 2.0,
-    "remote_cold_latency20ms": 3.0,
-    "arrow_litdata_default": 1.0,
-}
+# -- one pass of the suite at one size --------------------------------------------------------------
 
 
-WORKER_CONFIGS = ("optimize", "local_loader_w2")
+def _optimize(work: Path, libs: tuple[str, ...], samples: int, repeats: int,
+              results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Path]:  # fmt: skip
+    """Each library writes the samples with its own writer; returns where each one's data is."""
+    data = {lib: work / f"{lib}-data" for lib in libs}
+    outs = {lib: work / f"{lib}-optimize" for lib in libs}
+
+    def clean(lib: str) -> None:
+        shutil.rmtree(outs[lib], ignore_errors=True)
+
+    specs = {lib: {"case": "optimize", "config": "optimize", "library": lib, "output_dir": str(outs[lib]),
+                   "samples": samples} for lib in libs}  # fmt: skip
+    for lib, record in paired(specs, repeats, clean).items():
+        results[lib]["optimize"] = record
+        if lib in LIBS and not (outs[lib] / "index.json").exists():
+            raise SystemExit(f"{lib} optimize failed: {record}")
+        if "seconds" in record:
+            outs[lib].rename(data[lib])
+    return {lib: path for lib, path in data.items() if path.exists()}
 
 
-def total_rss(record: dict[str, Any]) -> float:
-    """Peak RSS in MiB: the process, plus its largest worker where the configuration has workers.
-
-    Elsewhere a child can only be a short-lived helper (importing trio starts one), whose
-    ``ru_maxrss`` counts the parent's pages it shared for an instant; it is left out there."""
-    own = float(record["peak_rss_mb"])
-    return own + float(record["peak_rss_children_mb"]) if record.get("config") in WORKER_CONFIGS else own
+def _ceiling(spec: dict[str, Any], repeats: int) -> dict[str, Any]:
+    return paired({"litstream": {"library": "litstream", "case": "ceiling", **spec}}, repeats)["litstream"]
 
 
-def summarize(results: dict[str, dict[str, dict[str, Any]]], expected: str | None) -> list[dict[str, Any]]:
-    rows = []
-    for config, ours, theirs in PAIRS:
-        a = results.get("litstream", {}).get(ours)
-        b = results.get("litdata", {}).get(theirs)
-        if a is None or b is None:
-            continue
-        row: dict[str, Any] = {"config": config, "litstream": a, "litdata": b}
-        if "seconds" in a and "seconds" in b:
-            row["speedup"] = b["seconds"] / a["seconds"]  # = throughput ratio litstream / LitData
-            if a.get("ttfb_s") is not None and b.get("ttfb_s"):
-                row["ttfb_ratio"] = a["ttfb_s"] / b["ttfb_s"]
-            rss_a, rss_b = total_rss(a), total_rss(b)
-            row["rss_ratio"] = rss_a / rss_b if rss_b else None
-            row["checksums_equal"] = a.get("checksum") == b.get("checksum")
-            if expected is not None and not config.startswith(("tokens", "arrow")):
-                row["checksum_expected"] = a.get("checksum") == expected == b.get("checksum")
-        row["target"] = TARGETS.get(config)
-        rows.append(row)
-    return rows
+def run_suite(work: Path, args: argparse.Namespace, samples: int, repeats: int, remote_repeats: int,
+              peers: tuple[str, ...], scaled: bool) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:  # fmt: skip
+    """One pass at one size: ``(results {library: {config: record}}, ceilings {name: record})``.
 
+    ``scaled``: only optimize, the local dataset read and the direct remote cold read (and their
+    ceilings), for litstream and LitData."""
+    results: dict[str, dict[str, dict[str, Any]]] = {lib: {} for lib in (*LIBS, *peers)}
+    ceilings: dict[str, dict[str, Any]] = {}
+    log(f"optimize: {samples:,} samples, 2 workers, 64 MB chunks (peers: {', '.join(peers) or 'none'})")
+    writers = ("litstream",) if scaled else (*LIBS, *peers)
+    data = _optimize(work, writers, samples, repeats, results)
+    if scaled:  # LitData's optimize runs at 1x only (at 10x it takes ~25 min here): it reads litstream's chunks
+        data["litdata"] = data["litstream"]
+    out = work / "ceiling-write"
+    ceilings["ceiling_write"] = _ceiling({"kind": "write", "config": "ceiling_write", "output_dir": str(out),
+                                          "samples": samples}, repeats)  # fmt: skip
+    shutil.rmtree(out, ignore_errors=True)
+    snapshot = {lib: sorted((p.name, p.stat().st_size) for p in data[lib].iterdir()) for lib in LIBS}
+    configs: list[tuple[str, dict[str, dict[str, Any]]]] = []
+    readers = [lib for lib in (*LIBS, *peers) if lib in data]
+    if "local" not in args.skip:
+        configs.append(("local_dataset", {lib: {"case": "local_dataset"} for lib in readers}))
+        for workers in () if scaled else (0, 2):  # peers: checksum checked on optimize and local_dataset only
+            configs.append((f"local_loader_w{workers}", {lib: {"case": "local_loader", "workers": workers,
+                            "verify": lib in LIBS} for lib in readers}))  # fmt: skip
+        for kind in ("samples",) if scaled else ("samples", "columns"):
+            ceilings[f"ceiling_{kind}"] = _ceiling({"kind": kind, "config": f"ceiling_{kind}",
+                                                    "data": str(data["litstream"])}, repeats)  # fmt: skip
+    if "async" not in args.skip and not scaled:
+        for backend in ("asyncio", "trio"):
+            configs.append((f"async_{backend}", {"litstream": {"case": "async", "backend": backend},
+                                                 "litdata": {"case": "async", "backend": "thread"}}))  # fmt: skip
+    log("local reads and async service")
+    for config, variants in configs:
+        specs = {lib: {"library": lib, "data": str(data[lib]), "config": config, **v} for lib, v in variants.items()}
+        for lib, record in paired(specs, repeats).items():
+            results[lib][config] = record  # LitData's async runs: its dataset in a thread
+    if "tokens" not in args.skip and not scaled:
+        log(f"tokens: {args.tokens} documents written by LitData's optimize (TokensLoader)")
+        tokens = make_tokens(work, args.tokens)
+        specs = {lib: {"library": lib, "data": str(tokens), "case": "tokens", "config": "tokens_block2048",
+                       "block_size": TOKENS_BLOCK} for lib in LIBS}  # fmt: skip
+        for lib, record in paired(specs, repeats).items():
+            results[lib]["tokens_block2048"] = record
+        ceilings["ceiling_tokens"] = _ceiling({"kind": "tokens", "config": "ceiling_tokens", "data": str(tokens),
+                                               "block_size": TOKENS_BLOCK}, repeats)  # fmt: skip
+    if "arrow" not in args.skip and not scaled:  # LitData's default output for dict rows: Arrow chunks
+        from arrow_bench import run_family
 
-def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    lines = [
-        "| configuration | litstream items/s | LitData items/s | ratio litstream/LitData (target) | "
-        "time to first item/batch, ms (litstream / LitData) | peak RSS MiB, main+workers (litstream / LitData) "
-        "| checksums equal |",
-        "|---|---:|---:|---:|---:|---:|:---:|",
-    ]
-    for row in rows:
-        a, b = row["litstream"], row["litdata"]
-        if "speedup" not in row:
-            why = a.get("skipped") or a.get("error", "")[-120:] or b.get("skipped") or b.get("error", "")[-120:]
-            lines.append(f"| {row['config']} | — | — | not run: {why} | | | |")
-            continue
-        target = f" (≥ {row['target']:g}x)" if row.get("target") else ""
-        met = "" if not row.get("target") else (" ✓" if row["speedup"] >= row["target"] else " ✗")
-        ttfb = (
-            f"{a['ttfb_s'] * 1e3:.1f} / {b['ttfb_s'] * 1e3:.1f}"
-            if a.get("ttfb_s") is not None and b.get("ttfb_s") is not None
-            else "—"
-        )
-        rss = f"{total_rss(a):.0f} / {total_rss(b):.0f}"
-        lines.append(
-            f"| {row['config']} | {a['throughput']:,.0f} | {b['throughput']:,.0f} | "
-            f"**{row['speedup']:.2f}x**{target}{met} | {ttfb} | {rss} | {'yes' if row['checksums_equal'] else 'NO'} |"
-        )
-    lines.append("")
-    lines.append(
-        f"litstream {meta['versions']['litstream']}, LitData {meta['versions']['litdata']}; "
-        f"{meta['samples']:,} samples; best of {meta['repeats']}; load average "
-        f"{meta['load_start']} at start, {meta['load_end']} at end; {meta['started']} UTC."
-    )
-    return "\n".join(lines)
+        for lib, records in run_family(work, args.arrow_rows, repeats).items():
+            results[lib].update(records)
+    for lib in () if scaled else LIBS:  # LitData never wrote into its (uncompressed) dataset: check it
+        if sorted((p.name, p.stat().st_size) for p in data[lib].iterdir()) != snapshot[lib]:
+            log(f"WARNING: {lib}'s dataset directory changed while being read")
+    for lib in peers:  # the remote reads are litstream's and LitData's only: free the disk
+        shutil.rmtree(data[lib], ignore_errors=True)
+    if "remote" not in args.skip:
+        log("remote: SeaweedFS on 127.0.0.1, cold cache per run")
+        uploads = {"litstream": data["litstream"]} if scaled else {lib: data[lib] for lib in LIBS}
+        with s3_with_datasets(work, uploads, args.latency) as (server, proxied):
+            time.sleep(3)  # let the server settle after the upload
+            cache = work / "cache"
 
+            def fresh(lib: str) -> None:
+                shutil.rmtree(cache, ignore_errors=True)
+                cache.mkdir()
 
-def chart(rows: list[dict[str, Any]], path: Path, meta: dict[str, Any]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    done = [r for r in rows if "speedup" in r]
-    names = [r["config"] for r in done]
-    ours = [r["litstream"]["throughput"] for r in done]
-    theirs = [r["litdata"]["throughput"] for r in done]
-    fig, ax = plt.subplots(figsize=(11, 5.5))
-    ys = range(len(done))
-    ax.barh([y - 0.2 for y in ys], ours, height=0.4, label=f"litstream {meta['versions']['litstream']}")
-    ax.barh([y + 0.2 for y in ys], theirs, height=0.4, label=f"LitData {meta['versions']['litdata']}")
-    for y, r in zip(ys, done, strict=True):
-        ax.text(max(ours[y], theirs[y]) * 1.01, y, f"{r['speedup']:.2f}x", va="center", fontsize=9)
-    ax.set_yticks(list(ys), names)
-    ax.invert_yaxis()
-    ax.set_xlim(0, max(ours + theirs) * 1.12)
-    ax.set_xlabel("items per second (linear scale)")
-    ax.set_title(f"Throughput, {meta['started']} UTC, 2 shared cores, load {meta['load_start'].split()[0]} "
-                 "(label: litstream / LitData)")  # fmt: skip
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+            endpoints = [("remote_cold", server.endpoint)]
+            if not scaled:
+                endpoints.append(("remote_cold_latency20ms", proxied))
+            for config, endpoint in endpoints:
+                s3 = {"endpoint": endpoint, "key": server.access_key, "secret": server.secret_key}
+                specs = {lib: {"library": lib, "case": "remote_dataset", "config": config,
+                               "data": f"s3://bench/{lib if lib in uploads else 'litstream'}",
+                               "cache_dir": str(cache), "s3": s3}
+                         for lib in LIBS}  # fmt: skip
+                for lib, record in paired(specs, remote_repeats, fresh).items():
+                    results[lib][config] = record
+                shutil.rmtree(cache, ignore_errors=True)
+                # the ceiling: the same bytes fetched with obstore alone (no cache file, no decoding)
+                raw = config.replace("remote_cold", "remote_raw_get")
+                spec = {"library": "litstream", "case": "raw_download", "config": raw,
+                        "data": "s3://bench/litstream", "s3": s3}  # fmt: skip
+                ceilings[raw] = paired({"litstream": spec}, remote_repeats)["litstream"]
+    for path in set(data.values()):
+        shutil.rmtree(path, ignore_errors=True)
+    return results, ceilings
 
 
 # -- main -------------------------------------------------------------------------------------------
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="litstream vs LitData: the whole benchmark suite")
+    parser = argparse.ArgumentParser(description="litstream vs LitData and peers: the whole benchmark suite")
     parser.add_argument("--samples", type=int, default=NUM_SAMPLES)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--remote-repeats", type=int, default=3)
@@ -287,10 +289,15 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=4000, help="token documents (~2-6k tokens each)")
     parser.add_argument("--arrow-rows", type=int, default=200_000, help="dict rows of the arrow family")
     parser.add_argument("--skip", action="append", default=[], choices=FAMILIES)
+    parser.add_argument("--peers", nargs="*", default=list(PEERS), choices=PEERS, help="other peers to run")
+    parser.add_argument("--scale", type=int, default=1, help="also run optimize and local/remote reads at N x")
+    parser.add_argument("--full", action="store_true", help="the whole suite: every family and --scale 10")
     parser.add_argument("--quick", action="store_true", help="5,000 samples, 1 repeat, 500 token documents")
     parser.add_argument("--out", type=Path, default=BENCH / "results")
     parser.add_argument("--workdir", type=Path, default=None, help="data directory (default: a temporary one)")
     args = parser.parse_args()
+    if args.full:
+        args.scale = max(args.scale, 10)
     if args.quick:
         args.samples, args.repeats, args.remote_repeats, args.tokens = 5_000, 1, 1, 500
         args.arrow_rows = 20_000
@@ -299,18 +306,24 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="litstream-bench-", dir=args.workdir))
     from importlib.metadata import version
 
+    import _peers
+
+    missing = {p: why for p in args.peers if (why := _peers.available(p)) is not None}
+    peers = tuple(p for p in args.peers if p not in missing)
     meta: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
         "load_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "versions": {lib: version(lib) for lib in LIBS},
+        "versions": {lib: version(_peers.DISTRIBUTIONS.get(lib, lib)) for lib in (*LIBS, *peers)},
+        "peers_missing": missing,
         "samples": args.samples,
+        "scale": args.scale,
         "repeats": args.repeats,
+        "disk_free_gb": round(shutil.disk_usage(work).free / 1e9, 1),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "command": " ".join([Path(PY).name, *sys.argv]),
     }
-    log(f"workdir {work}; load average {meta['load_start']}")
-    results: dict[str, dict[str, dict[str, Any]]] = {lib: {} for lib in LIBS}
-    ceilings: dict[str, dict[str, Any]] = {}
+    log(f"workdir {work}; load average {meta['load_start']}; peers {peers}; not run: {missing}")
+    scaled_rows: list[dict[str, Any]] = []
     try:
         if "micro" not in args.skip:
             log("micro-benchmarks (pytest-benchmark)")
@@ -321,89 +334,37 @@ def main() -> None:
                 check=False, env={**os.environ, "PYTHONPATH": str(REPO / "src")}, cwd=REPO,
             )  # fmt: skip
         expected = expected_checksum(args.samples)
-        data = {lib: work / f"{lib}-data" for lib in LIBS}
-        log(f"optimize: {args.samples:,} samples, 2 workers, 64 MB chunks")
-        outs = {lib: work / f"{lib}-optimize" for lib in LIBS}
-
-        def clean(lib: str) -> None:
-            shutil.rmtree(outs[lib], ignore_errors=True)
-
-        specs = {lib: {"case": "optimize", "config": "optimize", "library": lib, "output_dir": str(outs[lib]),
-                       "samples": args.samples} for lib in LIBS}  # fmt: skip
-        for lib, record in paired(specs, args.repeats, clean).items():
-            results[lib]["optimize"] = record
-            if not (outs[lib] / "index.json").exists():
-                raise SystemExit(f"{lib} optimize failed: {record}")
-            outs[lib].rename(data[lib])
-        snapshot = {lib: sorted((p.name, p.stat().st_size) for p in data[lib].iterdir()) for lib in LIBS}
-        configs: list[tuple[str, dict[str, dict[str, Any]]]] = []
-        if "local" not in args.skip:
-            configs.append(("local_dataset", {lib: {"case": "local_dataset"} for lib in LIBS}))
-            for workers in (0, 2):
-                configs.append((f"local_loader_w{workers}",
-                                {lib: {"case": "local_loader", "workers": workers} for lib in LIBS}))  # fmt: skip
-        if "async" not in args.skip:
-            for backend in ("asyncio", "trio"):
-                configs.append((f"async_{backend}", {"litstream": {"case": "async", "backend": backend},
-                                                     "litdata": {"case": "async", "backend": "thread"}}))  # fmt: skip
-        log("local reads and async service")
-        for config, variants in configs:
-            specs = {lib: {"library": lib, "data": str(data[lib]), "config": config, **v}
-                     for lib, v in variants.items()}  # fmt: skip
-            for lib, record in paired(specs, args.repeats).items():
-                results[lib][config] = record  # LitData's async runs: its dataset in a thread
-        if "tokens" not in args.skip:
-            log(f"tokens: {args.tokens} documents written by LitData's optimize (TokensLoader)")
-            tokens = make_tokens(work, args.tokens)
-            specs = {lib: {"library": lib, "data": str(tokens), "case": "tokens", "config": "tokens_block2048",
-                           "block_size": TOKENS_BLOCK} for lib in LIBS}  # fmt: skip
-            for lib, record in paired(specs, args.repeats).items():
-                results[lib]["tokens_block2048"] = record
-        if "arrow" not in args.skip:  # LitData's default output for dict rows: Arrow chunks (arrow_bench.py)
-            from arrow_bench import run_family
-
-            for lib, records in run_family(work, args.arrow_rows, args.repeats).items():
-                results[lib].update(records)
-        for lib in LIBS:  # LitData never wrote into its (uncompressed) dataset: check it
-            now = sorted((p.name, p.stat().st_size) for p in data[lib].iterdir())
-            if now != snapshot[lib]:
-                log(f"WARNING: {lib}'s dataset directory changed while being read")
-        if "remote" not in args.skip:
-            log("remote: SeaweedFS on 127.0.0.1, cold cache per run")
-            with s3_with_datasets(work, data, args.latency) as (server, proxied):
-                time.sleep(3)  # let the server settle after the upload
-                cache = work / "cache"
-
-                def fresh(lib: str) -> None:
-                    shutil.rmtree(cache, ignore_errors=True)
-                    cache.mkdir()
-
-                for config, endpoint in (("remote_cold", server.endpoint),
-                                         ("remote_cold_latency20ms", proxied)):  # fmt: skip
-                    s3 = {"endpoint": endpoint, "key": server.access_key, "secret": server.secret_key}
-                    specs = {lib: {"library": lib, "case": "remote_dataset", "config": config,
-                                   "data": f"s3://bench/{lib}", "cache_dir": str(cache), "s3": s3}
-                             for lib in LIBS}  # fmt: skip
-                    for lib, record in paired(specs, args.remote_repeats, fresh).items():
-                        results[lib][config] = record
-                shutil.rmtree(cache, ignore_errors=True)
-                # the ceiling: the same bytes fetched with obstore alone (no cache file, no decoding)
-                for config, endpoint in (("remote_raw_get", server.endpoint),
-                                         ("remote_raw_get_latency20ms", proxied)):  # fmt: skip
-                    s3 = {"endpoint": endpoint, "key": server.access_key, "secret": server.secret_key}
-                    spec = {"library": "litstream", "case": "raw_download", "config": config,
-                            "data": "s3://bench/litstream", "s3": s3}  # fmt: skip
-                    ceilings[config] = paired({"litstream": spec}, args.remote_repeats)["litstream"]
+        results, ceilings = run_suite(work, args, args.samples, args.repeats, args.remote_repeats, peers, False)
+        if args.scale > 1:
+            big = args.samples * args.scale
+            log(f"scale {args.scale}x: {big:,} samples, one repeat; load average {os.getloadavg()[0]:.2f}")
+            meta["load_scale_start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            meta["expected_checksum_scaled"] = expected_checksum(big)
+            big_results, big_ceilings = run_suite(work, args, big, 1, 1, (), True)
+            for config in ("optimize", "local_dataset", "remote_cold"):
+                for lib in LIBS:
+                    if config in big_results[lib] and config in results[lib]:
+                        scaled_rows.append({"config": config, "library": lib, "scale": args.scale,
+                                            "1x": results[lib][config], "Nx": big_results[lib][config]})  # fmt: skip
+                        same = big_results[lib][config].get("checksum") == meta["expected_checksum_scaled"]
+                        scaled_rows[-1]["checksum_expected"] = same
+            meta["ceilings_scaled"] = big_ceilings
     finally:
         shutil.rmtree(work, ignore_errors=True)
     meta["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     meta["duration_s"] = round(time.time() - started, 1)
     meta["expected_checksum"] = expected
-    rows = summarize(results, expected)
+    rows = summarize(results, ceilings, expected)
     (args.out / "e2e.json").write_text(
-        json.dumps({"meta": meta, "summary": rows, "ceilings": ceilings}, indent=1) + "\n"
+        json.dumps({"meta": meta, "summary": rows, "ceilings": ceilings, "scaled": scaled_rows}, indent=1) + "\n"
     )
     table = markdown(rows, meta)
+    if scaled_rows:
+        table += f"\n\nScale: {args.samples:,} and {args.samples * args.scale:,} samples (one repeat at the larger "
+        agree = all(r["checksum_expected"] for r in scaled_rows)
+        table += "size; its checksums " + ("all equal the expected one" if agree else "DIFFER")
+        table += "; at the larger size LitData reads the chunks litstream's optimize wrote, the same format, "
+        table += "since its own optimize is run at 1x only):\n\n" + scale_table(scaled_rows)
     micro = args.out / "micro.json"
     if micro.exists() and "micro" not in args.skip:
         table += "\n\n| micro-benchmark (pytest-benchmark, min) | test | ms |\n|---|---|---:|"
@@ -411,9 +372,10 @@ def main() -> None:
             table += f"\n| {bench['group']} | `{bench['name']}` | {bench['stats']['min'] * 1e3:.3f} |"
     for config, record in ceilings.items():
         if "seconds" in record:
-            table += (f"\n\nCeiling `{config}`: obstore alone GETs the same {record['bytes'] / 1e6:,.0f} MB "
-                      f"(8 x 8 MB ranges in flight, no cache file, no decoding) in {record['seconds']:.3f} s "
-                      f"= {record['throughput']:,.0f} items/s.")  # fmt: skip
+            table += f"\n\nCeiling `{config}`: {record['items']:,} items in {record['seconds']:.3f} s " \
+                     f"= {record['throughput']:,.0f} items/s."  # fmt: skip
+    table += f"\n\nWhole run: {meta['duration_s']:.0f} s; load average {meta['load_start']} at start, " \
+             f"{meta['load_end']} at end (2 cores shared with other jobs)."  # fmt: skip
     (args.out / "summary.md").write_text(table + "\n")
     try:
         chart(rows, args.out / "throughput.png", meta)
@@ -422,7 +384,8 @@ def main() -> None:
         log(f"no chart: {exc} (pip install -r requirements/dev.txt)")
     print(table)
     log(f"done in {meta['duration_s']} s; results in {args.out}")
-    bad = [r["config"] for r in rows if r.get("checksums_equal") is False]
+    bad = [r["config"] for r in rows if r.get("checksums_equal") is False or r.get("peer_checksums_expected") is False]
+    bad += [f"{r['config']}@{args.scale}x" for r in scaled_rows if not r["checksum_expected"]]
     if bad:
         log(f"CHECKSUM MISMATCH in {bad}")
         raise SystemExit(1)

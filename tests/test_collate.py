@@ -67,12 +67,21 @@ def test_same_as_default_collate(batch: list[Any]) -> None:
     _same(fast_collate(batch), default_collate(batch))
 
 
-def test_a_subset_or_reordering_of_a_block_is_copied() -> None:
+def test_a_reordering_or_repetition_of_a_block_is_copied() -> None:
     batch = _decoded([_dict_sample(i) for i in range(6)])
-    for part in (batch[:3], batch[::-1], [batch[0], batch[0]]):
+    for part in (batch[::-1], [batch[0], batch[0]], batch[:4:2]):
         out = fast_collate(part)
         _same(out, default_collate(part))
         assert out["image"].data_ptr() != part[0]["image"].ctypes.data
+
+
+def test_consecutive_rows_of_a_block_are_a_view_of_it() -> None:
+    # a decoded block may hold several loader batches (read._core.work_batches): each is a slice of it
+    batch = _decoded([_dict_sample(i) for i in range(6)])
+    for part in (batch[:3], batch[2:5], batch[5:]):
+        out = fast_collate(part)
+        _same(out, default_collate(part))
+        assert out["image"].data_ptr() == part[0]["image"].ctypes.data
 
 
 def test_errors_are_default_collates() -> None:

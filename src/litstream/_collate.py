@@ -26,20 +26,30 @@ __all__ = ["fast_collate", "shared_block"]
 
 
 def _rows_of_one_array(values: Sequence[Any]) -> np.ndarray[Any, Any] | torch.Tensor | None:
-    """The decoded block whose rows ``values`` are, exactly and in order; else ``None``."""
+    """The consecutive rows of one decoded block that ``values`` are, exactly and in order, as one
+    array (a view of the block); else ``None``."""
     owner = values[0].base
     if not isinstance(owner, np.ndarray):
         return None
     rows = rows_of(owner)
-    if rows is None or len(rows) != len(values):
+    if rows is None or len(rows) < len(values):
         return None
-    for value, row in zip(values, rows, strict=True):
+    n = len(values)
+    start = 0
+    if len(rows) != n:  # a slice of a block that holds several loader batches
+        try:
+            start = rows.index(id(values[0]))
+        except ValueError:
+            return None
+        if start + n > len(rows):
+            return None
+    for value, row in zip(values, rows[start : start + n], strict=True):
         if id(value) != row:  # every value is alive, so an equal id is the same row object
             return None
     first = values[0]
     if isinstance(owner.base, torch.Tensor):  # shared memory from shared_block: keep the tensor's storage
-        return owner.base
-    return np.ndarray((len(values), *first.shape), dtype=first.dtype, buffer=owner)
+        return owner.base if n == len(rows) else None
+    return np.ndarray((n, *first.shape), dtype=first.dtype, buffer=owner, offset=start * first.nbytes)
 
 
 def shared_block(nbytes: int) -> np.ndarray[Any, Any]:

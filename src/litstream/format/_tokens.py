@@ -29,7 +29,7 @@ from .._errors import ConfigurationError, FormatError
 from . import _dtypes as dt
 from ._chunk import ChunkView, header_length
 from ._loaders import SampleEncoder, TokensLoader, _registry
-from ._serializers import serializer_for_format
+from ._serializers import NoHeaderNumpySerializer, NoHeaderTensorSerializer, serializer_for_format
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -181,6 +181,39 @@ class TokenLayout:
     def decode(self, item: bytes | memoryview) -> Any:
         """One block's bytes as a tensor or array (the read engine calls this for every item)."""
         return self.decoder.deserialize(item)
+
+    def decode_blocks(self, view: TokenBlocks, items: Sequence[int]) -> list[Any]:
+        """Blocks ``items`` of ``view``, as :meth:`decode` gives each, decoded together.
+
+        Consecutive ascending blocks (the common case: a sequential read) are copied out of the chunk
+        at once into ONE new tensor / array ``(n, block_size)``, and each block is a writable row of
+        it (no per-block allocation); other orders, and a user-registered serializer, go block by
+        block through :meth:`decode`.
+
+        Raises:
+            FormatError: a block is outside the chunk.
+        """
+        n = len(items)
+        decode_one = type(self.decoder).deserialize  # the built-in decoders (subclasses may add writers)
+        tensors = decode_one is NoHeaderTensorSerializer.deserialize
+        if n < 2 or not (tensors or decode_one is NoHeaderNumpySerializer.deserialize):
+            return [self.decode(view.item(i)) for i in items]
+        first, last = int(items[0]), int(items[-1])
+        if last - first != n - 1 or not (isinstance(items, range) and items.step == 1):
+            ids = np.asarray(items, dtype=np.int64)
+            if last - first != n - 1 or not bool((np.diff(ids) == 1).all()):
+                return [self.decode(view.item(i)) for i in items]
+        view.item(first), view.item(last)  # bounds, with the per-block error
+        begin = view._start + first * self.block_bytes
+        data = bytearray(view._memory[begin : begin + n * self.block_bytes])  # the one copy; writable
+        dtype = self.decoder.dtype  # type: ignore[attr-defined]  # set up from the data format
+        if dtype is None:
+            return [self.decode(view.item(i)) for i in items]  # the decoder's own error
+        if tensors:
+            import torch
+
+            return list(torch.frombuffer(data, dtype=dtype).view(n, self.block_size))
+        return list(np.frombuffer(data, dtype=dtype).reshape(n, self.block_size))
 
     def view(self, chunk_index: int, chunk: ChunkView) -> TokenBlocks:
         """``chunk`` (chunk ``chunk_index``, header already checked) seen as blocks."""
