@@ -31,7 +31,8 @@ from .read._cache import parse_cache_size
 from .read._core import ReadPlanArgs, ShuffleMode, iter_work, produce_chunks
 from .read._plan import items_per_rank, worker_plan
 from .read._session import open_session, split_head
-from .read._source import CacheSettings, DatasetSource
+from .read._source import DatasetSource
+from .read._source_cache import CacheSettings
 from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
 from .read._trust import check_allow_pickle, resolve_allow_pickle
