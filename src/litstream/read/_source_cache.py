@@ -11,7 +11,8 @@ import anyio.to_thread
 from ..storage._files import map_file
 from ..storage._hedged import HedgedStore
 from ..storage._transfer import Downloader
-from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
+from ._cache import ChunkCache
+from ._cache_dirs import dataset_cache_dir, default_cache_root
 
 if TYPE_CHECKING:
     import mmap
