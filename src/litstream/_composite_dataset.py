@@ -18,12 +18,12 @@ from ._dataset_io import _inside_worker
 from ._distributed import DistributedEnv, detect_worker
 from ._errors import ConfigurationError
 from .read._args import check_reader_args
-from .read._astream import SampleStream
 from .read._checkpoint import CompositeCheckpoint, CycleCarry
 from .read._compose import MemberSpec, level_streams
 from .read._compose_resume import CompositePlan, resolve_composite
 from .read._core import ReadPlanArgs
 from .read._resume_types import Level, Topology
+from .read._sample_stream import SampleStream
 from .read._session_compose import (
     AsyncSession,
     carry_after_epoch,

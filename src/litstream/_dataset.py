@@ -27,7 +27,7 @@ from ._litdata_params import check_read_params
 from ._local_remote import check_local_dataset, local_remote_source
 from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
-from .read._astream import check_read_args, check_read_loader
+from .read._args import check_read_args, check_read_loader
 from .read._cache_dirs import parse_cache_size
 from .read._core import ShuffleMode, iter_work, produce_chunks
 from .read._session import open_session, split_head
