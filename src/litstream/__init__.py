@@ -68,8 +68,8 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .format._media_video import Video as Video
     from .format._parquet import ParquetLoader as ParquetLoader
     from .format._temporal import TemporalArrayLoader as TemporalArrayLoader
-    from .read._astream import SampleStream as SampleStream
     from .read._astream import astream as astream
+    from .read._sample_stream import SampleStream as SampleStream
     from .read._trust import set_allow_pickle as set_allow_pickle
     from .storage._resolver import Dir as Dir
     from .storage._store import LocalFileStore as LocalFileStore
@@ -122,7 +122,7 @@ _LAZY = {
     "PyTreeLoader": ".format._loaders",
     "RSAEncryption": ".format._encryption",
     "RunSummary": ".write._summary",
-    "SampleStream": ".read._astream",
+    "SampleStream": ".read._sample_stream",
     "Store": ".storage._store",
     "StreamingDataLoader": "._dataloader",
     "StreamingDataset": "._dataset",

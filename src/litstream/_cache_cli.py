@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._errors import ConfigurationError
-from .read._cache import default_cache_root, litdata_cache_root, own_cache_root
+from .read._cache_dirs import default_cache_root, litdata_cache_root, own_cache_root
 
 if TYPE_CHECKING:
     import argparse

@@ -19,6 +19,7 @@ from . import _portal
 from ._collate import shared_block
 from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
 from ._dataset_keys import KeyedMixin
+from ._dataset_plan import PlanMixin
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import raise_collapsed
@@ -26,12 +27,12 @@ from ._litdata_params import check_read_params
 from ._local_remote import check_local_dataset, local_remote_source
 from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
-from .read._astream import check_read_args, check_read_loader
-from .read._cache import parse_cache_size
-from .read._core import ReadPlanArgs, ShuffleMode, iter_work, produce_chunks
-from .read._plan import items_per_rank, worker_plan
+from .read._args import check_read_args, check_read_loader
+from .read._cache_dirs import parse_cache_size
+from .read._core import ShuffleMode, iter_work, produce_chunks
 from .read._session import open_session, split_head
-from .read._source import CacheSettings, DatasetSource
+from .read._source import DatasetSource
+from .read._source_cache import CacheSettings
 from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
 from .read._trust import check_allow_pickle, resolve_allow_pickle
@@ -61,7 +62,7 @@ _REMOTE_MIN_PRE_DOWNLOAD = 4
 _HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
 
-class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
+class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin):
     """Stream an optimized dataset (LitData format) into PyTorch.
 
     Iteration splits items between ranks and DataLoader workers in whole batches and orders them
@@ -248,16 +249,6 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         state["_parent_env"] = detect_distributed()
         return state
 
-    def _pin_distributed(self) -> None:
-        """Record this process's rank and world size for the DataLoader workers it is about to start."""
-        self._parent_env = detect_distributed()
-
-    def _distributed(self) -> DistributedEnv:
-        """Rank and world size: in a DataLoader worker, those of the process that started it."""
-        if self._parent_env is not None and _inside_worker():
-            return self._parent_env
-        return detect_distributed()
-
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
         if (
@@ -279,50 +270,6 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
                 self.allow_pickle,
             )
         return self._source
-
-    def _drop_last(self, world_size: int) -> bool:
-        return (world_size > 1) if self.drop_last is None else self.drop_last
-
-    def get_len(self, num_workers: int, batch_size: int) -> int:
-        """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
-        env = self._distributed()
-        regions, chunk_bytes = self._plan_inputs()
-        return items_per_rank(
-            regions,
-            rank=env.rank,
-            world_size=env.world_size,
-            num_workers=max(num_workers, 1),
-            batch_size=batch_size,
-            drop_last=self._drop_last(env.world_size),
-            num_nodes=env.num_nodes,
-            shuffle=self.shuffle is not False,
-            seed=self.seed,
-            epoch=self.current_epoch,
-            chunk_bytes=chunk_bytes,
-        )
-
-    def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
-        """Items each worker of this rank serves per epoch (index = worker id)."""
-        env = self._distributed()
-        regions, chunk_bytes = self._plan_inputs()
-        out = []
-        for worker in range(max(num_workers, 1)):
-            plan = worker_plan(
-                regions,
-                rank=env.rank,
-                world_size=env.world_size,
-                worker=worker,
-                num_workers=max(num_workers, 1),
-                batch_size=batch_size,
-                drop_last=self._drop_last(env.world_size),
-                shuffle=self.shuffle is not False,
-                seed=self.seed,
-                epoch=self.current_epoch,
-                num_nodes=env.num_nodes,
-                chunk_bytes=chunk_bytes,
-            )
-            out.append(sum(p.end - p.start for p in plan))
-        return out
 
     def __len__(self) -> int:
         return self.get_len(self.num_workers, self.batch_size)
@@ -374,23 +321,6 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin):
         return sample
 
     # -- iteration --------------------------------------------------------------------------------
-    def _plan_args(self) -> ReadPlanArgs:
-        env = self._distributed()
-        worker = detect_worker()
-        return ReadPlanArgs(
-            rank=env.rank,
-            world_size=env.world_size,
-            worker=worker.worker,
-            num_workers=worker.num_workers,
-            batch_size=self.batch_size,
-            drop_last=self._drop_last(env.world_size),
-            shuffle=self.shuffle,
-            shuffle_window=self.shuffle_window,
-            seed=self.seed,
-            epoch=self.current_epoch,
-            num_nodes=env.num_nodes,
-        )
-
     def __iter__(self) -> Generator[Any, None, None]:
         source = self._get_source()
         worker = detect_worker()

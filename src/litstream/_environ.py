@@ -59,7 +59,7 @@ class Environ:
     hugging_face_hub_token: str | None = None
     hf_token_path: str | None = None
     hf_home: str | None = None
-    # object stores (``storage/_resolver.py``, ``_obstore.py``, ``_faults.py``)
+    # object stores (``storage/_resolver.py``, ``_obstore_spec.py``, ``_faults.py``)
     storage_emulator_host: str | None = None
     aws_endpoint_url_s3: str | None = None
     aws_endpoint_url: str | None = None

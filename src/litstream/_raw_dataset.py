@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import _portal
 from ._errors import ConfigurationError
-from .read._cache import default_cache_root
+from .read._cache_dirs import default_cache_root
 from .read._raw import RawReader, RawStream, epoch_order
 from .read._raw_fetch import FetchConfig, FetchStatistics, RawFetcher
 from .read._raw_files import RawFiles

@@ -18,7 +18,8 @@ import anyio
 import pytest
 
 from litstream import ConfigurationError
-from litstream.read._cache import LOCK_DIR, ChunkCache, dataset_cache_dir, default_cache_root, parse_cache_size
+from litstream.read._cache import ChunkCache
+from litstream.read._cache_dirs import LOCK_DIR, dataset_cache_dir, default_cache_root, parse_cache_size
 from litstream.storage._local import LocalFileStore
 from litstream.storage._transfer import Downloader
 

@@ -10,7 +10,7 @@ import pytest
 from storage_backends import unique
 
 from litstream import StreamingRawDataset
-from litstream.storage._obstore import obstore_used
+from litstream.storage._obstore_fork import obstore_used
 from litstream.storage._resolver import store_for
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ _FORK_SCRIPT = """
 import sys
 from torch.utils.data import DataLoader
 from litstream import StreamingRawDataset
-from litstream.storage._obstore import obstore_used
+from litstream.storage._obstore_fork import obstore_used
 url, endpoint, key, secret, cache = sys.argv[1:]
 options = {"endpoint_url": endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret}
 ds = StreamingRawDataset(url, cache_dir=cache, storage_options=options)

@@ -1,6 +1,6 @@
 """Async streams of Combined / Parallel datasets: one :class:`SampleStream` per member, mixed or zipped.
 
-Like :class:`~litstream.read._astream.SampleStream`, each object is both an async iterator
+Like :class:`~litstream.read._sample_stream.SampleStream`, each object is both an async iterator
 (``async for``: members fetch on demand inside ``__anext__``, nothing outlives a call) and an async
 context manager (``async with``: every member prefetches in its own task group; leaving the block
 cancels and joins them all). The plan (which member items this reader serves, and the mixing
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from types import TracebackType
 
-    from ._astream import SampleStream
+    from ._sample_stream import SampleStream
 
 __all__ = ["CombinedSampleStream", "ComposedSampleStream", "ParallelSampleStream", "Prepared"]
 

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import ConfigurationError, ObjectNotFoundError, StorageError
 from .._sync import run_sync
-from ..storage._obstore import ObstoreStore, obstore_used
+from ..storage._obstore import ObstoreStore
+from ..storage._obstore_fork import obstore_used
 from ._raw_index import INDEX_NAME, FileMetadata, decode_index, encode_index, key_of, list_files, save_index
 
 if TYPE_CHECKING:

@@ -22,11 +22,11 @@ from ._resume import round_robin
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from ._astream import SampleStream
     from ._compose import Composer, Run
     from ._compose_resume import CompositePlan
     from ._core import Piece
     from ._resume_types import Level, Topology
+    from ._sample_stream import SampleStream
 
 __all__ = [
     "AsyncSession",

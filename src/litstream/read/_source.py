@@ -6,10 +6,8 @@ import bisect
 import contextlib
 import itertools
 import mmap
-import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
@@ -23,31 +21,32 @@ from ..format._compression import Compression, compression_from_config, decompre
 from ..format._config_keys import check_config_keys
 from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
 from ..format._framed import chunk_from_file
-from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
-from ..format._loaders import SampleDecoder
-from ..format._mds import decompress_shard, is_mds_config, read_index
+from ..format._mds import decompress_shard, is_mds_config
 from ..format._mds_encodings import MdsDecoder
 from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._temporal import TemporalDecoder
 from ..format._tokens import TokenLayout, check_item_loader
-from ..storage._base import mapped_errors
-from ..storage._files import local_path, map_file, map_object, read_span_at
-from ..storage._hedged import HedgedStore
-from ..storage._transfer import Downloader
-from ._cache import ChunkCache, dataset_cache_dir, default_cache_root
+from ..storage._files import local_path, map_object, read_span_at
+from ._decoder_choice import _sample_decoder
 from ._headers import OffsetTables
+from ._index_load import load_index, load_local_index
 from ._sizes import check_local_sizes
+from ._source_cache import CacheSettings, _open_cache, _read_through_cache
 from ._verify import check_chunk, check_chunk_file, has_checksum
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Mapping
+    from pathlib import Path
 
-    from ..format._index import DatasetConfig
-    from ..format._loaders import PyTreeLoader, TokensLoader
+    from ..format._index import Index
+    from ..format._loaders import PyTreeLoader, SampleDecoder, TokensLoader
     from ..format._serializers import Serializer
     from ..storage._store import Store
+    from ..storage._transfer import Downloader
+    from ._cache import ChunkCache
 
-__all__ = ["CacheSettings", "DatasetSource", "load_index", "load_local_index", "map_file", "populate", "release"]
+__all__ = ["DatasetSource", "populate", "release"]
 
 
 _MADV_POPULATE_READ = 22  # Linux >= 5.14; not exported by the mmap module of Python 3.11
@@ -73,104 +72,6 @@ def release(data: object, end: int) -> None:
         if length > 0:
             with contextlib.suppress(OSError, ValueError):
                 data.madvise(mmap.MADV_DONTNEED, 0, length)
-
-
-async def _read_through_cache(
-    cache: ChunkCache, downloader: Downloader, name: str, size: int | None
-) -> bytes | mmap.mmap:
-    await cache.aacquire(name, size=size)  # evicts released chunks to make room first
-    try:
-        path = await downloader.fetch(name, size=size)
-        return await anyio.to_thread.run_sync(map_file, path)
-    finally:
-        await cache.arelease(name)
-
-
-def _open_cache(store: Store, index: Index, settings: CacheSettings) -> tuple[ChunkCache, Downloader]:
-    root = Path(settings.cache_dir) if settings.cache_dir else default_cache_root()
-    directory = dataset_cache_dir(root, store.url, index.updated_at)
-    directory.mkdir(parents=True, exist_ok=True)
-    size = 0.75 if settings.max_cache_size is None else settings.max_cache_size
-    # Hedging is for small random reads (ds[i]); duplicating 8 MB chunk pieces would only add load
-    # (and an abandoned duplicate keeps downloading in its thread), so chunks bypass it.
-    plain = store.inner if isinstance(store, HedgedStore) else store
-    return ChunkCache(directory, max_cache_size=size), Downloader(plain, directory)
-
-
-async def load_index(store: Store) -> Index:
-    """Read ``index.json``; without it, merge the partial indexes in memory (an unfinished optimize).
-
-    Raises:
-        DatasetNotFoundError: neither ``index.json`` nor partial indexes exist.
-        FormatError: the index is malformed.
-    """
-    try:
-        path = local_path(store, INDEX_FILENAME)
-        if path is not None:  # one small local file: read on the loop, no thread hop
-            with mapped_errors("get", str(path)):
-                raw = path.read_bytes()
-        else:
-            raw = await store.get(INDEX_FILENAME)
-        return read_index(raw, f"{store.url}/{INDEX_FILENAME}")
-    except ObjectNotFoundError:
-        pass
-    names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
-    if not names:
-        raise DatasetNotFoundError(
-            f"{store.url} holds no index.json; is it the output_dir of optimize()? "
-            "Run optimize(fn, inputs, output_dir=...) first"
-        )
-    partials = [(n, Index.from_json(await store.get(n), source=n)) for n in names]
-    return merge_partial_indexes(partials)
-
-
-async def load_local_index(index_path: str | os.PathLike[str]) -> Index:
-    """Read an index kept apart from its data: ``index_path`` is an ``index.json`` or a directory holding one.
-
-    Raises:
-        FileNotFoundError: nothing there; the message names the path. FormatError: a malformed index.
-    """
-    path = await anyio.Path(index_path).expanduser()
-    if await path.is_dir():
-        path = path / INDEX_FILENAME
-    try:
-        text = await path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        raise FileNotFoundError(
-            f"index_path={os.fspath(index_path)!r}: no index file at {path}; pass the index.json that "
-            "index_parquet_dataset or optimize wrote (or the directory holding it)"
-        ) from None
-    return read_index(text, str(path))
-
-
-def _sample_decoder(
-    config: DatasetConfig, serializers: Mapping[str, Serializer] | None, *, allow_pickle: bool, where: str
-) -> SampleDecoder | ArrowRowsOnly:
-    """The pytree decoder; for an index whose ``types`` mark Arrow rows, a decoder that defers the
-    set-up error (a refused pickle included) to the first plain item (its Arrow chunks need no pytree
-    decoder)."""
-    try:
-        return SampleDecoder(config, serializers, allow_pickle=allow_pickle, where=where)
-    except (FormatError, ConfigurationError) as exc:
-        if not (getattr(config, "types", None) or config.extra.get("types")):
-            raise
-        return ArrowRowsOnly(exc)
-
-
-@dataclass(frozen=True)
-class CacheSettings:
-    """Where and how much of a remote dataset is kept on local disk.
-
-    Attributes:
-        cache_dir: Cache root; ``None`` uses ``default_cache_root()`` (``LITSTREAM_CACHE_DIR``, then
-            ``LITDATA_CACHE_DIR``, then ``~/.cache/litstream/chunks``). The dataset lives in
-            ``<root>/<md5(url)>/<updated_at>/``, as in LitData.
-        max_cache_size: Bytes (int or ``"50GB"``), a fraction of free disk in (0, 1], or ``None`` for
-            75 % of the free disk (LitData's default). Chunks held by a reader are never evicted.
-    """
-
-    cache_dir: str | None = None
-    max_cache_size: int | float | str | None = None
 
 
 @dataclass

@@ -32,7 +32,8 @@ from ._base import Store, TransferConfig
 from ._faults import RETRY_KEYS, transfer_with_options
 from ._http import HTTPStore, HubTreeLister
 from ._local import LocalFileStore
-from ._obstore import ObstoreSpec, ObstoreStore
+from ._obstore import ObstoreStore
+from ._obstore_spec import ObstoreSpec
 from ._options import obstore_options
 
 if TYPE_CHECKING:

@@ -20,7 +20,9 @@ from ._base import ObjectMeta, PutData, Store, TransferConfig
 from ._hedged import HedgedStore, HedgeStatistics
 from ._http import HTTPStore, HubTreeLister
 from ._local import LocalFileStore
-from ._obstore import ObstoreSpec, ObstoreStore, obstore_used
+from ._obstore import ObstoreStore
+from ._obstore_fork import obstore_used
+from ._obstore_spec import ObstoreSpec
 
 __all__ = [
     "HTTPStore",
