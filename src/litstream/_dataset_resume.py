@@ -32,6 +32,7 @@ class ResumeMixin(SelectionMixin):
     drop_last: bool | None
     shuffle: ShuffleMode
     shuffle_window: int
+    _item_shuffle_window: int
     batch_size: int
 
     if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class ResumeMixin(SelectionMixin):
             "seed": self.seed,
             "shuffle": self.shuffle,
             "shuffle_window": self.shuffle_window,
+            "item_shuffle_window": self._item_shuffle_window,
         }
         config.update(self._selection_config())
         return config
