@@ -8,7 +8,7 @@ the rest of LitData's uninterrupted epoch).
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -16,9 +16,6 @@ import litstream
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset
 from litstream.read._litdata_state import is_litdata_state
 from peer import require_peer
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 litdata = require_peer("litdata")
 
