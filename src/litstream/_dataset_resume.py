@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import ConfigurationError
 from ._selection import SelectionMixin
 from .read._checkpoint import DatasetCheckpoint
-from .read._litdata_state import from_litdata_state, is_litdata_state
+from .read._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .read._resume import Level, ResumePlan, Topology, check_config
 from .read._session import resume_plan
 
@@ -112,6 +112,10 @@ class ResumeMixin(SelectionMixin):
         """
         if is_litdata_state(state):  # saved by LitData: see read._litdata_state
             state = from_litdata_state(state, self._config(), layout=self._litdata_layout)
+        elif state.get("shuffle") in (True, "full") and "item_shuffle_window" not in state:
+            # saved before checkpoints recorded it (a full in-chunk permutation): fine if no chunk is split
+            window = same_order_window(state, self._config(), self._litdata_layout()[0])
+            state = {**state, "item_shuffle_window": window}
         check_config(state, self._config())
         self._check_selection(state)
         self._resume_state = dict(state)

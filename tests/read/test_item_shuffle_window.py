@@ -157,3 +157,24 @@ def test_window_shuffle_mode_ignores_the_item_window(ints_2500: str) -> None:
     b = list(litstream.StreamingDataset(ints_2500, shuffle="window", shuffle_window=2, item_shuffle_window=0))
     assert a == b
     assert sorted(s["x"] for s in a) == list(range(2500))
+
+
+def test_checkpoint_without_a_window_resumes_only_when_the_order_is_the_same(ints_2500: str, tmp_path: Any) -> None:
+    """A litstream checkpoint from before ``item_shuffle_window`` was recorded permuted whole slices."""
+    ds = litstream.StreamingDataset(ints_2500, shuffle=True)
+    old = ds.state_dict(10, 1, 1)
+    assert old.pop("item_shuffle_window") == 256
+    with pytest.raises(litstream.ConfigurationError, match=r"item_shuffle_window=0 but this dataset has.*=256"):
+        litstream.StreamingDataset(ints_2500, shuffle=True).load_state_dict(old)
+    full = [s["x"] for s in litstream.StreamingDataset(ints_2500, shuffle=True, item_shuffle_window=0)]
+    resumed = litstream.StreamingDataset(ints_2500, shuffle=True, item_shuffle_window=0)
+    resumed.load_state_dict(old)
+    assert [s["x"] for s in resumed] == full[10:]
+    # Chunks of at most 256 items: both orders agree, so the default dataset resumes it.
+    small = str(tmp_path / "small")
+    litstream.optimize(fn=_sample, inputs=list(range(500)), output_dir=small, chunk_size=200, num_workers=1)
+    state = litstream.StreamingDataset(small, shuffle=True).state_dict(7, 1, 1)
+    del state["item_shuffle_window"]
+    again = litstream.StreamingDataset(small, shuffle=True)
+    again.load_state_dict(state)
+    assert [s["x"] for s in again] == [s["x"] for s in litstream.StreamingDataset(small, shuffle=True)][7:]

@@ -46,7 +46,13 @@ if TYPE_CHECKING:
     #: ``(items per chunk, selected regions or None)`` of the resuming dataset (see ``EpochSpec``).
     Layout = tuple[Sequence[int], Sequence[tuple[int, int]] | None]
 
-__all__ = ["from_litdata_combined", "from_litdata_state", "is_litdata_composite_state", "is_litdata_state"]
+__all__ = [
+    "from_litdata_combined",
+    "from_litdata_state",
+    "is_litdata_composite_state",
+    "is_litdata_state",
+    "same_order_window",
+]
 
 #: Keys that LitData writes into a ``StreamingDataset`` state (litstream also writes ``item_shuffle_window``).
 _LITDATA_ONLY = ("cache_dir_path", "item_shuffle_window", "num_canonical_nodes", "initial_num_nodes")
@@ -80,16 +86,15 @@ def _same_dir(saved: object, current: object) -> bool:
     return os.path.realpath(saved) == os.path.realpath(current)
 
 
-def _item_shuffle_window(
-    state: Mapping[str, Any], current: Mapping[str, Any], chunk_sizes: Sequence[int] | None
-) -> int:
+def same_order_window(state: Mapping[str, Any], current: Mapping[str, Any], chunk_sizes: Sequence[int] | None) -> int:
     """The checkpoint's in-chunk shuffle block size, as the resuming dataset's when both order alike.
 
-    LitData 0.2.76 writes its resolved ``item_shuffle_window`` (an int >= 0); older LitData wrote
-    none and permuted whole slices (0). When neither window splits any chunk of this dataset (a
-    window of 0 or 1, or one at least the largest chunk, is one permutation of each slice), the two
-    orders are the same and the resuming dataset's value is taken; otherwise the saved value is kept
-    and ``check_config`` refuses a dataset built with another one, as LitData does.
+    LitData 0.2.76 and litstream write the resolved ``item_shuffle_window`` (an int >= 0); older
+    LitData and litstream wrote none and permuted whole slices (0). When neither window splits any
+    chunk of this dataset (a window of 0 or 1, or one at least the largest chunk, is one permutation
+    of each slice), the two orders are the same and the resuming dataset's value is taken; otherwise
+    the saved value is kept and ``check_config`` refuses a dataset built with another one, as LitData
+    does.
     """
     window = state.get("item_shuffle_window", 0)
     if isinstance(window, bool) or not isinstance(window, int) or window < 0:
@@ -226,7 +231,7 @@ def from_litdata_state(
     fields = _checked(state)
     world, workers, batch = fields["world_size"], fields["num_workers"], fields["batch_size"]
     sizes, regions = layout()
-    item_window = _item_shuffle_window(state, current, sizes)
+    item_window = same_order_window(state, current, sizes)
     spec = EpochSpec(
         chunk_sizes=tuple(int(n) for n in sizes),
         shuffle=state["shuffle"],
@@ -329,7 +334,7 @@ def from_litdata_combined(
     out: dict[str, Any] = {
         str(i): {
             **_config_part(member, current),
-            "item_shuffle_window": _item_shuffle_window(member, current, chunk_sizes),
+            "item_shuffle_window": same_order_window(member, current, chunk_sizes),
             "current_epoch": epoch,
         }
         for i, (member, current, chunk_sizes) in enumerate(zip(saved, members, sizes, strict=True))
