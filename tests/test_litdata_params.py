@@ -23,9 +23,7 @@ def _write(path: Path, **kwargs: Any) -> str:
 
 def test_write_knobs_are_accepted_and_change_nothing(tmp_path: Path) -> None:
     plain = _write(tmp_path / "plain")
-    tuned = _write(
-        tmp_path / "tuned", num_downloaders=4, num_uploaders=2, optimize_dns=True, keep_data_ordered=False
-    )
+    tuned = _write(tmp_path / "tuned", num_downloaders=4, num_uploaders=2, optimize_dns=True, keep_data_ordered=False)
     assert list(litstream.StreamingDataset(tuned)) == list(litstream.StreamingDataset(plain))
     tuned_index = json.loads((Path(tuned) / "index.json").read_text())
     plain_index = json.loads((Path(plain) / "index.json").read_text())
@@ -72,7 +70,6 @@ def test_dataset_knobs_and_switches(tmp_path: Path) -> None:
         "session_options": {"profile_name": "x"},
         "force_override_state_dict": True,
         "num_canonical_nodes": 2,
-        "item_shuffle_window": 16,
     }
     for name, value in refused.items():
         with pytest.raises(litstream.ConfigurationError, match=f"{name}="):
@@ -81,6 +78,39 @@ def test_dataset_knobs_and_switches(tmp_path: Path) -> None:
         litstream.StreamingDataset(data, batch_decode=-1)
     with pytest.raises(litstream.ConfigurationError, match="window_direct_io must be"):
         litstream.StreamingDataset(data, window_direct_io="yes")
+
+
+@pytest.mark.parametrize(
+    ("value", "window"),
+    [
+        (None, 256),
+        ("auto", 256),
+        (True, 256),
+        (0, 0),
+        (False, 0),
+        ("full", 0),
+        ("all", 0),
+        ("off", 0),
+        (16, 16),
+        ("7", 7),
+    ],
+)
+def test_item_shuffle_window_values_are_litdatas(tmp_path: Path, value: Any, window: int) -> None:
+    """The values LitData 0.2.76 accepts, resolved to its block size (see read._assign)."""
+    ds = litstream.StreamingDataset(_write(tmp_path / "ds"), shuffle=True, item_shuffle_window=value)
+    assert ds._item_shuffle_window == window
+    assert ds.state_dict(0, 1, 1)["item_shuffle_window"] == window
+    assert sorted(s["x"] for s in ds) == list(range(6))
+
+
+@pytest.mark.parametrize(
+    ("value", "match"), [(-1, "must be >= 0, got -1"), ("chunk", "'chunk' is not understood"), (2.5, "float")]
+)
+def test_bad_item_shuffle_window_is_refused(tmp_path: Path, value: Any, match: str) -> None:
+    with pytest.raises(
+        litstream.ConfigurationError, match=rf"item_shuffle_window.*{match}|{match}.*item_shuffle_window"
+    ):
+        litstream.StreamingDataset(_write(tmp_path / "ds"), item_shuffle_window=value)
 
 
 def test_loader_prefetch_factor_passed_on(tmp_path: Path) -> None:

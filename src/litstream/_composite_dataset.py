@@ -165,7 +165,14 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
 
     def _members(self) -> tuple[MemberSpec, ...]:
         return tuple(
-            MemberSpec(tuple(d._get_source().chunk_sizes), d.shuffle, d.seed, d.drop_last, d.shuffle_window)
+            MemberSpec(
+                tuple(d._get_source().chunk_sizes),
+                d.shuffle,
+                d.seed,
+                d.drop_last,
+                d.shuffle_window,
+                d._item_shuffle_window,
+            )
             for d in self._datasets
         )
 

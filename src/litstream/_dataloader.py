@@ -268,7 +268,10 @@ class StreamingDataLoader(DataLoader[Any]):
         dataset: StreamingDataset | CompositeDataset = self.dataset  # type: ignore[assignment]
         if isinstance(dataset, CompositeDataset) and is_litdata_composite_state(state):  # see read._litdata_state
             members = [d._config() for d in dataset.datasets]
-            state = from_litdata_combined(state, kind=dataset._kind, config=dataset._config(), members=members)
+            layouts = [d._litdata_layout for d in dataset.datasets]
+            state = from_litdata_combined(
+                state, kind=dataset._kind, config=dataset._config(), members=members, layouts=layouts
+            )
         saved = state["dataset"]
         dataset.load_state_dict(saved)
         epoch = int(state.get("current_epoch", saved.get("current_epoch", 0)))

@@ -23,7 +23,7 @@ from ._dataset_plan import PlanMixin
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import raise_collapsed
-from ._litdata_params import check_read_params
+from ._litdata_params import check_read_params, item_shuffle_window_value
 from ._local_remote import check_local_dataset, local_remote_source
 from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
@@ -110,8 +110,10 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         num_canonical_nodes: LitData's elastic-resume node count; only ``None``.
         batch_decode: LitData's decode batching (``"auto"``, ``"all"``, a bool or an int >= 0): a
             speed knob that does not change the items; accepted without effect.
-        item_shuffle_window: LitData's in-chunk shuffle block size; only ``None`` (litstream's
-            ``shuffle`` and ``shuffle_window`` decide the order).
+        item_shuffle_window: With ``shuffle=True``, items of each chunk slice are shuffled in blocks of
+            this many, the blocks served in random order (LitData 0.2.76's order). ``None``/``"auto"``:
+            256 (LitData's default); ``0``/``"full"``: one permutation of the whole slice; an int
+            ``>= 0``. Ignored unless ``shuffle=True``. Raises ``ConfigurationError`` otherwise.
         window_direct_io: LitData's O_DIRECT reads of temporal windows on NFS: a speed knob,
             accepted (a bool) without effect.
         index_path: A local ``index.json`` (or a directory holding one) to use instead of the one in
@@ -202,6 +204,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             self._store = HedgedStore(self._store, hedge_delay)
         self.shuffle: ShuffleMode = shuffle
         self.shuffle_window = shuffle_window
+        self._item_shuffle_window = item_shuffle_window_value(item_shuffle_window)
         self.seed = seed
         self.drop_last = drop_last
         self.max_pre_download = max_pre_download

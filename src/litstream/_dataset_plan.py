@@ -19,6 +19,7 @@ class PlanMixin:
     drop_last: bool | None
     shuffle: ShuffleMode
     shuffle_window: int
+    _item_shuffle_window: int
     seed: int
     current_epoch: int
     batch_size: int
@@ -96,4 +97,5 @@ class PlanMixin:
             seed=self.seed,
             epoch=self.current_epoch,
             num_nodes=env.num_nodes,
+            item_shuffle_window=self._item_shuffle_window,
         )

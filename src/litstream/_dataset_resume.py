@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import ConfigurationError
 from ._selection import SelectionMixin
 from .read._checkpoint import DatasetCheckpoint
-from .read._litdata_state import from_litdata_state, is_litdata_state
+from .read._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .read._resume import Level, ResumePlan, Topology, check_config
 from .read._session import resume_plan
 
@@ -32,6 +32,7 @@ class ResumeMixin(SelectionMixin):
     drop_last: bool | None
     shuffle: ShuffleMode
     shuffle_window: int
+    _item_shuffle_window: int
     batch_size: int
 
     if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class ResumeMixin(SelectionMixin):
             "seed": self.seed,
             "shuffle": self.shuffle,
             "shuffle_window": self.shuffle_window,
+            "item_shuffle_window": self._item_shuffle_window,
         }
         config.update(self._selection_config())
         return config
@@ -110,6 +112,10 @@ class ResumeMixin(SelectionMixin):
         """
         if is_litdata_state(state):  # saved by LitData: see read._litdata_state
             state = from_litdata_state(state, self._config(), layout=self._litdata_layout)
+        elif state.get("shuffle") in (True, "full") and "item_shuffle_window" not in state:
+            # saved before checkpoints recorded it (a full in-chunk permutation): fine if no chunk is split
+            window = same_order_window(state, self._config(), self._litdata_layout()[0])
+            state = {**state, "item_shuffle_window": window}
         check_config(state, self._config())
         self._check_selection(state)
         self._resume_state = dict(state)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, PlanError
+from .read._assign import resolve_item_shuffle_window
 
 __all__ = ["check_read_params", "check_write_params"]
 
@@ -81,6 +82,21 @@ def check_write_params(
     _optional_bool("keep_data_ordered", keep_data_ordered)
 
 
+def item_shuffle_window_value(value: Any) -> int:
+    """The in-chunk shuffle block size ``item_shuffle_window=value`` means (LitData 0.2.76's values).
+
+    Raises:
+        ConfigurationError: a negative int, a float or an unknown string (see
+            ``read._assign.resolve_item_shuffle_window``).
+    """
+    try:
+        return resolve_item_shuffle_window(value)
+    except PlanError as exc:
+        raise ConfigurationError(
+            f"{exc}: item_shuffle_window is the in-chunk shuffle block size of shuffle=True (LitData's, default 256)"
+        ) from None
+
+
 def check_read_params(
     *,
     session_options: Any = None,
@@ -112,13 +128,7 @@ def check_read_params(
         None,
         "elastic resume onto a different world size is not implemented",
     )
-    _refuse(
-        "item_shuffle_window",
-        item_shuffle_window,
-        None,
-        "LitData's in-chunk shuffle blocks; litstream "
-        "shuffles with its own shuffle_window argument (chunks mixed at once)",
-    )
+    item_shuffle_window_value(item_shuffle_window)
     if batch_decode not in ("auto", "all", True, False) and (
         isinstance(batch_decode, bool) or not isinstance(batch_decode, int) or batch_decode < 0
     ):

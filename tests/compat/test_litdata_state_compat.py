@@ -8,7 +8,7 @@ the rest of LitData's uninterrupted epoch).
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -16,9 +16,6 @@ import litstream
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset
 from litstream.read._litdata_state import is_litdata_state
 from peer import require_peer
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 litdata = require_peer("litdata")
 
@@ -129,21 +126,68 @@ def test_bad_litdata_states_are_refused(ints_47: str, change: dict[str, Any], me
         StreamingDataset(ints_47).load_state_dict(state)
 
 
-def test_item_shuffle_window_smaller_than_a_chunk_is_refused(tmp_path: Path) -> None:
-    """LitData 0.2.76 shuffles a chunk of more than ``item_shuffle_window`` items in blocks: not our order."""
-    data = str(tmp_path / "big")
-    litstream.optimize(fn=_sample, inputs=list(range(600)), output_dir=data, chunk_size=300, num_workers=1)
-    peer = [s["x"] for s in litdata.StreamingDataset(data, shuffle=True)]
-    assert peer != [s["x"] for s in StreamingDataset(data, shuffle=True)]  # why it is refused
-    state = _litdata_state(data, shuffle=True, workers=0, k=1)[0]
+@pytest.fixture(scope="module")
+def ints_600(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Two chunks of 300 items: more than LitData's default item_shuffle_window (256)."""
+    out = tmp_path_factory.mktemp("litdata-state-big") / "ds"
+    litstream.optimize(fn=_sample, inputs=list(range(600)), output_dir=str(out), chunk_size=300, num_workers=1)
+    return str(out)
+
+
+@pytest.mark.parametrize("k", [1, 60, 150])
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("window", [None, 0, 100])
+def test_item_shuffle_window_smaller_than_a_chunk_resumes_like_litdata(
+    ints_600: str, workers: int, window: int | None, k: int
+) -> None:
+    """LitData 0.2.76 shuffles a chunk of more than ``item_shuffle_window`` items in blocks; litstream
+    serves that order and resumes LitData's checkpoint with exactly LitData's remaining samples."""
+
+    def theirs_loader() -> Any:
+        ds = litdata.StreamingDataset(ints_600, shuffle=True, item_shuffle_window=window)
+        return litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers)
+
+    def ours_loader() -> StreamingDataLoader:
+        ds = StreamingDataset(ints_600, shuffle=True, item_shuffle_window=window)
+        return StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers)
+
+    full = _values(theirs_loader())
+    assert _values(ours_loader()) == full
+    loader = theirs_loader()
+    it = iter(loader)
+    seen = [int(v) for _ in range(k) for v in next(it)["x"]]
+    state: dict[str, Any] = loader.state_dict()
+    del it
+    assert state["dataset"]["item_shuffle_window"] == (256 if window is None else window)
+    theirs = theirs_loader()
+    theirs.load_state_dict(copy.deepcopy(state))
+    expected = _values(theirs)
+    ours = ours_loader()
+    ours.load_state_dict(copy.deepcopy(state))
+    assert _values(ours) == expected
+    assert sorted(seen + expected) == list(range(600))
+
+
+def test_litdata_state_with_another_item_shuffle_window_is_refused(ints_600: str) -> None:
+    """A window that orders these 300-item chunks differently cannot resume exactly: refused, as LitData does."""
+    state = _litdata_state(ints_600, shuffle=True, workers=0, k=1)[0]
     assert state["dataset"]["item_shuffle_window"] == 256
-    with pytest.raises(ConfigurationError, match=r"item_shuffle_window=256.*chunk of 300 items"):
-        StreamingDataLoader(StreamingDataset(data, shuffle=True), batch_size=BATCH).load_state_dict(state)
-    # Unshuffled, or with a full in-chunk permutation (window 0), the order is the same: accepted.
-    plain = _litdata_state(data, shuffle=False, workers=0, k=1)[0]
-    loader = StreamingDataLoader(StreamingDataset(data), batch_size=BATCH)
-    loader.load_state_dict(plain)
-    assert _values(loader) == list(range(BATCH, 600))
+    loader = StreamingDataLoader(StreamingDataset(ints_600, shuffle=True, item_shuffle_window=0), batch_size=BATCH)
+    with pytest.raises(ConfigurationError, match=r"item_shuffle_window=256 but this dataset has item_shuffle_window=0"):
+        loader.load_state_dict(state)
+    # A state of LitData < 0.2.76 has no window (a full permutation): item_shuffle_window=0 resumes it.
+    old = copy.deepcopy(state)
+    del old["dataset"]["item_shuffle_window"]
+    with pytest.raises(ConfigurationError, match=r"item_shuffle_window=0 but this dataset has item_shuffle_window=256"):
+        StreamingDataLoader(StreamingDataset(ints_600, shuffle=True), batch_size=BATCH).load_state_dict(old)
+    StreamingDataLoader(
+        StreamingDataset(ints_600, shuffle=True, item_shuffle_window=0), batch_size=BATCH
+    ).load_state_dict(old)
+    # Unshuffled, the window does not matter.
+    plain = _litdata_state(ints_600, shuffle=False, workers=0, k=1)[0]
+    resumed = StreamingDataLoader(StreamingDataset(ints_600, item_shuffle_window=0), batch_size=BATCH)
+    resumed.load_state_dict(plain)
+    assert _values(resumed) == list(range(BATCH, 600))
 
 
 def _b_sample(i: int) -> dict[str, int]:

@@ -599,6 +599,7 @@ def test_state_dict_format(ints_100: Path) -> None:
         "seed": 42,
         "shuffle": True,
         "shuffle_window": 8,
+        "item_shuffle_window": 256,
         "num_samples_yielded": 12,
         "num_workers": 1,
         "batch_size": 4,

@@ -1,7 +1,7 @@
 """Building blocks of the read plan: chunk order, per-worker budgets, the chunk walk, in-chunk order.
 
 Pure and deterministic: no I/O, no event loop, only numpy's legacy ``RandomState`` (whose streams are
-what makes the order identical to LitData 0.2.71). ``read._plan`` composes these into per-epoch plans
+what makes the order identical to LitData 0.2.71-0.2.76). ``read._plan`` composes these into per-epoch plans
 for a topology (ranks, workers, nodes); the argument checks shared by the plan modules live here too.
 
 Conventions: item ids are **chunk-local** (0 is the first item of the chunk); ranges are half-open
@@ -33,7 +33,12 @@ __all__ = [
     "check_workers",
     "chunk_order",
     "item_order",
+    "resolve_item_shuffle_window",
 ]
+
+#: LitData 0.2.76's default ``item_shuffle_window``: items of a chunk slice are shuffled in blocks of 256.
+DEFAULT_ITEM_SHUFFLE_WINDOW = 256
+_FULL_WINDOW_NAMES = frozenset({"0", "off", "full", "all"})
 
 _MAX_SEED = 2**32  # numpy RandomState accepts seed words in [0, 2**32)
 
@@ -211,17 +216,76 @@ def assign_items(
     return plans
 
 
-def item_order(piece: ChunkSlice, *, num_chunks: int, shuffle: bool, seed: int, epoch: int) -> list[int]:
+def resolve_item_shuffle_window(value: object) -> int:
+    """Return the in-chunk shuffle block size that ``item_shuffle_window=value`` means in LitData 0.2.76.
+
+    ``None``, ``"auto"`` and ``True``: 256 (LitData's default). ``0``, ``False``, ``"full"``, ``"all"``,
+    ``"off"``: 0, a full permutation of each slice (as are 1 and any window >= the slice length).
+    An int ``>= 0`` (or its decimal string): that many items per block. LitData also reads the
+    ``LITDATA_ITEM_SHUFFLE_WINDOW`` environment variable for ``None``; litstream does not.
+
+    Raises:
+        PlanError: a negative int or an unknown string (LitData silently clamps or falls back to
+            256; litstream refuses instead, so a typo never changes the order unnoticed).
+    """
+    if value is None or value is True:
+        return DEFAULT_ITEM_SHUFFLE_WINDOW
+    if value is False:
+        return 0
+    if isinstance(value, str):
+        key = value.strip().lower()
+        if key == "auto":
+            return DEFAULT_ITEM_SHUFFLE_WINDOW
+        if key in _FULL_WINDOW_NAMES:
+            return 0
+        if not key.isdigit():
+            raise PlanError(
+                f"item_shuffle_window={value!r} is not understood; pass an int >= 0, 'auto' (256) or 'full' (0)"
+            )
+        return int(key)
+    return as_int("item_shuffle_window", value, minimum=0, fix="pass 256 (LitData's default) or 0 (full)")
+
+
+def _in_chunk_positions(n: int, window: int, rng: np.random.RandomState) -> np.ndarray:
+    """Positions ``0..n-1`` in LitData 0.2.76's ``FullShuffle`` in-chunk order.
+
+    The slice is cut into aligned blocks of ``window`` (the last one may be shorter); each block is
+    shuffled in place, first to last, then the block order is drawn, all from the same ``rng``.
+    ``window <= 1`` or a single block is one permutation of the whole slice.
+    """
+    positions = np.arange(n)
+    if n < 2:
+        return positions
+    if window <= 1 or n <= window:
+        return rng.permutation(n)
+    blocks = [positions[start : start + window] for start in range(0, n, window)]
+    for block in blocks:
+        rng.shuffle(block)  # a view: shuffles `positions` block by block
+    return np.concatenate([blocks[b] for b in rng.permutation(len(blocks))])
+
+
+def item_order(
+    piece: ChunkSlice,
+    *,
+    num_chunks: int,
+    shuffle: bool,
+    seed: int,
+    epoch: int,
+    item_window: int = DEFAULT_ITEM_SHUFFLE_WINDOW,
+) -> list[int]:
     """Return the chunk-local ids of ``piece``'s items in the order they are served.
 
-    ``shuffle=False`` serves ``start..end-1`` ascending. ``shuffle=True`` serves
-    ``RandomState([seed, num_chunks, epoch, chunk_index]).permutation(arange(start, end))``, so two
-    workers sharing a chunk permute their own slices independently (LitData 0.2.71, spec §3.4).
+    ``shuffle=False`` serves ``start..end-1`` ascending. ``shuffle=True`` follows LitData 0.2.76's
+    ``FullShuffle`` with ``item_shuffle_window=item_window``: from
+    ``RandomState([seed, num_chunks, epoch, chunk_index])``, the slice's items are cut into blocks of
+    ``item_window`` counted from the slice's first item, each block is shuffled, then the blocks are
+    served in a random order (see :func:`_in_chunk_positions`). With ``item_window`` 0 or 1, or a
+    slice no longer than it, this is the full permutation of LitData 0.2.71 (spec §3.4). Two workers
+    sharing a chunk order their own slices independently.
 
-    LitData permutes the same range shifted into its global interval space (offset = items in all
-    earlier chunks). A permutation of an array only moves positions, and the positions it draws
-    depend on the length alone, so ``perm(arange(o + s, o + e)) == o + perm(arange(s, e))``: the
-    chunk-local result here maps item for item onto LitData's.
+    LitData orders the same range shifted into its global interval space (offset = items in all
+    earlier chunks). Shuffles only move positions, and the positions drawn depend on the length
+    alone, so the chunk-local result here maps item for item onto LitData's.
 
     Args:
         piece: The slice to order.
@@ -229,18 +293,20 @@ def item_order(piece: ChunkSlice, *, num_chunks: int, shuffle: bool, seed: int, 
         shuffle: Whether the dataset is shuffled.
         seed: Shuffle seed in ``[0, 2**32)``.
         epoch: 1-based epoch number.
+        item_window: In-chunk shuffle block size, ``>= 0``. Default 256 (LitData's).
 
     Raises:
-        PlanError: A bad ``seed``/``epoch``/``num_chunks``, or a slice with ``end < start``.
+        PlanError: A bad ``seed``/``epoch``/``num_chunks``/``item_window``, or a slice with ``end < start``.
     """
     seed, epoch = check_rng(seed, epoch)
     n = as_int("num_chunks", num_chunks, minimum=piece.chunk_index + 1, fix="pass the dataset's chunk count")
     if piece.start < 0 or piece.end < piece.start:
         raise PlanError(f"slice {piece!r} must satisfy 0 <= start <= end")
-    items = np.arange(piece.start, piece.end)
-    order: list[int] = (
-        items if not shuffle else np.random.RandomState([seed, n, epoch, piece.chunk_index]).permutation(items)
-    ).tolist()
+    if not shuffle:
+        return list(range(piece.start, piece.end))
+    window = as_int("item_window", item_window, minimum=0, fix="pass 256 (LitData's default) or 0 (full)")
+    rng = np.random.RandomState([seed, n, epoch, piece.chunk_index])
+    order: list[int] = (_in_chunk_positions(len(piece), window, rng) + piece.start).tolist()
     return order  # Python ints, as `[int(i) for i in ...]` would give, 10x faster
 
 

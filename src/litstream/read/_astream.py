@@ -169,6 +169,7 @@ def astream(
         "seed": seed,
         "shuffle": shuffle,
         "shuffle_window": shuffle_window,
+        "item_shuffle_window": plan.item_shuffle_window,  # LitData 0.2.76's default in-chunk order
     }
     return SampleStream(
         store,

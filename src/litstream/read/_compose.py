@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from .._errors import ConfigurationError
+from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from ._mixing import BatchingMethod, mix_order
 from ._resume import _base_streams, _pieces, stripe_budgets
 from ._resume_types import EpochSpec, Level, Segment, Topology
@@ -76,11 +77,20 @@ class MemberSpec:
     seed: int
     drop_last: bool | None
     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
+    item_shuffle_window: int = DEFAULT_ITEM_SHUFFLE_WINDOW
 
     def epoch_spec(self, epoch: int, world_size: int) -> EpochSpec:
         """The member's :class:`EpochSpec`; ``drop_last=None`` resolves with ``world_size``."""
         drop_last = (world_size > 1) if self.drop_last is None else self.drop_last
-        return EpochSpec(self.chunk_sizes, self.shuffle, self.seed, epoch, drop_last, self.shuffle_window)
+        return EpochSpec(
+            self.chunk_sizes,
+            self.shuffle,
+            self.seed,
+            epoch,
+            drop_last,
+            self.shuffle_window,
+            item_shuffle_window=self.item_shuffle_window,
+        )
 
 
 @functools.lru_cache(maxsize=256)

@@ -33,6 +33,7 @@ import numpy as np
 
 from .._errors import PlanError
 from .._trace import CAT_READ, TRACER
+from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from ._plan import ChunkSlice, item_order, resume_position, worker_plan
 from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
 
@@ -84,6 +85,8 @@ class ReadPlanArgs:
         max_cache_size: One node's chunk cache budget in bytes for the multi-node FullShuffle
             decision (§3.3); ``None`` or ``0``: no limit.
         skip: Items of this worker's plan already served this epoch (resume).
+        item_shuffle_window: In-chunk shuffle block size with ``shuffle=True`` (LitData 0.2.76's,
+            default 256; 0 or 1: a full permutation of each slice).
     """
 
     rank: int = 0
@@ -99,6 +102,7 @@ class ReadPlanArgs:
     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
     num_nodes: int = 1
     max_cache_size: int | None = None
+    item_shuffle_window: int = DEFAULT_ITEM_SHUFFLE_WINDOW
 
 
 @dataclass(frozen=True)
@@ -192,7 +196,14 @@ def _plan_pieces(source: DatasetSource, args: ReadPlanArgs, selection: Selection
     pieces: list[Piece] = []
     for position in range(start, len(plan)):
         piece = plan[position]
-        order = item_order(piece, num_chunks=len(regions), shuffle=mode != "none", seed=args.seed, epoch=args.epoch)
+        order = item_order(
+            piece,
+            num_chunks=len(regions),
+            shuffle=mode != "none",
+            seed=args.seed,
+            epoch=args.epoch,
+            item_window=args.item_shuffle_window,
+        )
         if position == start and drop:
             order = order[drop:]
         if order:

@@ -3,9 +3,9 @@
 A user migrating mid-training holds ``StreamingDataLoader.state_dict()`` of LitData 0.2.76. Its
 ``"dataset"`` entry shares most keys with litstream's (``read._resume`` describes ours) but:
 
-* it has keys litstream never writes (``cache_dir_path``, ``item_shuffle_window``,
-  ``num_canonical_nodes``, ``initial_num_nodes``) and always writes ``subsampled_files`` /
-  ``region_of_interest``;
+* it has keys litstream never writes (``cache_dir_path``, ``num_canonical_nodes``,
+  ``initial_num_nodes``) and always writes ``subsampled_files`` / ``region_of_interest``; its
+  ``item_shuffle_window`` (0.2.76; litstream writes it too) is missing in older LitData's states;
 * it lacks litstream's ``rank``, ``worker_samples_yielded``, ``resume_levels`` and ``shuffle_window``;
 * ``item_loader`` is ``None`` for the default loader and ``drop_last`` is the resolved bool.
 
@@ -23,15 +23,12 @@ litstream's per-worker composite counts directly.
 
 Everything here is untrusted input (a checkpoint may come from anywhere): every field used is type-
 and range-checked, and what litstream cannot resume exactly is refused with ``ConfigurationError``
-rather than resumed approximately:
+rather than resumed approximately (a state whose ``item_shuffle_window`` differs from the resuming
+dataset's is refused by ``check_config`` only when the two orders differ on this dataset's chunks):
 
 * a LitData state taken after one of LitData's elastic resumes (``resume_mode="elastic"``; its
   position lives in LitData's own canonical stream, not in the read plan);
-* a multi-node state (``initial_num_nodes > 1``);
-* a shuffled state whose ``item_shuffle_window`` orders items differently from litstream: LitData
-  0.2.76 shuffles items inside a chunk in blocks of ``item_shuffle_window`` (default 256); that is
-  litstream's full in-chunk permutation only when no chunk holds more items than the window (or the
-  window is 0 or 1).
+* a multi-node state (``initial_num_nodes > 1``).
 """
 
 from __future__ import annotations
@@ -49,9 +46,15 @@ if TYPE_CHECKING:
     #: ``(items per chunk, selected regions or None)`` of the resuming dataset (see ``EpochSpec``).
     Layout = tuple[Sequence[int], Sequence[tuple[int, int]] | None]
 
-__all__ = ["from_litdata_combined", "from_litdata_state", "is_litdata_composite_state", "is_litdata_state"]
+__all__ = [
+    "from_litdata_combined",
+    "from_litdata_state",
+    "is_litdata_composite_state",
+    "is_litdata_state",
+    "same_order_window",
+]
 
-#: Keys that only LitData writes into a ``StreamingDataset`` state.
+#: Keys that LitData writes into a ``StreamingDataset`` state (litstream also writes ``item_shuffle_window``).
 _LITDATA_ONLY = ("cache_dir_path", "item_shuffle_window", "num_canonical_nodes", "initial_num_nodes")
 #: Keys that only litstream writes.
 _LITSTREAM_ONLY = ("rank", "worker_samples_yielded", "resume_levels")
@@ -83,21 +86,28 @@ def _same_dir(saved: object, current: object) -> bool:
     return os.path.realpath(saved) == os.path.realpath(current)
 
 
-def _shuffle_order_matches(state: Mapping[str, Any], chunk_sizes: Sequence[int]) -> None:
-    if state.get("shuffle") is not True:
-        return
-    window = state.get("item_shuffle_window", 0)  # LitData before 0.2.76 permuted whole slices
+def same_order_window(state: Mapping[str, Any], current: Mapping[str, Any], chunk_sizes: Sequence[int] | None) -> int:
+    """The checkpoint's in-chunk shuffle block size, as the resuming dataset's when both order alike.
+
+    LitData 0.2.76 and litstream write the resolved ``item_shuffle_window`` (an int >= 0); older
+    LitData and litstream wrote none and permuted whole slices (0). When neither window splits any
+    chunk of this dataset (a window of 0 or 1, or one at least the largest chunk, is one permutation
+    of each slice), the two orders are the same and the resuming dataset's value is taken; otherwise
+    the saved value is kept and ``check_config`` refuses a dataset built with another one, as LitData
+    does.
+    """
+    window = state.get("item_shuffle_window", 0)
     if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-        raise ConfigurationError(f"LitData checkpoint has item_shuffle_window={window!r}; expected an int >= 0")
-    if window <= 1:
-        return
-    largest = max(chunk_sizes, default=0)
-    if largest > window:
         raise ConfigurationError(
-            f"LitData checkpoint was saved with shuffle=True and item_shuffle_window={window}, and this dataset "
-            f"has a chunk of {largest} items: LitData then shuffles items in blocks of {window}, an order "
-            f"litstream does not reproduce, so the items already served cannot be known; {_FIX}"
+            f"LitData checkpoint has item_shuffle_window={window!r}; expected an int >= 0 (LitData writes the "
+            "resolved block size): the checkpoint is damaged"
         )
+    now = current.get("item_shuffle_window")
+    if chunk_sizes is None:
+        return window
+    largest = max(chunk_sizes, default=0)
+    whole = [w <= 1 or largest <= w for w in (window, now) if isinstance(w, int)]
+    return now if isinstance(now, int) and all(whole) else window
 
 
 def _worker_counts(state: Mapping[str, Any], spec: EpochSpec, saved: Topology, yielded: int) -> list[int]:
@@ -221,7 +231,7 @@ def from_litdata_state(
     fields = _checked(state)
     world, workers, batch = fields["world_size"], fields["num_workers"], fields["batch_size"]
     sizes, regions = layout()
-    _shuffle_order_matches(state, sizes)
+    item_window = same_order_window(state, current, sizes)
     spec = EpochSpec(
         chunk_sizes=tuple(int(n) for n in sizes),
         shuffle=state["shuffle"],
@@ -229,9 +239,11 @@ def from_litdata_state(
         epoch=max(fields["epoch"], 1),
         drop_last=state["drop_last"],
         regions=None if regions is None else tuple((int(a), int(b)) for a, b in regions),
+        item_shuffle_window=item_window,
     )
     counts = _worker_counts(state, spec, Topology(world, workers, batch), fields["yielded"])
-    return {**_config_part(state, current), **_position(world, workers, batch, fields["epoch"], counts)}
+    config = {**_config_part(state, current), "item_shuffle_window": item_window}
+    return {**config, **_position(world, workers, batch, fields["epoch"], counts)}
 
 
 def is_litdata_composite_state(state: object) -> bool:
@@ -258,7 +270,12 @@ def _per_worker(raw: Mapping[Any, Any], workers: int, datasets: int) -> list[lis
 
 
 def from_litdata_combined(
-    state: Mapping[str, Any], *, kind: str, config: Mapping[str, Any], members: Sequence[Mapping[str, Any]]
+    state: Mapping[str, Any],
+    *,
+    kind: str,
+    config: Mapping[str, Any],
+    members: Sequence[Mapping[str, Any]],
+    layouts: Sequence[Callable[[], Layout]] | None = None,
 ) -> dict[str, Any]:
     """Convert LitData's loader state of a Combined / Parallel dataset to litstream's loader state.
 
@@ -272,6 +289,9 @@ def from_litdata_combined(
         kind: The resuming wrapper's kind (``"combined"`` or ``"parallel"``).
         config: The resuming wrapper's own configuration (``CompositeDataset._config()``).
         members: Each member's configuration (``StreamingDataset._config()``), in order.
+        layouts: Each member's layout (see :func:`from_litdata_state`), used to accept a saved
+            ``item_shuffle_window`` that orders that member's chunks as its own; ``None``: the
+            windows must be equal.
 
     Raises:
         ConfigurationError: a malformed field, another number of datasets, members saved on
@@ -310,9 +330,14 @@ def from_litdata_combined(
         **{key: value for key, value in _position(world, workers, batch, epoch, own).items() if key in _COMPOSITE},
         "carry": None,
     }
+    sizes: list[Sequence[int] | None] = [None] * len(members) if layouts is None else [lay()[0] for lay in layouts]
     out: dict[str, Any] = {
-        str(i): {**_config_part(member, current), "current_epoch": epoch}
-        for i, (member, current) in enumerate(zip(saved, members, strict=True))
+        str(i): {
+            **_config_part(member, current),
+            "item_shuffle_window": same_order_window(member, current, chunk_sizes),
+            "current_epoch": epoch,
+        }
+        for i, (member, current, chunk_sizes) in enumerate(zip(saved, members, sizes, strict=True))
     }
     out["composite"] = composite
     return {"dataset": out, "current_epoch": epoch, "num_samples_yielded": sum(own), "latest_worker_idx": 0}

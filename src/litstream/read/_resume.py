@@ -59,7 +59,16 @@ __all__ = [
 ]
 
 #: Dataset-state keys that must match between the checkpointed run and the resuming one.
-CONFIG_KEYS = ("shuffle", "seed", "drop_last", "input_dir_path", "input_dir_url", "item_loader", "shuffle_window")
+CONFIG_KEYS = (
+    "shuffle",
+    "seed",
+    "drop_last",
+    "input_dir_path",
+    "input_dir_url",
+    "item_loader",
+    "shuffle_window",
+    "item_shuffle_window",
+)
 
 
 def _split(segments: Sequence[Segment], sizes: Sequence[int]) -> list[Stream]:
@@ -253,7 +262,12 @@ def _pieces(spec: EpochSpec, stream: Sequence[Segment]) -> list[Piece]:
             out.append((ChunkWindow(chunks, bases), [base_of[chunk] + item for chunk, item in pairs]))
             continue
         order = item_order(
-            unit, num_chunks=len(spec.chunk_sizes), shuffle=spec.mode != "none", seed=spec.seed, epoch=spec.epoch
+            unit,
+            num_chunks=len(spec.chunk_sizes),
+            shuffle=spec.mode != "none",
+            seed=spec.seed,
+            epoch=spec.epoch,
+            item_window=spec.item_shuffle_window,
         )[seg.start : seg.end]
         previous = out[-1][0] if out else None
         if isinstance(previous, ChunkSlice) and previous.chunk_index == unit.chunk_index:
@@ -273,7 +287,11 @@ def check_config(state: Mapping[str, Any], current: Mapping[str, Any]) -> None:
     for key in CONFIG_KEYS:
         if key == "shuffle_window" and (key not in state or state.get("shuffle") != "window"):
             continue  # only matters for the window shuffle; older checkpoints lack it
+        if key == "item_shuffle_window" and state.get("shuffle") not in (True, "full"):
+            continue  # only orders items with the full shuffle
         saved, now = state.get(key), current.get(key)
+        if key == "item_shuffle_window" and key not in state:
+            saved = 0  # checkpoints of older litstream and LitData < 0.2.76 permuted whole slices
         if saved != now:
             raise ConfigurationError(
                 f"checkpoint has {key}={saved!r} but this dataset has {key}={now!r}; build the dataset "
@@ -326,6 +344,7 @@ def resolve_resume(
         drop_last=(first.world_size > 1) if drop_last is None else bool(drop_last),
         shuffle_window=shuffle_window,
         regions=None if regions is None else tuple((int(a), int(b)) for a, b in regions),
+        item_shuffle_window=config.get("item_shuffle_window", 0),
     )
     streams = level_streams(spec, levels, saved)
     workers, batch = saved.num_workers, saved.batch_size

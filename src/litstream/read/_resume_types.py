@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ class EpochSpec:
         regions: The chunk-local ``(start, end)`` items of each chunk that may be served; ``None``:
             every item (a subsample, subset or split passes its selected chunks' regions, with
             ``chunk_sizes`` the sizes of those chunks' files).
+        item_shuffle_window: In-chunk shuffle block size with ``shuffle=True`` (``read._assign.item_order``).
     """
 
     chunk_sizes: tuple[int, ...]
@@ -78,6 +80,7 @@ class EpochSpec:
     drop_last: bool
     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
     regions: tuple[tuple[int, int], ...] | None = None
+    item_shuffle_window: int = DEFAULT_ITEM_SHUFFLE_WINDOW
 
     @property
     def mode(self) -> str:
