@@ -29,7 +29,8 @@ from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._args import check_read_args, check_read_loader
 from .read._cache_dirs import parse_cache_size
-from .read._core import ShuffleMode, iter_work, produce_chunks
+from .read._core import ShuffleMode, produce_chunks
+from .read._decode import iter_work
 from .read._session import open_session, split_head
 from .read._source import DatasetSource
 from .read._source_cache import CacheSettings
@@ -254,11 +255,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
 
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
-        if (
-            self._source is None
-            and self.cache is None
-            and self.index_path is None
-        ):
+        if self._source is None and self.cache is None and self.index_path is None:
             self._source = _open_now(
                 self._store, self.serializers, self.item_loader, self.allow_pickle, self.encryption
             )

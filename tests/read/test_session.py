@@ -11,7 +11,8 @@ import pytest
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
 from litstream._dataset_io import _open_now
 from litstream.read._checkpoint import CompositeCheckpoint, CycleCarry, DatasetCheckpoint
-from litstream.read._core import ReadPlanArgs, iter_work, plan_pieces
+from litstream.read._core import ReadPlanArgs, plan_pieces
+from litstream.read._decode import iter_work
 from litstream.read._resume import Level, Topology
 from litstream.read._session import open_session, resume_plan, split_head
 from litstream.storage._local import LocalFileStore

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from litstream import ConfigurationError, astream, optimize
 from litstream._errors import PlanError
-from litstream.read._core import ChunkWindow, ChunkWork, ReadPlanArgs, decode_work, plan_pieces, produce_chunks
+from litstream.read._core import ChunkWindow, ChunkWork, ReadPlanArgs, plan_pieces, produce_chunks
+from litstream.read._decode import decode_work
 from litstream.read._plan import ChunkSlice, epoch_assignment, item_order
 from litstream.read._source import DatasetSource
 from litstream.read._window import window_items, window_order, window_position, windows

@@ -14,16 +14,8 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from .._errors import raise_collapsed
-from ._core import (
-    ChunkWork,
-    Piece,
-    ReadPlanArgs,
-    piece_chunks,
-    plan_pieces,
-    produce_chunks,
-    work_batches,
-    works_for,
-)
+from ._core import ChunkWork, Piece, ReadPlanArgs, piece_chunks, plan_pieces, produce_chunks, works_for
+from ._decode import work_batches
 from ._source import DatasetSource
 
 if TYPE_CHECKING:
