@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import sys
 import tarfile
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,7 @@ import torch
 
 import litstream
 from peer import require_peer
+from pyg_block import block_torch_geometric
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -138,7 +138,7 @@ def test_litdata_collate_matches_litdata_on_plain_batches(batch: list[Any]) -> N
 @pytest.mark.litdata
 def test_litdata_collate_batches_graphs_like_litdata(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without torch-geometric, both return the graphs as a list; dict samples are collated per key."""
-    monkeypatch.setitem(sys.modules, "torch_geometric", None)  # the path without PyG
+    block_torch_geometric(monkeypatch)  # the path without PyG
     ours_graphs = [litstream.Graph(x=torch.ones(2, 1) * i, edge_index=torch.tensor([[0], [1]])) for i in range(2)]
     theirs_graphs = [litdata.Graph(x=g.x, edge_index=g.edge_index) for g in ours_graphs]
     assert litstream.litdata_collate(ours_graphs) is ours_graphs
@@ -152,7 +152,7 @@ def test_litdata_collate_batches_graphs_like_litdata(monkeypatch: pytest.MonkeyP
 
 
 def test_streaming_dataloader_defaults_to_litdata_collate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "torch_geometric", None)  # the path without PyG
+    block_torch_geometric(monkeypatch)  # the path without PyG
     litstream.optimize(_graph_sample, list(range(4)), tmp_path / "g", chunk_bytes="1MB", num_workers=1, verbose=False)
     loader = litstream.StreamingDataLoader(litstream.StreamingDataset(tmp_path / "g", shuffle=False), batch_size=2)
     batches = list(loader)

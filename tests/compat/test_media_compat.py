@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import string
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +43,15 @@ import matplotlib  # noqa: E402
 from litdata.streaming import serializers as lds  # noqa: E402
 from PIL import Image as PILImage  # noqa: E402
 
+from pyg_block import block_torch_geometric  # noqa: E402
+
 pytestmark = pytest.mark.litdata
 
 
 @pytest.fixture(autouse=True)
 def _without_torch_geometric(monkeypatch: pytest.MonkeyPatch) -> None:
     """Graphs decode to ``Graph`` (the path without PyG) even where PyG is installed (test_graph_collate_compat.py)."""
-    monkeypatch.setitem(sys.modules, "torch_geometric", None)
+    block_torch_geometric(monkeypatch)
 
 
 NUM = 3

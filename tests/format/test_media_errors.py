@@ -22,6 +22,7 @@ from litstream.format._media_nifti import NiftiSerializer
 from litstream.format._media_text import TextSerializer
 from litstream.format._media_video import VideoSerializer
 from litstream.format._serializers import default_serializers, select_serializer
+from pyg_block import block_torch_geometric
 
 
 def _serialize(value: object) -> tuple[bytes, str | None]:
@@ -141,7 +142,7 @@ def test_graph_payloads_are_checked_and_never_run_code(
 
 
 def test_graph_round_trip_without_pyg_keeps_non_tensor_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "torch_geometric", None)  # the path without PyG
+    block_torch_geometric(monkeypatch)  # the path without PyG
     flat = litstream.Graph(data={"x": torch.ones(2, 2), "num_nodes": 2, "extra": {"tag": "a"}})
     payload, name = GraphSerializer().serialize(flat)
     assert name == "graph"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import os
 import string
-import sys
 import wave
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,7 @@ import litstream
 from litstream.format._media_video import VideoSerializer
 from litstream.format._serializers import default_serializers, select_serializer, serializer_for_format
 from peer import require_peer
+from pyg_block import block_torch_geometric
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,7 +46,7 @@ pytestmark = pytest.mark.litdata
 @pytest.fixture(autouse=True)
 def _without_torch_geometric(monkeypatch: pytest.MonkeyPatch) -> None:
     """Graphs decode to ``Graph`` (the path without PyG) even where PyG is installed (test_graph_collate_compat.py)."""
-    monkeypatch.setitem(sys.modules, "torch_geometric", None)
+    block_torch_geometric(monkeypatch)
 
 
 NIFTI_GZ = os.path.join(os.path.dirname(nib.__file__), "tests", "data", "example4d.nii.gz")
