@@ -33,7 +33,7 @@ def _sample(i: int) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def ints_47(tmp_path_factory: pytest.TempPathFactory) -> str:
-    out = tmp_path_factory.mktemp("litdata-state") / "ds"
+    out = tmp_path_factory.mktemp("litdata-state") / "litdata"
     litstream.optimize(fn=_sample, inputs=list(range(N)), output_dir=str(out), chunk_size=CHUNK, num_workers=1)
     return str(out)
 
@@ -129,7 +129,7 @@ def test_bad_litdata_states_are_refused(ints_47: str, change: dict[str, Any], me
 @pytest.fixture(scope="module")
 def ints_600(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Two chunks of 300 items: more than LitData's default item_shuffle_window (256)."""
-    out = tmp_path_factory.mktemp("litdata-state-big") / "ds"
+    out = tmp_path_factory.mktemp("litdata-state-big") / "litdata"
     litstream.optimize(fn=_sample, inputs=list(range(600)), output_dir=str(out), chunk_size=300, num_workers=1)
     return str(out)
 
@@ -196,7 +196,7 @@ def _b_sample(i: int) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def second_17(tmp_path_factory: pytest.TempPathFactory) -> str:
-    out = tmp_path_factory.mktemp("litdata-state-b") / "ds"
+    out = tmp_path_factory.mktemp("litdata-state-b") / "litdata"
     litstream.optimize(fn=_b_sample, inputs=list(range(17)), output_dir=str(out), chunk_size=4, num_workers=1)
     return str(out)
 
