@@ -256,17 +256,29 @@ async def produce_chunks(
     async with send, anyio.create_task_group() as tg:
         slots_send, slots_receive = anyio.create_memory_object_stream[_Slot](ahead - 1)
 
-        async def fetch(slot: _Slot, chunk_index: int) -> None:
-            slot.view = await source.read_chunk(chunk_index)
+        async def fetch(slot: _Slot, chunk_index: int, ticket: int | None, after: anyio.Event | None,
+                        queued: anyio.Event) -> None:  # fmt: skip
+            try:
+                if after is not None:  # the previous chunk's requests are queued first
+                    await after.wait()
+                slot.view = await source.read_chunk(chunk_index, priority=ticket, queued=queued.set)
+            finally:
+                queued.set()
             slot.done.set()
 
         async def schedule() -> None:
+            # Downloads in plan order: chunk k+1 is asked for once chunk k's requests are queued, and
+            # tickets give k's requests precedence, so the chunk needed first arrives first, at full speed.
+            previous: anyio.Event | None = None
             async with slots_send:
                 for piece, _ in pieces:
                     for chunk_index in piece_chunks(piece):
-                        slot = _Slot()
+                        slot, queued = _Slot(), anyio.Event()
                         await slots_send.send(slot)
-                        tg.start_soon(fetch, slot, chunk_index)
+                        ticket = source.download_ticket()
+                        tg.start_soon(fetch, slot, chunk_index, ticket, previous if ticket is not None else None,
+                                      queued)  # fmt: skip
+                        previous = queued
 
         tg.start_soon(schedule)
         async with slots_receive:

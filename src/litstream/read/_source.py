@@ -198,13 +198,28 @@ class DatasetSource:
         start = self._cumulative[chunk - 1] if chunk else 0
         return chunk, index - start
 
-    async def read_chunk(self, chunk_index: int, *, keep: bool = False) -> ChunkView:
+    def download_ticket(self) -> int | None:
+        """A download priority for :meth:`read_chunk` (``None`` when chunks are not downloaded): take
+        tickets in the order the chunks are needed, so their downloads finish in that order."""
+        return None if self.downloader is None else self.downloader.ticket()
+
+    async def read_chunk(
+        self,
+        chunk_index: int,
+        *,
+        keep: bool = False,
+        priority: int | None = None,
+        queued: Callable[[], object] | None = None,
+    ) -> ChunkView:
         """Fetch one whole chunk (decompressed) and check its length against ``chunk_bytes``.
 
         Args:
             chunk_index: Position in ``index.chunks``.
             keep: Remember the chunk for later random access (LRU of at most ``max_decoded_bytes``).
                 Streaming reads pass ``False`` so a worker holds only its prefetch window.
+            priority: A :meth:`download_ticket`; ``None``: after every download asked for so far.
+            queued: Passed to :meth:`Downloader.fetch` (called once the chunk's requests are queued); not
+                called when nothing is downloaded.
 
         Raises:
             FormatError: the file is shorter than the index says (truncated or partial).
@@ -222,7 +237,7 @@ class DatasetSource:
             # a whole-file compressed chunk's length is not recorded; a "batch"/"sample" file's is chunk_bytes
             whole = compression and (self.compression is None or self.compression.whole_file)
             data = await _read_through_cache(
-                self.cache, self.downloader, info.filename, None if whole else info.chunk_bytes
+                self.cache, self.downloader, info.filename, None if whole else info.chunk_bytes, priority, queued
             )
             path = self.downloader.path(info.filename)
         elif not compression and (mapped := map_object(self.store, info.filename)) is not None:

@@ -16,6 +16,7 @@ from ._cache_dirs import dataset_cache_dir, default_cache_root
 
 if TYPE_CHECKING:
     import mmap
+    from collections.abc import Callable
 
     from ..format._index import Index
     from ..storage._store import Store
@@ -24,11 +25,16 @@ __all__ = ["CacheSettings", "_open_cache", "_read_through_cache"]
 
 
 async def _read_through_cache(
-    cache: ChunkCache, downloader: Downloader, name: str, size: int | None
+    cache: ChunkCache,
+    downloader: Downloader,
+    name: str,
+    size: int | None,
+    priority: int | None = None,
+    queued: Callable[[], object] | None = None,
 ) -> bytes | mmap.mmap:
     await cache.aacquire(name, size=size)  # evicts released chunks to make room first
     try:
-        path = await downloader.fetch(name, size=size)
+        path = await downloader.fetch(name, size=size, priority=priority, queued=queued)
         return await anyio.to_thread.run_sync(map_file, path)
     finally:
         await cache.arelease(name)

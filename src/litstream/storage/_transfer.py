@@ -14,6 +14,7 @@ Local files are written with ``os`` calls in worker threads (aiofiles fails unde
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import uuid
@@ -32,6 +33,7 @@ from .._trace import CAT_DOWNLOAD, CAT_WRITE, TRACER
 from ._base import MiB, put_size
 from ._budget import ByteBudget
 from ._keys import check_key
+from ._ordered import OrderedGate, Request
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -71,8 +73,7 @@ class _Pending:  # one download in progress; followers wait on ``done``, then re
 
 @dataclass
 class _LoopState:  # what belongs to one event loop (anyio primitives are loop-bound)
-    limiter: anyio.CapacityLimiter
-    budget: ByteBudget
+    gate: OrderedGate
     inflight: dict[str, _Pending] = field(default_factory=dict)
 
 
@@ -136,6 +137,12 @@ class Downloader:
         self._max_bytes = _positive("max_bytes_in_flight", max_bytes_in_flight)
         self._piece_size = _positive("piece_size", piece_size)
         self._state: tuple[object, _LoopState] | None = None
+        self._tickets = itertools.count()
+
+    def ticket(self) -> int:
+        """A priority for :meth:`fetch`: requests of a smaller ticket are sent first. Tickets count up, so
+        taking them in the order the objects are needed makes the downloads finish in that order."""
+        return next(self._tickets)
 
     def path(self, name: str) -> Path:
         """Where object ``name`` is (or will be) stored locally; ConfigurationError if not a relative key."""
@@ -144,11 +151,18 @@ class Downloader:
     def _loop_state(self) -> _LoopState:
         token = anyio.lowlevel.current_token()
         if self._state is None or self._state[0] != token:
-            state = _LoopState(anyio.CapacityLimiter(self._max_concurrency), ByteBudget(self._max_bytes))
+            state = _LoopState(OrderedGate(self._max_concurrency, self._max_bytes))
             self._state = (token, state)
         return self._state[1]
 
-    async def fetch(self, name: str, *, size: int | None = None) -> Path:
+    async def fetch(
+        self,
+        name: str,
+        *,
+        size: int | None = None,
+        priority: int | None = None,
+        queued: Callable[[], object] | None = None,
+    ) -> Path:
         """Make sure object ``name`` is a complete local file; return its path.
 
         A file at the path is kept if ``size`` is ``None`` or its length; else it is downloaded (replacing a file
@@ -159,6 +173,12 @@ class Downloader:
             name: The object's key in the store (also its path below ``cache_root``).
             size: The object's length in bytes when known (from ``index.json``); ``None`` costs one HEAD
                 request per download.
+            priority: A :meth:`ticket`: the requests of this download are sent before those of downloads with
+                a larger one (pieces of one download in offset order). ``None``: a new ticket (after every
+                download asked for so far).
+            queued: Called once, as soon as every request of this download is queued (or none is needed:
+                the file is there, another call is downloading it, or this call failed). A reader that
+                starts the next download only then keeps the downloads in its order.
 
         Raises:
             ObjectNotFoundError: the object does not exist.
@@ -166,6 +186,13 @@ class Downloader:
                 of at most ``piece_size`` bytes, which are fetched whole).
             ConfigurationError: ``name`` is not a relative key.
         """
+        notify = _Once(queued)
+        try:
+            return await self._fetch(name, size, priority, notify)
+        finally:
+            notify()
+
+    async def _fetch(self, name: str, size: int | None, priority: int | None, queued: _Once) -> Path:
         target = self.path(name)
         state = self._loop_state()
         while True:
@@ -175,6 +202,7 @@ class Downloader:
             pending = state.inflight.get(name)
             if pending is None:
                 break
+            queued()  # another call downloads it: nothing of this call's will be queued
             await pending.done.wait()
             error = pending.error
             if error is None:
@@ -188,7 +216,8 @@ class Downloader:
         state.inflight[name] = pending
         t0 = perf_counter_ns() if TRACER.on else 0
         try:
-            await self._download(name, target, size, state)
+            ticket = self.ticket() if priority is None else priority
+            await self._download(name, target, size, state, ticket, queued)
         except BaseException as exc:
             pending.error = exc
             raise
@@ -199,23 +228,31 @@ class Downloader:
                 TRACER.async_span("download", CAT_DOWNLOAD, t0, {"chunk": name, "ok": pending.error is None})
         return target
 
-    async def _download(self, name: str, target: Path, size: int | None, state: _LoopState) -> None:
+    async def _download(
+        self, name: str, target: Path, size: int | None, state: _LoopState, ticket: int, queued: _Once
+    ) -> None:
+        gate = state.gate
         if size is None:
-            async with state.limiter:
+            async with gate.hold((ticket, -1), 0):
                 size = (await self._store.head(name)).size
         tmp, fd = await anyio.to_thread.run_sync(_open_temp, target)
         done = False
+        # every request of this download is queued before any waits (no other download can slip in between)
+        spans = [(start, min(self._piece_size, size - start)) for start in range(0, max(size, 1), self._piece_size)]
+        requests = [gate.enqueue((ticket, start), length) for start, length in spans]
+        queued()
         try:
             if size <= self._piece_size:
-                await self._piece(state, name, fd, 0, size, whole=True)
+                await self._piece(gate, requests[0], name, fd, 0, size, whole=True)
             else:
                 with _single_errors():
                     async with anyio.create_task_group() as tg:
-                        for start in range(0, size, self._piece_size):
-                            length = min(self._piece_size, size - start)
-                            tg.start_soon(self._piece, state, name, fd, start, length, False)
+                        for request, (start, length) in zip(requests, spans, strict=True):
+                            tg.start_soon(self._piece, gate, request, name, fd, start, length, False)
             done = True
         finally:
+            for request in requests:  # a piece that never ran (cancelled, or a sibling failed) leaves the queue
+                gate.drop(request)
             with anyio.CancelScope(shield=True):  # publish or clean up even when cancelled
                 await anyio.to_thread.run_sync(os.close, fd)
                 if done:
@@ -223,25 +260,45 @@ class Downloader:
                 else:
                     await anyio.to_thread.run_sync(partial(tmp.unlink, missing_ok=True))
 
-    async def _piece(self, state: _LoopState, name: str, fd: int, start: int, length: int, whole: bool) -> None:
-        """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) and write them there."""
-        async with state.budget.hold(length):
-            async with state.limiter:
-                data: bytes | memoryview
-                if whole:
-                    data = await self._store.get(name)
+    async def _piece(
+        self, gate: OrderedGate, request: Request, name: str, fd: int, start: int, length: int, whole: bool
+    ) -> None:
+        """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) and write them there.
+
+        ``request``'s slot is held until the response is in memory, its bytes until they are on disk.
+        """
+        try:
+            await gate.wait(request)
+            data: bytes | memoryview
+            if whole:
+                data = await self._store.get(name)
+            else:
+                buffered = getattr(self._store, "get_range_buffer", None)  # no copy, where offered
+                if buffered is not None:
+                    data = await buffered(name, start, length)
                 else:
-                    buffered = getattr(self._store, "get_range_buffer", None)  # no copy, where offered
-                    if buffered is not None:
-                        data = await buffered(name, start, length)
-                    else:
-                        data = await self._store.get_range(name, start, length)
+                    data = await self._store.get_range(name, start, length)
+            gate.free_slot(request)
             if len(data) != length:
                 raise StorageError(
                     f"download of {self._store.url}/{name}: expected {length} bytes at offset {start}, got "
                     f"{len(data)}; the object changed or the size given (from index.json) is wrong"
                 )
             await anyio.to_thread.run_sync(_write_at, fd, data, start)
+        finally:
+            gate.done(request)
+
+
+class _Once:
+    """Calls ``callback`` (if any) the first time it is called; later calls do nothing."""
+
+    def __init__(self, callback: Callable[[], object] | None) -> None:
+        self._callback = callback
+
+    def __call__(self) -> None:
+        callback, self._callback = self._callback, None
+        if callback is not None:
+            callback()
 
 
 @dataclass(frozen=True)
