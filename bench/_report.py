@@ -162,6 +162,31 @@ def scale_table(scaled: list[dict[str, Any]]) -> str:
     return "\n".join(lines).replace("Nx", f"{scaled[0]['scale']}x") if scaled else ""
 
 
+def cpu_table(results: dict[str, dict[str, dict[str, Any]]], ceilings: dict[str, dict[str, Any]]) -> str:
+    """CPU seconds of each remote run's timed region: the reading process (every thread), the S3 server
+    and the latency proxy (measured over the whole case process), and the cores they kept busy. On a
+    2-core machine a run whose processes need ~2 cores is CPU-bound: it cannot go faster than its CPU."""
+    lines = [
+        "| configuration | reader | wall s | reader CPU s | server CPU s | proxy CPU s | cores busy |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    rows = []
+    for config in ("remote_cold", "remote_cold_latency20ms"):
+        raw = config.replace("remote_cold", "remote_raw_get")
+        rows += [(config, LABELS[lib], results.get(lib, {}).get(config, {})) for lib in ("litstream", "litdata")]
+        rows.append((config, "obstore GETs alone (ceiling)", ceilings.get(raw, {})))
+    for config, reader, record in rows:
+        if "cpu_s" not in record or "seconds" not in record:
+            continue
+        server, proxy = record.get("cpu_s_server", 0.0), record.get("cpu_s_proxy")
+        total = record["cpu_s"] + server + (proxy or 0.0)
+        lines.append(
+            f"| {config} | {reader} | {record['seconds']:.3f} | {record['cpu_s']:.2f} | {server:.2f} | "
+            f"{'—' if proxy is None else f'{proxy:.2f}'} | {total / record['seconds']:.2f} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def chart(rows: list[dict[str, Any]], path: Path, meta: dict[str, Any]) -> None:
     import matplotlib
 

@@ -48,7 +48,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO))
 
 from _e2e_data import NUM_SAMPLES, expected_checksum  # noqa: E402
-from _report import PEERS, chart, markdown, scale_table, summarize  # noqa: E402
+from _report import PEERS, chart, cpu_table, markdown, scale_table, summarize  # noqa: E402
 
 PY = sys.executable
 LIBS = ("litstream", "litdata")
@@ -60,7 +60,16 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def run_case(spec: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a live process (all its threads) has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_case(spec: dict[str, Any], timeout: float = 600, watch: dict[str, int] | None = None) -> dict[str, Any]:
+    """Run one case in a fresh interpreter; ``watch``: processes (name -> pid, e.g. the S3 server) whose
+    CPU seconds during the case are added to the record as ``cpu_s_<name>``."""
+    before = {name: _process_cpu_s(pid) for name, pid in (watch or {}).items()}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "NNODES", "DATA_OPTIMIZER_GLOBAL_RANK"):
         env.pop(name, None)
@@ -76,6 +85,8 @@ def run_case(spec: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
     if proc.returncode != 0 or not lines:
         return {**spec, "error": (proc.stderr or proc.stdout)[-3000:], "returncode": proc.returncode}
     record: dict[str, Any] = json.loads(lines[-1])
+    for name, pid in (watch or {}).items():
+        record[f"cpu_s_{name}"] = round(_process_cpu_s(pid) - before[name], 3)
     return record
 
 
@@ -87,7 +98,8 @@ def best(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {**top, "runs_s": [round(r["seconds"], 4) for r in good]}
 
 
-def paired(specs: dict[str, dict[str, Any]], repeats: int, prepare: Any = None) -> dict[str, dict[str, Any]]:
+def paired(specs: dict[str, dict[str, Any]], repeats: int, prepare: Any = None,
+           watch: dict[str, int] | None = None) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Run one configuration for each library ``repeats`` times, interleaved (A B, B A, A B, ...) so a
     change in machine load hits both libraries alike; best run by time per library."""
     records: dict[str, list[dict[str, Any]]] = {lib: [] for lib in specs}
@@ -98,7 +110,7 @@ def paired(specs: dict[str, dict[str, Any]], repeats: int, prepare: Any = None) 
                 continue
             if prepare is not None:
                 prepare(lib)
-            records[lib].append(run_case(specs[lib]))
+            records[lib].append(run_case(specs[lib], watch=watch))
     out = {}
     for lib, runs in records.items():
         top = best(runs)
@@ -155,7 +167,7 @@ def s3_with_datasets(root: Path, datasets: dict[str, Path], delay: float) -> Any
             ready = proxy.stdout.readline()
             if not ready.startswith("ready"):
                 raise RuntimeError(f"latency proxy did not start: {ready!r}")
-            yield server, f"http://127.0.0.1:{port}"
+            yield server, f"http://127.0.0.1:{port}", proxy.pid
         finally:
             proxy.terminate()
             proxy.wait(10)
@@ -205,6 +217,7 @@ def run_suite(work: Path, args: argparse.Namespace, samples: int, repeats: int, 
     ceilings["ceiling_write"] = _ceiling({"kind": "write", "config": "ceiling_write", "output_dir": str(out),
                                           "samples": samples}, repeats)  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)
+    os.sync()  # written data goes to disk now, not as writeback during the timed reads (GBs at 10x)
     snapshot = {lib: sorted((p.name, p.stat().st_size) for p in data[lib].iterdir()) for lib in LIBS}
     configs: list[tuple[str, dict[str, dict[str, Any]]]] = []
     readers = [lib for lib in (*LIBS, *peers) if lib in data]
@@ -247,7 +260,7 @@ def run_suite(work: Path, args: argparse.Namespace, samples: int, repeats: int, 
     if "remote" not in args.skip:
         log("remote: SeaweedFS on 127.0.0.1, cold cache per run")
         uploads = {"litstream": data["litstream"]} if scaled else {lib: data[lib] for lib in LIBS}
-        with s3_with_datasets(work, uploads, args.latency) as (server, proxied):
+        with s3_with_datasets(work, uploads, args.latency) as (server, proxied, proxy_pid):
             time.sleep(3)  # let the server settle after the upload
             cache = work / "cache"
 
@@ -255,23 +268,23 @@ def run_suite(work: Path, args: argparse.Namespace, samples: int, repeats: int, 
                 shutil.rmtree(cache, ignore_errors=True)
                 cache.mkdir()
 
-            endpoints = [("remote_cold", server.endpoint)]
+            endpoints = [("remote_cold", server.endpoint, {"server": server.pid})]
             if not scaled:
-                endpoints.append(("remote_cold_latency20ms", proxied))
-            for config, endpoint in endpoints:
+                endpoints.append(("remote_cold_latency20ms", proxied, {"server": server.pid, "proxy": proxy_pid}))
+            for config, endpoint, watch in endpoints:
                 s3 = {"endpoint": endpoint, "key": server.access_key, "secret": server.secret_key}
                 specs = {lib: {"library": lib, "case": "remote_dataset", "config": config,
                                "data": f"s3://bench/{lib if lib in uploads else 'litstream'}",
                                "cache_dir": str(cache), "s3": s3}
                          for lib in LIBS}  # fmt: skip
-                for lib, record in paired(specs, remote_repeats, fresh).items():
+                for lib, record in paired(specs, remote_repeats, fresh, watch).items():
                     results[lib][config] = record
                 shutil.rmtree(cache, ignore_errors=True)
                 # the ceiling: the same bytes fetched with obstore alone (no cache file, no decoding)
                 raw = config.replace("remote_cold", "remote_raw_get")
                 spec = {"library": "litstream", "case": "raw_download", "config": raw,
                         "data": "s3://bench/litstream", "s3": s3}  # fmt: skip
-                ceilings[raw] = paired({"litstream": spec}, remote_repeats)["litstream"]
+                ceilings[raw] = paired({"litstream": spec}, remote_repeats, watch=watch)["litstream"]
     for path in set(data.values()):
         shutil.rmtree(path, ignore_errors=True)
     return results, ceilings
@@ -370,6 +383,10 @@ def main() -> None:
         table += "\n\n| micro-benchmark (pytest-benchmark, min) | test | ms |\n|---|---|---:|"
         for bench in json.loads(micro.read_text())["benchmarks"]:
             table += f"\n| {bench['group']} | `{bench['name']}` | {bench['stats']['min'] * 1e3:.3f} |"
+    cpu = cpu_table(results, ceilings)
+    if cpu:
+        table += "\n\nCPU of the remote runs (the server's and the proxy's include the untimed checksum pass, " \
+                 "which reads the local cache):\n\n" + cpu  # fmt: skip
     for config, record in ceilings.items():
         if "seconds" in record:
             table += f"\n\nCeiling `{config}`: {record['items']:,} items in {record['seconds']:.3f} s " \
