@@ -299,9 +299,7 @@ def test_litstream_arrow_chunks_byte_identical_to_litdata(tmp_path: Path, compre
 
 def test_litstream_arrow_two_workers(tmp_path: Path) -> None:
     out = tmp_path / "ours"
-    litstream.optimize(
-        dense, list(range(NUM)), out, chunk_size=128, num_workers=2, verbose=False, chunk_format="arrow"
-    )
+    litstream.optimize(dense, list(range(NUM)), out, chunk_size=128, num_workers=2, verbose=False, chunk_format="arrow")
     wanted = [dense(i) for i in range(NUM)]
     assert_rows(litdata_items(out), wanted, "LitData reads ours")
     ds = litstream.StreamingDataset(out, shuffle=False)

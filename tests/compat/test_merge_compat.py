@@ -151,9 +151,7 @@ def test_subsample_serves_what_litdata_serves(ints: Path, fraction: float, shuff
 @pytest.mark.parametrize("split_shuffle", [False, True])
 @pytest.mark.parametrize("splits", [[0.1, 0.2, 0.7], [0.3, 0.25]])
 def test_train_test_split_matches_litdata(ints: Path, splits: list[float], split_shuffle: bool) -> None:
-    theirs = litdata_split(
-        litdata.StreamingDataset(_copy(ints), shuffle=True), splits, seed=7, shuffle=split_shuffle
-    )
+    theirs = litdata_split(litdata.StreamingDataset(_copy(ints), shuffle=True), splits, seed=7, shuffle=split_shuffle)
     ours = litstream.train_test_split(
         litstream.StreamingDataset(ints, shuffle=True), splits, seed=7, shuffle=split_shuffle
     )

@@ -13,18 +13,14 @@ from litstream.format._json_serializer import JsonLeaf, JsonSerializer, dumps, l
 from litstream.format._serializers import default_serializers, select_serializer
 from peer import require_peer
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=5)
-)
+scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=5)
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    | st.lists(st.dictionaries(st.sampled_from("abc"), scalars, min_size=3, max_size=3), max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+        | st.lists(st.dictionaries(st.sampled_from("abc"), scalars, min_size=3, max_size=3), max_size=3)
+    ),
     max_leaves=10,
 )
 

@@ -167,7 +167,6 @@ def test_chunk_bytes_counts_row_estimates(tmp_path: Path) -> None:
     assert list(litstream.StreamingDataset(out)) == [plain(i) for i in range(20)]
 
 
-
 _SHARED: dict[str, Any] = {"i": 0, "l": []}
 
 

@@ -90,6 +90,7 @@ async def _astream_all(d: Path) -> list[Any]:
 def _read(d: Path) -> list[tuple[str, Any]]:
     """Each read path's outcome: ``("data", samples)`` or ``("error", LitstreamError)``; anything else raises."""
     outcomes: list[tuple[str, Any]] = []
+
     def items() -> list[Any]:
         ds = StreamingDataset(d)
         total = len(ds)  # an index may record fewer items: ds[i] past the end is an IndexError, as it should be
@@ -138,7 +139,8 @@ json_leaf = st.one_of(
     st.text(max_size=12),
 )
 json_value = st.recursive(
-    json_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    json_leaf,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=8,
 )
 

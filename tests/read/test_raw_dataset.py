@@ -89,9 +89,7 @@ def test_setup_groups_transform_and_extensions(folder: tuple[Path, dict[str, byt
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_dataloader_yields_every_file_once(
-    folder: tuple[Path, dict[str, bytes]], tmp_path: Path, workers: int
-) -> None:
+def test_dataloader_yields_every_file_once(folder: tuple[Path, dict[str, bytes]], tmp_path: Path, workers: int) -> None:
     from torch.utils.data import DataLoader
 
     root, files = folder

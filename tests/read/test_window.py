@@ -280,9 +280,12 @@ class _CountingSource:
         self.source = source
         self.fetched: list[int] = []
 
-    async def read_chunk(self, chunk_index: int) -> ChunkView:
+    def download_ticket(self) -> int | None:
+        return self.source.download_ticket()
+
+    async def read_chunk(self, chunk_index: int, **options: Any) -> ChunkView:
         self.fetched.append(chunk_index)
-        return await self.source.read_chunk(chunk_index)
+        return await self.source.read_chunk(chunk_index, **options)
 
 
 @pytest.mark.anyio

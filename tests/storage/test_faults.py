@@ -88,9 +88,19 @@ def test_transfer_config_rejects_a_base_of_one() -> None:
 @pytest.mark.parametrize("metadata", ["default", "dead"])
 def test_s3_without_credentials_says_what_is_missing(metadata: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """No credentials and no endpoint: the headline names the keys and variables, not 169.254.169.254."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
-                 "AWS_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_METADATA_ENDPOINT",
-                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_PROFILE"):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_METADATA_ENDPOINT",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_PROFILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     if metadata == "dead":  # a machine without a metadata service
         monkeypatch.setenv("AWS_METADATA_ENDPOINT", f"http://127.0.0.1:{free_port()}")
@@ -101,8 +111,13 @@ def test_s3_without_credentials_says_what_is_missing(metadata: str, monkeypatch:
     assert not isinstance(info.value, RetriesExhaustedError)
     assert message.startswith("get failed for s3://some-bucket/ds/")
     assert "no S3 credentials were given" in message
-    for hint in ("'aws_access_key_id'", "'aws_secret_access_key'", "AWS_ACCESS_KEY_ID", "'endpoint_url'",
-                 "AWS_ENDPOINT_URL"):
+    for hint in (
+        "'aws_access_key_id'",
+        "'aws_secret_access_key'",
+        "AWS_ACCESS_KEY_ID",
+        "'endpoint_url'",
+        "AWS_ENDPOINT_URL",
+    ):
         assert hint in message
     assert "169.254.169.254" not in message
     assert "latest/api/token" in str(info.value.__cause__)  # obstore's request to the metadata service

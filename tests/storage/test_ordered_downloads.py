@@ -129,8 +129,9 @@ async def test_tickets_order_the_requests_of_downloads_queued_together(tmp_path:
     tickets = {name: downloader.ticket() for name in "abc"}
     async with anyio.create_task_group() as tg:
         for name in "cba":  # asked for in reverse: the first request takes the free slot, the rest queue
-            tg.start_soon(partial(downloader.fetch, name, size=32, priority=tickets[name]))
-            await anyio.wait_all_tasks_blocked()
+            queued = anyio.Event()
+            tg.start_soon(partial(downloader.fetch, name, size=32, priority=tickets[name], queued=queued.set))
+            await queued.wait()
         store.gate.set()
     assert order[0] == ("c", 0)  # it found the slot free
     assert order[1:] == [("a", s) for s in range(0, 32, 8)] + [("b", s) for s in range(0, 32, 8)] + [

@@ -78,7 +78,7 @@ def pyarrow_module() -> Any:
         import pyarrow.ipc
     except ModuleNotFoundError as exc:  # pragma: no cover - pyarrow is in the dev install
         raise ModuleNotFoundError(
-            'this dataset stores samples as Arrow chunks (LitData\'s default for dict samples); reading or writing '
+            "this dataset stores samples as Arrow chunks (LitData's default for dict samples); reading or writing "
             'them needs pyarrow: pip install "litstream[arrow]"'
         ) from exc
     return pa

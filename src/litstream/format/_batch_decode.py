@@ -66,6 +66,7 @@ def _remember_rows(block: np.ndarray[Any, Any], rows: list[Any]) -> None:
             del _ROWS[next(iter(_ROWS))]  # the oldest
     _ROWS[id(block)] = (weakref.ref(block), tuple(map(id, rows)))
 
+
 _Column = list[Any]
 _SCALARS: dict[type, tuple[int, str]] = {IntSerializer: (8, "<i8"), FloatSerializer: (8, "<f8")}
 

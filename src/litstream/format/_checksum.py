@@ -23,8 +23,14 @@ if TYPE_CHECKING:
 
     from ._index import ChunkInfo
 
-__all__ = ["CHECKSUM_ALGORITHMS", "CHECKSUM_KEY", "check_checksum_argument", "chunk_digest", "expected_digest",
-           "verify_chunk"]
+__all__ = [
+    "CHECKSUM_ALGORITHMS",
+    "CHECKSUM_KEY",
+    "check_checksum_argument",
+    "chunk_digest",
+    "expected_digest",
+    "verify_chunk",
+]
 
 CHECKSUM_KEY = "litstream_checksum"
 """The ``chunks[]`` key holding ``"<algorithm>:<hex digest>"``."""

@@ -86,6 +86,7 @@ def _torch_written() -> dict[torch.dtype, int]:
 
     return {getattr(torch, name): index for name, index in _TORCH_WRITTEN_NAMES.items()}
 
+
 _NUMPY_BY_INDEX: tuple[np.dtype[Any], ...] = tuple(
     np.dtype(code).newbyteorder("<")
     for code in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16", "?")

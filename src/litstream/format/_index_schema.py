@@ -156,9 +156,7 @@ def check_index_obj(obj: Any, source: str = "index.json") -> None:
         (isinstance(updated_at, (int, float)) and not isinstance(updated_at, bool))
         or (isinstance(updated_at, str) and _PRINTABLE.match(updated_at))
     ):
-        raise FormatError(
-            f"{source} updated_at must be a number or a short printable string, got {_short(updated_at)}"
-        )
+        raise FormatError(f"{source} updated_at must be a number or a short printable string, got {_short(updated_at)}")
     config = _check_config(obj.get("config"), f"{source} config")
     header = config is None or (
         config.get("item_loader") in _HEADER_LOADERS and config.get("compression_level") in _UNFRAMED

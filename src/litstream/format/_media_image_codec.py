@@ -60,6 +60,7 @@ def _tables() -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], int]]:
     tables = tuple(_scaled_table(q) for q in range(1, 101))
     return tables, {table: q for q, table in enumerate(tables, start=1)}
 
+
 _PIL_ARRAY_DTYPES = tuple(
     np.dtype(d)
     for d in ("|b1", "|u1", "<u2", ">u2", "<i2", ">i2", "<u4", ">u4", "<i4", ">i4", "<f4", ">f4", "<f8", ">f8")

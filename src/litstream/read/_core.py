@@ -31,10 +31,11 @@ import anyio.to_thread
 from .._errors import PlanError
 from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from ._plan import ChunkSlice, item_order, resume_position, worker_plan
+from ._source_cache import open_streaming, streamable
 from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from anyio.streams.memory import MemoryObjectSendStream
 
@@ -123,12 +124,15 @@ class ChunkWork:
             ``view`` and then each view of ``more`` (``view``'s items first, then the first extra
             view's, ...), as in :class:`ChunkWindow`.
         more: ``(chunk_index, view)`` of the other chunks of a window piece; empty otherwise.
+        ready: For a chunk still downloading: ``ready(end)`` blocks until bytes ``[0, end)`` of ``view`` are
+            written (call it before decoding them); ``None`` when the whole chunk is there.
     """
 
     chunk_index: int
     view: ChunkView
     items: Sequence[int]
     more: tuple[tuple[int, ChunkView], ...] = ()
+    ready: Callable[[int], None] | None = None
 
 
 def _shuffle_mode(shuffle: object) -> str:
@@ -222,13 +226,19 @@ def piece_chunks(piece: ChunkSlice | ChunkWindow) -> tuple[int, ...]:
     return piece.chunks if isinstance(piece, ChunkWindow) else (piece.chunk_index,)
 
 
-def works_for(piece: ChunkSlice | ChunkWindow, views: Sequence[ChunkView], order: list[int]) -> list[ChunkWork]:
+def works_for(
+    piece: ChunkSlice | ChunkWindow,
+    views: Sequence[ChunkView],
+    order: list[int],
+    ready: Callable[[int], None] | None = None,
+) -> list[ChunkWork]:
     """The messages that serve ``order`` of ``piece``, given the views of :func:`piece_chunks`.
 
-    A slice gives one work; a window gives about one work per chunk, all sharing the views.
+    A slice gives one work (``ready``: see :class:`ChunkWork`); a window gives about one work per chunk,
+    all sharing the views (complete chunks only).
     """
     if isinstance(piece, ChunkSlice):
-        return [ChunkWork(piece.chunk_index, views[0], order)]
+        return [ChunkWork(piece.chunk_index, views[0], order, ready=ready)]
     more = tuple(zip(piece.chunks[1:], views[1:], strict=True))
     step = -(-len(order) // len(piece.chunks))
     return [ChunkWork(piece.chunks[0], views[0], order[i : i + step], more) for i in range(0, len(order), step)]
@@ -238,6 +248,7 @@ def works_for(piece: ChunkSlice | ChunkWindow, views: Sequence[ChunkView], order
 class _Slot:
     done: anyio.Event = field(default_factory=anyio.Event)
     view: ChunkView | None = None
+    ready: Callable[[int], None] | None = None
 
 
 async def produce_chunks(
@@ -257,11 +268,14 @@ async def produce_chunks(
         slots_send, slots_receive = anyio.create_memory_object_stream[_Slot](ahead - 1)
 
         async def fetch(slot: _Slot, chunk_index: int, ticket: int | None, after: anyio.Event | None,
-                        queued: anyio.Event) -> None:  # fmt: skip
+                        queued: anyio.Event, whole: bool) -> None:  # fmt: skip
             try:
                 if after is not None:  # the previous chunk's requests are queued first
                     await after.wait()
-                slot.view = await source.read_chunk(chunk_index, priority=ticket, queued=queued.set)
+                if not whole and streamable(source, chunk_index):  # decoded while it downloads
+                    slot.view, slot.ready = await open_streaming(source, chunk_index, tg, ticket, queued.set)
+                else:
+                    slot.view = await source.read_chunk(chunk_index, priority=ticket, queued=queued.set)
             finally:
                 queued.set()
             slot.done.set()
@@ -277,17 +291,19 @@ async def produce_chunks(
                         await slots_send.send(slot)
                         ticket = source.download_ticket()
                         tg.start_soon(fetch, slot, chunk_index, ticket, previous if ticket is not None else None,
-                                      queued)  # fmt: skip
+                                      queued, isinstance(piece, ChunkWindow))  # fmt: skip
                         previous = queued
 
         tg.start_soon(schedule)
         async with slots_receive:
             for piece, order in pieces:
                 views = []
+                ready = None
                 for _ in piece_chunks(piece):
                     slot = await slots_receive.receive()
                     await slot.done.wait()
                     assert slot.view is not None
                     views.append(slot.view)
-                for work in works_for(piece, views, order):
+                    ready = slot.ready
+                for work in works_for(piece, views, order, ready):
                     await send.send(work)

@@ -83,6 +83,8 @@ def decode_work(
 ) -> list[Any]:
     """Decode ``items`` (ids as in ``work.items``) of ``work`` (synchronous; run it off the event loop)."""
     decode = source.decoder.decode
+    if work.ready is not None:  # a chunk still downloading: wait for all of it (random items)
+        work.ready(len(work.view.data))
     if work.more:
         views = [work.view, *(view for _, view in work.more)]
         ends = list(itertools.accumulate(view.num_items for view in views))
@@ -124,7 +126,9 @@ def work_batches(
     ``align > 1`` (a DataLoader's batch size) batches end where the loader's batches end (``served``
     items were yielded before this work), so a loader batch's fixed-shape arrays are the rows of one
     decoded array and collate without a copy (``_collate.fast_collate``). Pages of a mapped chunk
-    are mapped just before their batch is decoded and unmapped once served (ascending order).
+    are mapped just before their batch is decoded and unmapped once served (ascending order). A chunk
+    that is still downloading (``work.ready``) is decoded batch by batch as its bytes arrive (items in
+    ascending order), or once all of it is there.
     """
     if work.more:
         t0 = perf_counter_ns() if TRACER.on else 0
@@ -145,13 +149,18 @@ def work_batches(
     decoder = source.decoder
     columnar = isinstance(decoder, SampleDecoder) and not isinstance(view, ArrowChunk)
     ascending = columnar and (isinstance(items, range) or bool((np.diff(np.asarray(items)) > 0).all()))
+    ready = work.ready  # a chunk still downloading: decode each batch once its bytes are written
     if not ascending:
+        if ready is not None:
+            ready(len(view.data))
         populate(view.data)
     while begin < len(items):
         batch = items[begin : begin + size]
         t0 = perf_counter_ns() if TRACER.on else 0
         if ascending and isinstance(decoder, SampleDecoder):  # map just this batch's pages, unmap those served
             begins, ends = view.spans(batch)
+            if ready is not None:
+                ready(int(ends[-1]))
             populate(view.data, int(begins[0]), int(ends[-1]))
             release(view.data, int(begins[0]))
             samples = decoder.decode_many(view.data, begins, ends, alloc)

@@ -1,4 +1,5 @@
-"""An opened dataset's local chunk cache: its settings, opening it, and reading a chunk through it."""
+"""An opened dataset's local chunk cache: its settings, opening it, and reading a chunk through it —
+whole, or while it downloads (:func:`open_streaming`)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,27 @@ from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
+from ..format._chunk import ChunkView, header_length
+from ..format._loaders import SampleDecoder
 from ..storage._files import map_file
 from ..storage._hedged import HedgedStore
+from ..storage._progress import Progress
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache
 from ._cache_dirs import dataset_cache_dir, default_cache_root
+from ._verify import has_checksum
 
 if TYPE_CHECKING:
     import mmap
     from collections.abc import Callable
 
+    from anyio.abc import TaskGroup
+
     from ..format._index import Index
     from ..storage._store import Store
+    from ._source import DatasetSource
 
-__all__ = ["CacheSettings", "_open_cache", "_read_through_cache"]
+__all__ = ["CacheSettings", "_open_cache", "_read_through_cache", "open_streaming", "streamable"]
 
 
 async def _read_through_cache(
@@ -65,3 +73,65 @@ class CacheSettings:
 
     cache_dir: str | None = None
     max_cache_size: int | float | str | None = None
+
+
+def streamable(source: DatasetSource, chunk_index: int) -> bool:
+    """Whether chunk ``chunk_index`` can be decoded while it downloads: a remote, uncompressed, unencrypted
+    chunk without a checksum, of PyTree samples, larger than one ranged GET."""
+    downloader = source.downloader
+    if source.cache is None or downloader is None or not isinstance(source.decoder, SampleDecoder):
+        return False
+    config = source.index.config
+    if (config is not None and config.compression) or source.compression is not None:
+        return False
+    if source.encryption_level is not None or source.parquet is not None or source.tokens is not None:
+        return False
+    info = source.index.chunks[chunk_index]
+    return not has_checksum(info) and info.chunk_bytes > downloader.piece_size
+
+
+async def open_streaming(
+    source: DatasetSource, chunk_index: int, tg: TaskGroup, priority: int | None, queued: Callable[[], object]
+) -> tuple[ChunkView, Callable[[int], None] | None]:
+    """Start downloading a :func:`streamable` chunk in ``tg`` and return its view once its header is written,
+    with ``ready(end)``: block until its bytes ``[0, end)`` are (the decoder calls it before each batch).
+
+    A chunk whose items do not end where the chunk ends (an Arrow payload follows them) is returned
+    whole, with ``ready`` ``None``. The chunk is held in the cache until its download ends.
+
+    Raises:
+        FormatError: a header that contradicts ``index.json``.
+        StorageError: (from ``ready``) the download failed before the bytes came; ``DownloadAbandoned``
+            (``storage/_progress.py``) if it was cancelled.
+    """
+    info = source.index.chunks[chunk_index]
+    cache, downloader = source.cache, source.downloader
+    assert cache is not None
+    assert downloader is not None
+    progress = Progress(info.chunk_bytes)
+
+    async def download() -> None:
+        try:
+            await cache.aacquire(info.filename, size=info.chunk_bytes)
+            try:
+                await downloader.fetch(
+                    info.filename, size=info.chunk_bytes, priority=priority, queued=queued, progress=progress
+                )
+            finally:
+                await cache.arelease(info.filename)
+        except BaseException as exc:
+            progress.failed(exc)
+            raise
+
+    tg.start_soon(download)
+    try:
+        path = await progress.path_when(header_length(info.chunk_size))
+        data = await anyio.to_thread.run_sync(map_file, path)
+    except BaseException as exc:
+        progress.failed(exc)  # wakes a thread still waiting (after a cancellation)
+        raise
+    view = ChunkView(data)
+    if view.num_items == info.chunk_size and len(data) == info.chunk_bytes and int(view.offsets[-1]) == len(data):
+        return source._checked_view(chunk_index, data, False), progress.wait
+    await anyio.to_thread.run_sync(progress.wait, info.chunk_bytes)  # e.g. an Arrow payload: read it whole
+    return source._checked_view(chunk_index, data, False), None

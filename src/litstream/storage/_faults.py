@@ -146,9 +146,7 @@ def _missing_s3_settings(config: Mapping[str, Any]) -> tuple[bool, bool]:
     return no_credentials, no_endpoint
 
 
-_ENDPOINT_HINT = (
-    "for a server other than AWS S3 add 'endpoint_url': 'http://host:port' (or set AWS_ENDPOINT_URL)"
-)
+_ENDPOINT_HINT = "for a server other than AWS S3 add 'endpoint_url': 'http://host:port' (or set AWS_ENDPOINT_URL)"
 
 
 def explain_failure(

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
     from ._base import Store
+    from ._progress import Progress
 
 __all__ = ["ByteBudget", "Downloader", "UploadStatistics", "Uploader"]
 
@@ -87,10 +88,19 @@ def _stat_size(path: Path) -> int | None:
     return None
 
 
-def _open_temp(target: Path) -> tuple[Path, int]:
+def _open_temp(target: Path, size: int = 0) -> tuple[Path, int]:
+    """A new hidden temporary file beside ``target`` (``size`` bytes long, all holes, when given)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}.{uuid.uuid4().hex[:8]}")
-    return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    if size:
+        try:
+            os.ftruncate(fd, size)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+    return tmp, fd
 
 
 def _write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
@@ -144,6 +154,11 @@ class Downloader:
         taking them in the order the objects are needed makes the downloads finish in that order."""
         return next(self._tickets)
 
+    @property
+    def piece_size(self) -> int:
+        """Bytes per ranged GET of a large object."""
+        return self._piece_size
+
     def path(self, name: str) -> Path:
         """Where object ``name`` is (or will be) stored locally; ConfigurationError if not a relative key."""
         return self._root / _check_name(name)
@@ -162,6 +177,7 @@ class Downloader:
         size: int | None = None,
         priority: int | None = None,
         queued: Callable[[], object] | None = None,
+        progress: Progress | None = None,
     ) -> Path:
         """Make sure object ``name`` is a complete local file; return its path.
 
@@ -179,6 +195,8 @@ class Downloader:
             queued: Called once, as soon as every request of this download is queued (or none is needed:
                 the file is there, another call is downloading it, or this call failed). A reader that
                 starts the next download only then keeps the downloads in its order.
+            progress: Told where the bytes are written and which are there as they land, then that the file
+                is complete (or that the download failed), so a reader can decode while it downloads.
 
         Raises:
             ObjectNotFoundError: the object does not exist.
@@ -188,11 +206,20 @@ class Downloader:
         """
         notify = _Once(queued)
         try:
-            return await self._fetch(name, size, priority, notify)
+            path = await self._fetch(name, size, priority, notify, progress)
+        except BaseException as exc:
+            if progress is not None:
+                progress.failed(exc)
+            raise
         finally:
             notify()
+        if progress is not None:
+            progress.complete(path)
+        return path
 
-    async def _fetch(self, name: str, size: int | None, priority: int | None, queued: _Once) -> Path:
+    async def _fetch(
+        self, name: str, size: int | None, priority: int | None, queued: _Once, progress: Progress | None
+    ) -> Path:
         target = self.path(name)
         state = self._loop_state()
         while True:
@@ -217,7 +244,7 @@ class Downloader:
         t0 = perf_counter_ns() if TRACER.on else 0
         try:
             ticket = self.ticket() if priority is None else priority
-            await self._download(name, target, size, state, ticket, queued)
+            await self._download(name, target, size, state, ticket, queued, progress)
         except BaseException as exc:
             pending.error = exc
             raise
@@ -229,26 +256,35 @@ class Downloader:
         return target
 
     async def _download(
-        self, name: str, target: Path, size: int | None, state: _LoopState, ticket: int, queued: _Once
+        self,
+        name: str,
+        target: Path,
+        size: int | None,
+        state: _LoopState,
+        ticket: int,
+        queued: _Once,
+        progress: Progress | None,
     ) -> None:
         gate = state.gate
         if size is None:
             async with gate.hold((ticket, -1), 0):
                 size = (await self._store.head(name)).size
-        tmp, fd = await anyio.to_thread.run_sync(_open_temp, target)
+        tmp, fd = await anyio.to_thread.run_sync(_open_temp, target, size if progress is not None else 0)
+        if progress is not None:
+            progress.opened(tmp)
         done = False
         # every request of this download is queued before any waits (no other download can slip in between)
-        spans = [(start, min(self._piece_size, size - start)) for start in range(0, max(size, 1), self._piece_size)]
+        spans = _spans(size, self._piece_size, progress is not None)
         requests = [gate.enqueue((ticket, start), length) for start, length in spans]
         queued()
         try:
             if size <= self._piece_size:
-                await self._piece(gate, requests[0], name, fd, 0, size, whole=True)
+                await self._piece(gate, requests[0], name, fd, 0, size, True, progress)
             else:
                 with _single_errors():
                     async with anyio.create_task_group() as tg:
                         for request, (start, length) in zip(requests, spans, strict=True):
-                            tg.start_soon(self._piece, gate, request, name, fd, start, length, False)
+                            tg.start_soon(self._piece, gate, request, name, fd, start, length, False, progress)
             done = True
         finally:
             for request in requests:  # a piece that never ran (cancelled, or a sibling failed) leaves the queue
@@ -261,7 +297,15 @@ class Downloader:
                     await anyio.to_thread.run_sync(partial(tmp.unlink, missing_ok=True))
 
     async def _piece(
-        self, gate: OrderedGate, request: Request, name: str, fd: int, start: int, length: int, whole: bool
+        self,
+        gate: OrderedGate,
+        request: Request,
+        name: str,
+        fd: int,
+        start: int,
+        length: int,
+        whole: bool,
+        progress: Progress | None,
     ) -> None:
         """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) and write them there.
 
@@ -285,8 +329,23 @@ class Downloader:
                     f"{len(data)}; the object changed or the size given (from index.json) is wrong"
                 )
             await anyio.to_thread.run_sync(_write_at, fd, data, start)
+            if progress is not None:
+                progress.landed(start, length)
         finally:
             gate.done(request)
+
+
+_FIRST_PIECE = 1 * MiB
+"""The first ranged GET of an object read while it downloads: small, so its first items come quickly."""
+
+
+def _spans(size: int, piece: int, streamed: bool) -> list[tuple[int, int]]:
+    """``(start, length)`` of the ranged GETs of an object of ``size`` bytes (one span for a small one)."""
+    if size <= piece:
+        return [(0, size)]
+    first = min(_FIRST_PIECE, piece) if streamed else piece
+    starts = [0, *range(first, size, piece)]
+    return [(start, min(end, size) - start) for start, end in zip(starts, [*starts[1:], size], strict=True)]
 
 
 class _Once:

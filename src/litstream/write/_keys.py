@@ -157,6 +157,7 @@ async def load_sidecar(store: Store, index: Index, *, source: str | None = None)
         raw = await store.get(name)
         parts.append(decode_key_table(raw, source=f"{where}/{name}", num_items=index.num_items)[:2])
     import pyarrow as pa
+
     keys = pa.concat_arrays([k.cast(parts[0][0].type) for k, _ in parts])
     indices = np.concatenate([i for _, i in parts])
     return sorted_table(keys, indices, source=f"{where}/keys"), num_shards or 1
@@ -203,6 +204,7 @@ async def publish_keys(
     """
     import numpy as np
     import pyarrow as pa
+
     first_new = len(existing.chunks) if existing is not None else 0
     key_parts: list[Any] = []
     index_parts: list[Any] = []
@@ -257,6 +259,7 @@ def merge_key_tables(parts: Sequence[tuple[str, KeyTable, int]], *, source: str)
     """
     import numpy as np
     import pyarrow as pa
+
     types = {str(t.keys.type) for _, t, _ in parts if len(t)}
     if len(types) > 1:
         raise FormatError(f"{source}: the datasets' keys have different types ({sorted(types)})")

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["merge_datasets"]
 
+
 def merge_datasets(
     input_dirs: Sequence[str | os.PathLike[str] | Dir | Store],
     output_dir: str | os.PathLike[str] | Dir | Store,

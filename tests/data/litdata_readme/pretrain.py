@@ -14,6 +14,7 @@ from litdata import optimize, TokensLoader
 from tokenizer import Tokenizer
 from functools import partial
 
+
 # 1. Define a function to convert the text within the jsonl files into tokens
 def tokenize_fn(filepath, tokenizer=None):
     with zstd.open(open(filepath, "rb"), "rt", encoding="utf-8") as f:
@@ -24,6 +25,7 @@ def tokenize_fn(filepath, tokenizer=None):
             text_ids = tokenizer.encode(text, bos=False, eos=True)
             yield text_ids
 
+
 if __name__ == "__main__":
     # 2. Generate the inputs (we are going to optimize all the compressed json files from SlimPajama dataset )
     input_dir = "./slimpajama-raw"
@@ -31,7 +33,9 @@ if __name__ == "__main__":
 
     # 3. Store the optimized data wherever you want under "/teamspace/datasets" or "/teamspace/s3_connections"
     outputs = optimize(
-        fn=partial(tokenize_fn, tokenizer=Tokenizer(f"{input_dir}/checkpoints/Llama-2-7b-hf")), # Note: You can use HF tokenizer or any others
+        fn=partial(
+            tokenize_fn, tokenizer=Tokenizer(f"{input_dir}/checkpoints/Llama-2-7b-hf")
+        ),  # Note: You can use HF tokenizer or any others
         inputs=inputs,
         output_dir="./slimpajama-optimized/train",
         chunk_size=(9 * 20),
@@ -47,10 +51,10 @@ if __name__ == "__main__":
 
     # Increase by one because we need the next word as well
     dataset = StreamingDataset(
-      input_dir=f"./slimpajama-optimized/train",
-      item_loader=TokensLoader(block_size=8 + 1),
-      shuffle=True,
-      drop_last=True,
+        input_dir=f"./slimpajama-optimized/train",
+        item_loader=TokensLoader(block_size=8 + 1),
+        shuffle=True,
+        drop_last=True,
     )
 
     train_dataloader = StreamingDataLoader(dataset, batch_size=8, pin_memory=True, num_workers=2)

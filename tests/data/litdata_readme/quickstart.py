@@ -36,11 +36,11 @@ if __name__ == "__main__":
     output_dir = sys.argv[1]
     # Exactly one of chunk_bytes or chunk_size
     ld.optimize(
-        fn=random_images,                   # the function applied to each input
-        inputs=list(range(100)),            # the inputs to the function (here it's a list of numbers)
-        output_dir=output_dir,              # optimized data is stored here
-        num_workers=2,                      # the number of workers on the same machine
-        chunk_bytes="64MB"                  # default; see FAQ for larger samples
+        fn=random_images,  # the function applied to each input
+        inputs=list(range(100)),  # the inputs to the function (here it's a list of numbers)
+        output_dir=output_dir,  # optimized data is stored here
+        num_workers=2,  # the number of workers on the same machine
+        chunk_bytes="64MB",  # default; see FAQ for larger samples
     )
 
     dataset = ld.StreamingDataset(

@@ -1,0 +1,108 @@
+"""``Progress``: how much of a download is on disk, for a reader that decodes a chunk while it arrives.
+
+The :class:`~litstream.storage._transfer.Downloader` writes a chunk's pieces at their offsets in a temporary
+file of the chunk's full size and reports each piece here. :meth:`Progress.wait` blocks the calling thread
+until the bytes before an offset are all written (the *contiguous* prefix: pieces may land out of order),
+the whole object is in place, or the download failed — then it raises that failure. Thread-safe: the
+event loop reports, a decoding thread waits.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.to_thread
+
+from .._errors import LitstreamError, StorageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["DownloadAbandoned", "Progress"]
+
+
+class DownloadAbandoned(StorageError):
+    """The bytes a reader waits for will not come: their download was cancelled (the read is shutting
+    down, usually because of another error, which the reader raises instead)."""
+
+
+class Progress:
+    """The state of one download of ``size`` bytes (see the module docstring)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._cond = threading.Condition()
+        self._landed: dict[int, int] = {}  # start -> end of pieces written beyond the contiguous prefix
+        self._prefix = 0
+        self._path: Path | None = None  # where the bytes are being written (a temporary name), then the file
+        self._error: BaseException | None = None
+
+    @property
+    def prefix(self) -> int:
+        """Bytes from offset 0 that are written."""
+        return self._prefix
+
+    def opened(self, path: Path) -> None:
+        """The download writes into ``path`` (already ``size`` bytes long)."""
+        with self._cond:
+            self._path = path
+            self._cond.notify_all()
+
+    def landed(self, start: int, length: int) -> None:
+        """Bytes ``[start, start + length)`` are written."""
+        with self._cond:
+            self._landed[start] = start + length
+            while self._prefix in self._landed:
+                self._prefix = self._landed.pop(self._prefix)
+            self._cond.notify_all()
+
+    def complete(self, path: Path) -> None:
+        """The whole object is the file at ``path``."""
+        with self._cond:
+            self._path, self._prefix = path, self.size
+            self._landed.clear()
+            self._cond.notify_all()
+
+    def failed(self, error: BaseException) -> None:
+        """The download stopped with ``error`` (also when cancelled); waiters raise."""
+        with self._cond:
+            if self._prefix < self.size:
+                self._error = error
+            self._cond.notify_all()
+
+    def _raise(self) -> None:
+        error = self._error
+        if not isinstance(error, Exception):  # cancelled (or interrupted): not a failure of this download
+            raise DownloadAbandoned("the download was cancelled before these bytes were written") from error
+        if isinstance(error, LitstreamError):  # a fresh copy: the original is raised by the download's task
+            raise type(error)(str(error)) from error
+        raise StorageError(f"the download stopped before the bytes were written: {error!r}") from error
+
+    def wait(self, end: int) -> None:
+        """Block until bytes ``[0, end)`` are written; raise the download's error if it stopped first."""
+        with self._cond:
+            while self._prefix < min(end, self.size) and self._error is None:
+                self._cond.wait()
+            if self._prefix < min(end, self.size):
+                self._raise()
+
+    def _wait_path(self) -> Path:
+        with self._cond:
+            while self._path is None and self._error is None:
+                self._cond.wait()
+            if self._path is None:
+                self._raise()
+            assert self._path is not None
+            return self._path
+
+    async def path_when(self, end: int) -> Path:
+        """Once bytes ``[0, end)`` are written: the file they are in (the temporary name while the download
+        runs; a mapping of it stays valid after the rename). Waits in a worker thread."""
+
+        def both() -> Path:
+            self.wait(end)
+            return self._wait_path()
+
+        return await anyio.to_thread.run_sync(both, abandon_on_cancel=True)
