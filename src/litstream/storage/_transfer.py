@@ -4,6 +4,8 @@
   it, then ``os.replace``-d); concurrent fetches of one name in a process share one download; a
   ``CapacityLimiter`` bounds the requests in flight, a byte budget the bytes between store and disk. Two
   *processes* fetching one name both download it, each atomically (cross-process use: ``read/_cache.py``).
+  An :class:`~litstream.storage.ObstoreStore` streams each piece into the file through ~256 KiB buffers
+  (``get_into_file``): a reader's resident memory then stays flat however much it downloads.
 * :class:`Uploader`: local files (or bytes held in memory) go up from a task group fed by a bounded stream
   (backpressure).
 * :class:`ByteBudget`: a first-come-first-served semaphore counting bytes (bounds memory held for transfers).
@@ -243,12 +245,12 @@ class Downloader:
         queued()
         try:
             if size <= self._piece_size:
-                await self._piece(gate, requests[0], name, fd, 0, size, whole=True)
+                await self._piece(gate, requests[0], name, (fd, tmp), 0, size, whole=True)
             else:
                 with _single_errors():
                     async with anyio.create_task_group() as tg:
                         for request, (start, length) in zip(requests, spans, strict=True):
-                            tg.start_soon(self._piece, gate, request, name, fd, start, length, False)
+                            tg.start_soon(self._piece, gate, request, name, (fd, tmp), start, length, False)
             done = True
         finally:
             for request in requests:  # a piece that never ran (cancelled, or a sibling failed) leaves the queue
@@ -261,16 +263,32 @@ class Downloader:
                     await anyio.to_thread.run_sync(partial(tmp.unlink, missing_ok=True))
 
     async def _piece(
-        self, gate: OrderedGate, request: Request, name: str, fd: int, start: int, length: int, whole: bool
+        self,
+        gate: OrderedGate,
+        request: Request,
+        name: str,
+        file: tuple[int, Path],
+        start: int,
+        length: int,
+        whole: bool,
     ) -> None:
-        """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) and write them there.
+        """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) into ``file`` (the
+        temporary file's descriptor and path) there: streamed by a store with ``get_into_file``, else
+        answered in one buffer and written in a worker thread.
 
-        ``request``'s slot is held until the response is in memory, its bytes until they are on disk.
+        ``request``'s slot is held until the response is in memory (streamed: on disk), its bytes until
+        they are on disk.
         """
         try:
             await gate.wait(request)
-            data: bytes | memoryview
-            if whole:
+            into = getattr(self._store, "get_into_file", None)
+            data: bytes | memoryview | None = None
+            if into is not None:
+                t0 = perf_counter_ns() if TRACER.on else 0
+                received: int = await into(name, file[1], start, None if whole else length)
+                if t0:
+                    TRACER.span("cache write", CAT_DOWNLOAD, t0, {"bytes": received, "streamed": True})
+            elif whole:
                 data = await self._store.get(name)
             else:
                 buffered = getattr(self._store, "get_range_buffer", None)  # no copy, where offered
@@ -278,13 +296,16 @@ class Downloader:
                     data = await buffered(name, start, length)
                 else:
                     data = await self._store.get_range(name, start, length)
+            if data is not None:
+                received = len(data)
             gate.free_slot(request)
-            if len(data) != length:
+            if received != length:
                 raise StorageError(
                     f"download of {self._store.url}/{name}: expected {length} bytes at offset {start}, got "
-                    f"{len(data)}; the object changed or the size given (from index.json) is wrong"
+                    f"{received}; the object changed or the size given (from index.json) is wrong"
                 )
-            await anyio.to_thread.run_sync(_write_at, fd, data, start)
+            if data is not None:
+                await anyio.to_thread.run_sync(_write_at, file[0], data, start)
         finally:
             gate.done(request)
 
