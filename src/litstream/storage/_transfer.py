@@ -116,7 +116,8 @@ class Downloader:
         cache_root: The local directory; object ``name`` lands at ``cache_root / name``.
         max_concurrency: Requests (whole GETs, ranged GETs, HEADs) in flight at once. Default 8.
         max_bytes_in_flight: Bytes fetched but not yet written to disk, at most (a piece larger than this
-            reserves the whole budget). Default 256 MiB.
+            reserves the whole budget; each piece in flight reserves its length, though a store that streams
+            it into the file holds only a few buffers of it). Default 256 MiB.
         piece_size: Objects larger than this are fetched in ranged GETs of this many bytes, written at their
             offsets as they arrive. Default 8 MiB.
 
