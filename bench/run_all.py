@@ -296,8 +296,8 @@ def run_suite(work: Path, args: argparse.Namespace, samples: int, repeats: int, 
 def main() -> None:
     parser = argparse.ArgumentParser(description="litstream vs LitData and peers: the whole benchmark suite")
     parser.add_argument("--samples", type=int, default=NUM_SAMPLES)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--remote-repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=None, help="runs per configuration (default 3; --full: 2)")
+    parser.add_argument("--remote-repeats", type=int, default=None, help="remote runs (default: --repeats)")
     parser.add_argument("--latency", type=float, default=0.02, help="added round-trip latency, s (default 0.02)")
     parser.add_argument("--tokens", type=int, default=4000, help="token documents (~2-6k tokens each)")
     parser.add_argument("--arrow-rows", type=int, default=200_000, help="dict rows of the arrow family")
@@ -311,6 +311,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.full:
         args.scale = max(args.scale, 10)
+    if args.repeats is None:  # the whole suite at two repeats fits the 25-minute budget on 2 cores
+        args.repeats = 2 if args.full else 3
+    if args.remote_repeats is None:
+        args.remote_repeats = args.repeats
     if args.quick:
         args.samples, args.repeats, args.remote_repeats, args.tokens = 5_000, 1, 1, 500
         args.arrow_rows = 20_000
