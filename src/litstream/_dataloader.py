@@ -32,6 +32,7 @@ from ._distributed import detect_distributed
 from ._errors import ConfigurationError
 from ._loader_profile import CPROFILE_MAIN, ProfileArgs, WorkerSetup, after_batch, dump_cprofile, output_dir
 from ._media_collate import litdata_collate
+from ._slots import SlotBatch, SlotExchange, SlotPacker
 from ._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from .read._litdata_state import from_litdata_combined, is_litdata_composite_state
 from .storage import _store
@@ -62,10 +63,14 @@ class _TaggingCollate:
 
     def __init__(self, collate: Callable[[list[Any]], Any]) -> None:
         self.collate = collate
+        self.packer: SlotPacker | None = None  # set by the loader for each iteration with workers
 
     def __call__(self, samples: list[Any]) -> _Tagged:
         info = get_worker_info()
-        tagged = _Tagged(0 if info is None else info.id, len(samples), self.collate(samples))
+        batch = self.collate(samples)
+        if info is not None and self.packer is not None:
+            batch = self.packer.pack(info.id, batch)
+        tagged = _Tagged(0 if info is None else info.id, len(samples), batch)
         after_batch()  # profile_batches counts the batches worker 0 built
         return tagged
 
@@ -192,6 +197,7 @@ class StreamingDataLoader(DataLoader[Any]):
         dataset._pin_distributed()
         self._setup.rank = detect_distributed().rank
         epoch_t0 = perf_counter_ns() if TRACER.on else 0
+        exchange = self._slot_exchange()
         batches = super().__iter__()  # starts the workers
         main_profile = cProfile.Profile() if self._profile.cprofile and self._setup.rank == 0 else None
         if main_profile is not None:
@@ -205,15 +211,33 @@ class StreamingDataLoader(DataLoader[Any]):
                 self._worker_samples[worker] += tagged.size
                 self.num_samples_yielded += tagged.size
                 self.latest_worker_idx = worker
-                yield tagged.batch
+                batch = tagged.batch
+                yield batch.unpack() if isinstance(batch, SlotBatch) else batch
                 batch_t0 = perf_counter_ns() if TRACER.on else 0
             self._restoring = False
             dataset._clear_resume()
         finally:
+            if exchange is not None:
+                exchange.close()
             if main_profile is not None:
                 dump_cprofile(main_profile, output_dir(self._profile.directory) / CPROFILE_MAIN)
             if epoch_t0:
                 TRACER.span("dataloader", CAT_EPOCH, epoch_t0, {"epoch": self.current_epoch})
+
+    def _slot_exchange(self) -> SlotExchange | None:
+        """Free-slot semaphores for this iteration's workers (see ``litstream._slots``), or ``None``."""
+        collate = self.collate_fn
+        if self.num_workers == 0 or self.persistent_workers or not isinstance(collate, _TaggingCollate):
+            collate.packer = None  # type: ignore[union-attr]
+            self._setup.slots = False
+            return None
+        context = self.multiprocessing_context or multiprocessing.get_context()
+        slots = (self.prefetch_factor or 2) + 2
+        exchange = SlotExchange([context.Semaphore(slots) for _ in range(self.num_workers)], slots)
+        exchange.open()
+        collate.packer = SlotPacker(exchange)
+        self._setup.slots = True
+        return exchange
 
     def _set_position(self, counts: list[int], levels: tuple[Level, ...], start: int) -> None:
         self._worker_samples = counts

@@ -70,6 +70,11 @@ async def _close(receive: Any) -> None:
     receive.close()
 
 
+# Set in a DataLoader worker whose batches go through litstream._slots (by the loader's worker_init_fn):
+# arrays are then decoded into ordinary memory, since the slots, not fresh shared memory, carry them.
+WORKER_SLOTS = [False]
+
+
 def _inside_worker() -> bool:
     from torch.utils.data import get_worker_info
 
