@@ -198,7 +198,11 @@ class StreamingDataLoader(DataLoader[Any]):
         self._setup.rank = detect_distributed().rank
         epoch_t0 = perf_counter_ns() if TRACER.on else 0
         exchange = self._slot_exchange()
-        batches = super().__iter__()  # starts the workers
+        try:
+            batches = super().__iter__()  # starts the workers
+        except BaseException:
+            self._end_slots(exchange)
+            raise
         main_profile = cProfile.Profile() if self._profile.cprofile and self._setup.rank == 0 else None
         if main_profile is not None:
             main_profile.enable()
@@ -217,27 +221,42 @@ class StreamingDataLoader(DataLoader[Any]):
             self._restoring = False
             dataset._clear_resume()
         finally:
-            if exchange is not None:
-                exchange.close()
+            self._end_slots(exchange)
             if main_profile is not None:
                 dump_cprofile(main_profile, output_dir(self._profile.directory) / CPROFILE_MAIN)
             if epoch_t0:
                 TRACER.span("dataloader", CAT_EPOCH, epoch_t0, {"epoch": self.current_epoch})
 
     def _slot_exchange(self) -> SlotExchange | None:
-        """Free-slot semaphores for this iteration's workers (see ``litstream._slots``), or ``None``."""
+        """The slots of this iteration's workers (``litstream._slots``), or ``None`` (torch's own path).
+
+        Not with persistent workers: they keep the collate function of their first epoch, and torch
+        drops the batches they prefetched when an epoch is left early (those slots would stay taken).
+        """
         collate = self.collate_fn
-        if self.num_workers == 0 or self.persistent_workers or not isinstance(collate, _TaggingCollate):
-            collate.packer = None  # type: ignore[union-attr]
+        assert isinstance(collate, _TaggingCollate)
+        if self.num_workers == 0 or self.persistent_workers:
+            collate.packer = None
             self._setup.slots = False
             return None
+        # Each worker has at most prefetch_factor batches in flight, plus the one this process has
+        # received and not yet copied out: with that many slots, a batch never waits for one.
+        slots = (self.prefetch_factor or 2) + 1
         context = self.multiprocessing_context or multiprocessing.get_context()
-        slots = (self.prefetch_factor or 2) + 2
         exchange = SlotExchange([context.Semaphore(slots) for _ in range(self.num_workers)], slots)
         exchange.open()
         collate.packer = SlotPacker(exchange)
         self._setup.slots = True
         return exchange
+
+    def _end_slots(self, exchange: SlotExchange | None) -> None:
+        if exchange is None:
+            return
+        exchange.close()
+        collate = self.collate_fn
+        assert isinstance(collate, _TaggingCollate)
+        if collate.packer is not None and collate.packer.exchange == exchange.id:
+            collate.packer = None  # drop the semaphores (spawn's are named) with the last reference
 
     def _set_position(self, counts: list[int], levels: tuple[Level, ...], start: int) -> None:
         self._worker_samples = counts

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from multiprocessing.synchronize import Semaphore
 
 __all__ = ["SlotBatch", "SlotExchange", "SlotPacker"]
@@ -109,7 +110,7 @@ class SlotBatch:
         block = exchange.blocks[self.worker]
         try:
             raw = torch.empty(0, dtype=torch.uint8).set_(block)
-            return _map(self.skeleton, lambda leaf: _copy_out(raw, leaf, pinned))
+            return _map(self.skeleton, _Leaf, lambda leaf: _copy_out(raw, leaf, pinned))
         finally:
             exchange.free[self.worker].release()
 
@@ -132,16 +133,15 @@ def _bytes(tensor: torch.Tensor) -> np.ndarray[Any, Any]:
     return tensor.reshape(-1).view(torch.uint8).numpy()
 
 
-def _map(batch: Any, fn: Any) -> Any:
-    """``batch`` with ``fn`` applied to each top-level leaf of a flat dict / list / tuple (or to it)."""
-    kind = type(batch)
-    if kind is dict:
-        return {key: fn(value) if isinstance(value, (_Leaf, torch.Tensor)) else value for key, value in batch.items()}
-    if kind is list or kind is tuple:
-        return kind(fn(value) if isinstance(value, (_Leaf, torch.Tensor)) else value for value in batch)
-    if isinstance(batch, (_Leaf, torch.Tensor)):
-        return fn(batch)
-    return batch
+def _map(batch: Any, kind: type[Any], fn: Callable[[Any], Any]) -> Any:
+    """``batch`` with ``fn`` applied to its ``kind`` leaves at the top of a flat dict / list / tuple
+    (or to ``batch`` itself when it is one)."""
+    form = type(batch)
+    if form is dict:
+        return {key: fn(value) if isinstance(value, kind) else value for key, value in batch.items()}
+    if form is list or form is tuple:
+        return form(fn(value) if isinstance(value, kind) else value for value in batch)
+    return fn(batch) if isinstance(batch, kind) else batch
 
 
 def _tensors(batch: Any) -> list[torch.Tensor]:
@@ -157,6 +157,8 @@ def _fits(tensor: torch.Tensor) -> bool:
         and tensor.layout == torch.strided
         and not tensor.requires_grad
         and not tensor.is_quantized
+        and not tensor.is_conj()
+        and not tensor.is_neg()
     )
 
 
@@ -167,22 +169,27 @@ class SlotPacker:
         self.exchange = exchange.id
         self.free = exchange.free
         self.slots = exchange.slots
+        self._reset()
+
+    def _reset(self) -> None:
         self._block: torch.UntypedStorage | None = None
         self._slot_bytes = 0
         self._next = 0
         self._sent = False
+        self._off = False
 
     def __getstate__(self) -> dict[str, Any]:
         return {"exchange": self.exchange, "free": self.free, "slots": self.slots}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(SlotExchange(state["free"], state["slots"], state["exchange"]))  # type: ignore[misc]
+        self.__dict__.update(state)
+        self._reset()
 
     def pack(self, worker: int, batch: Any) -> Any:
         """A :class:`SlotBatch` of ``batch`` in this worker's next slot, or ``batch`` itself (torch's
         path) when it holds no tensor, does not fit a slot, or no slot is free right now."""
         tensors = _tensors(batch)
-        if not tensors or not all(_fits(t) for t in tensors):
+        if self._off or not tensors or not all(_fits(t) for t in tensors):
             return batch
         offsets: list[int] = []
         total = 0
@@ -190,6 +197,10 @@ class SlotPacker:
             offsets.append(total)
             total += _round_up(tensor.nbytes, _ALIGN)
         if self._block is None:
+            if torch.multiprocessing.get_sharing_strategy() != "file_descriptor":  # type: ignore[no-untyped-call]
+                # "file_system" memory is a named file that outlives a crash: keep torch's own path
+                self._off = True
+                return batch
             self._slot_bytes = _round_up(max(int(total * _HEADROOM), _PAGE), _PAGE)
             self._block = torch.UntypedStorage._new_shared(self._slot_bytes * self.slots)  # type: ignore[no-untyped-call]
         if total > self._slot_bytes or not self.free[worker].acquire(block=False):
@@ -207,7 +218,7 @@ class SlotPacker:
             elif nbytes:
                 raw[start : start + nbytes].view(tensor.dtype).view(tensor.shape).copy_(tensor)
             leaves[id(tensor)] = _Leaf(start, tensor.dtype, tuple(tensor.shape))
-        skeleton = _map(batch, lambda t: leaves[id(t)])
+        skeleton = _map(batch, torch.Tensor, lambda t: leaves[id(t)])
         block = None if self._sent else self._block
         self._sent = True
         return SlotBatch(self.exchange, worker, slot, skeleton, block)
