@@ -18,7 +18,7 @@ import torch
 
 import litstream
 from litstream import _slots
-from litstream._slots import SlotBatch, SlotExchange, SlotPacker
+from litstream._slots import ScratchPool, SlotBatch, SlotExchange, SlotPacker
 
 ITEMS = 600
 BATCH = 16  # 38 batches: each worker fills its slots many times over
@@ -243,3 +243,48 @@ def test_pin_memory_copies_into_pinned_tensors(exchange: SlotExchange) -> None:
     assert pinned["x"].is_pinned()
     _same(pinned, _batch(0))
 
+
+
+def test_scratch_memory_is_reused_only_when_nothing_refers_to_it() -> None:
+    pool = ScratchPool(size=2)
+    first = pool(1000)
+    address = first.ctypes.data
+    row = first.reshape(10, 100)[3]  # a decoded row that a sample holds
+    row[:] = 7
+    del first
+    second = pool(1000)
+    assert second.ctypes.data != address  # the row still holds the first buffer
+    tensor = torch.from_numpy(second)  # a batch tensor over the second buffer
+    del second
+    extra = pool(1000)  # both kept buffers in use: a new array
+    assert extra.ctypes.data not in {address, tensor.data_ptr()}
+    assert int(row.sum()) == 700  # untouched
+    del row
+    again = pool(1000)
+    assert again.ctypes.data == address  # free again: reused
+    assert again.flags.writeable
+    assert not isinstance(again.base, np.ndarray)  # so _collate recognises the rows decoded into it
+    del again, tensor
+    assert len(pool._buffers) == 2  # the extra array was not kept
+
+
+def test_scratch_rows_collate_without_a_copy() -> None:
+    from litstream._collate import fast_collate
+    from litstream.format._chunk import ChunkView, pack_chunk
+    from litstream.format._index import DatasetConfig
+    from litstream.format._loaders import SampleDecoder, SampleEncoder
+
+    encoder = SampleEncoder()
+    view = ChunkView(pack_chunk([encoder.encode(_sample(i)) for i in range(8)]))
+    decoder = SampleDecoder(DatasetConfig(data_format=tuple(encoder.data_format), data_spec=encoder.data_spec))
+    pool = ScratchPool()
+    samples = decoder.decode_many(view.data, *view.spans(range(8)), pool)
+    batch = _collated = fast_collate(samples)
+    assert batch["image"].data_ptr() == samples[0]["image"].ctypes.data  # the block itself, no stack
+    _same(_collated, torch.utils.data.default_collate(samples))
+    block = batch["image"].data_ptr()
+    again = decoder.decode_many(view.data, *view.spans(range(8)), pool)
+    assert again[0]["image"].ctypes.data != block  # the batch still holds the first block
+    del batch, _collated, samples
+    third = decoder.decode_many(view.data, *view.spans(range(8)), pool)
+    assert third[0]["image"].ctypes.data == block  # reused once nothing refers to it

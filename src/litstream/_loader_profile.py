@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._dataset_io import WORKER_SLOTS
+from ._dataset_io import WORKER_ALLOC
 from ._errors import ConfigurationError
 from ._trace import TRACER
 
@@ -169,7 +169,9 @@ class WorkerSetup:
 
     def __call__(self, worker_id: int) -> None:
         if self.slots:
-            WORKER_SLOTS[0] = True
+            from ._slots import ScratchPool
+
+            WORKER_ALLOC[0] = ScratchPool()
         trace = getattr(self, "_trace", None)
         if trace is not None:
             TRACER.adopt(trace)

@@ -25,6 +25,7 @@ soon as it is created, so nothing is left in ``/dev/shm`` whatever way the epoch
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from multiprocessing.synchronize import Semaphore
 
-__all__ = ["SlotBatch", "SlotExchange", "SlotPacker"]
+__all__ = ["ScratchPool", "SlotBatch", "SlotExchange", "SlotPacker"]
 
 _ALIGN = 64  # every tensor starts on a cache line (and is aligned for any dtype)
 _HEADROOM = 1.25  # a slot holds the first batch's bytes times this (later batches may be larger)
@@ -222,3 +223,43 @@ class SlotPacker:
         block = None if self._sent else self._block
         self._sent = True
         return SlotBatch(self.exchange, worker, slot, skeleton, block)
+
+
+class ScratchPool:
+    """Reusable private memory for the blocks a worker decodes (its ``alloc``; see ``format._batch_decode``).
+
+    A worker whose batches go through slots copies each batch into a slot, after which the decoded
+    block is garbage: decoding the next batch into the same memory saves the page faults and zeroing
+    of a new multi-megabyte array per batch. A buffer is handed out again only when nothing refers to
+    it any more: every array, tensor or memoryview over its memory holds a reference to it (counted
+    by ``sys.getrefcount``), so memory that a sample, a batch or a user's transform still holds is
+    never reused. At most ``size`` buffers are kept; beyond that, blocks are new arrays.
+    """
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self._buffers: list[np.ndarray[Any, Any]] = []
+        # The count of a buffer that only the list refers to, measured the way __call__ measures it
+        # (what getrefcount adds for its argument varies across Python versions).
+        probe = [np.empty(0, dtype=np.uint8)]
+        self._alone = sys.getrefcount(probe[0])
+
+    def __call__(self, nbytes: int) -> np.ndarray[Any, Any]:
+        """A writable uint8 array of ``nbytes`` (its ``base`` is not an array: ``format._batch_decode``
+        and ``_collate`` recognise the rows decoded into it)."""
+        buffers = self._buffers
+        chosen = -1
+        for k in range(len(buffers)):
+            if sys.getrefcount(buffers[k]) == self._alone:  # only this list refers to it
+                chosen = k
+                if buffers[k].nbytes >= nbytes:
+                    break
+        if chosen >= 0 and buffers[chosen].nbytes < nbytes:
+            buffers[chosen] = np.empty(nbytes, dtype=np.uint8)  # a free buffer too small: grow it
+        elif chosen < 0:
+            buffer = np.empty(nbytes, dtype=np.uint8)
+            if len(buffers) >= self.size:
+                return buffer
+            buffers.append(buffer)
+            chosen = len(buffers) - 1
+        return np.frombuffer(buffers[chosen].data[:nbytes], dtype=np.uint8)
