@@ -80,7 +80,7 @@ def _by_label(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(batches, key=lambda b: int(b["label"][0]))
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
 def test_batches_kept_by_the_user_equal_those_without_workers(data: str, context: str, unpacked: list[int]) -> None:
     expected = list(litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH))
     before = _shm()

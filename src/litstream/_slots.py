@@ -207,8 +207,20 @@ class SlotPacker:
         if total > self._slot_bytes or not self.free[worker].acquire(block=False):
             return batch
         slot = self._next
+        try:
+            leaves = self._fill(slot * self._slot_bytes, tensors, offsets)
+        except BaseException:
+            self.free[worker].release()  # the slot was not used: the ring order is unchanged
+            raise
         self._next = (slot + 1) % self.slots
-        base = slot * self._slot_bytes
+        skeleton = _map(batch, torch.Tensor, lambda t: leaves[id(t)])
+        block = None if self._sent else self._block
+        self._sent = True
+        return SlotBatch(self.exchange, worker, slot, skeleton, block)
+
+    def _fill(self, base: int, tensors: list[torch.Tensor], offsets: list[int]) -> dict[int, _Leaf]:
+        """Copy ``tensors`` to their ``offsets`` in the slot at byte ``base``; their leaves by ``id``."""
+        assert self._block is not None
         raw = torch.empty(0, dtype=torch.uint8).set_(self._block)
         leaves: dict[int, _Leaf] = {}
         for tensor, offset in zip(tensors, offsets, strict=True):
@@ -219,10 +231,7 @@ class SlotPacker:
             elif nbytes:
                 raw[start : start + nbytes].view(tensor.dtype).view(tensor.shape).copy_(tensor)
             leaves[id(tensor)] = _Leaf(start, tensor.dtype, tuple(tensor.shape))
-        skeleton = _map(batch, torch.Tensor, lambda t: leaves[id(t)])
-        block = None if self._sent else self._block
-        self._sent = True
-        return SlotBatch(self.exchange, worker, slot, skeleton, block)
+        return leaves
 
 
 class ScratchPool:
