@@ -30,6 +30,12 @@ def _sample(i: int) -> dict[str, Any]:
     return {"image": image, "label": i, "name": f"s{i}", "score": np.float32(i) / 3}
 
 
+def _dies(sample: dict[str, Any]) -> dict[str, Any]:
+    if sample["label"] == 300:
+        os._exit(3)  # a worker crash
+    return sample
+
+
 def _breaks(sample: dict[str, Any]) -> dict[str, Any]:
     if sample["label"] == 300:
         raise ValueError("bad sample 300")
@@ -71,8 +77,34 @@ def _same(a: Any, b: Any) -> None:
         assert a == b
 
 
-def _shm() -> set[str]:
-    return set(os.listdir("/dev/shm"))
+def _shm_maps() -> int:
+    """Shared-memory mappings of this process (a slot block received from a worker is one)."""
+    with open("/proc/self/maps") as maps:
+        return sum("/dev/shm/" in line for line in maps)
+
+
+@pytest.fixture
+def semaphores(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The /dev/shm names of the free-slot semaphores the loader creates (spawn and forkserver's are
+    named until they are freed; fork's are unlinked at once). Other people's processes on this
+    machine create and remove /dev/shm files meanwhile, so the tests check these, not the folder."""
+    names: list[str] = []
+    open_ = SlotExchange.open
+
+    def recording(self: SlotExchange) -> None:
+        names.extend("sem." + s._semlock.name.lstrip("/") for s in self.free if s._semlock.name)  # type: ignore[attr-defined]
+        open_(self)
+
+    monkeypatch.setattr(SlotExchange, "open", recording)
+    return names
+
+
+def _nothing_left(semaphores: list[str], maps: int) -> None:
+    gc.collect()
+    assert multiprocessing.active_children() == []
+    assert _slots._EXCHANGES == {}  # the iteration closed its slots
+    assert not set(semaphores) & set(os.listdir("/dev/shm"))
+    assert _shm_maps() == maps
 
 
 def _by_label(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -81,9 +113,11 @@ def _by_label(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
-def test_batches_kept_by_the_user_equal_those_without_workers(data: str, context: str, unpacked: list[int]) -> None:
+def test_batches_kept_by_the_user_equal_those_without_workers(
+    data: str, context: str, unpacked: list[int], semaphores: list[str]
+) -> None:
     expected = list(litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH))
-    before = _shm()
+    maps = _shm_maps()
     loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH, num_workers=2,
                                            multiprocessing_context=context)  # fmt: skip
     kept = list(loader)  # every batch kept while later ones reuse the slots
@@ -95,40 +129,46 @@ def test_batches_kept_by_the_user_equal_those_without_workers(data: str, context
     pointers = {b["image"].data_ptr() for b in kept}
     assert len(pointers) == len(kept)
     del loader
-    gc.collect()
-    assert multiprocessing.active_children() == []
-    assert _shm() <= before
+    _nothing_left(semaphores, maps)
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_an_early_break_leaves_no_shared_memory_or_process(data: str, context: str, unpacked: list[int]) -> None:
-    before = _shm()
+def test_an_early_break_leaves_no_shared_memory_or_process(
+    data: str, context: str, unpacked: list[int], semaphores: list[str]
+) -> None:
+    maps = _shm_maps()
     loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH, num_workers=2,
                                            multiprocessing_context=context)  # fmt: skip
     for k, batch in enumerate(loader):
         assert batch["image"].shape == (BATCH, 3, 4, 5)
         if k == 3:
+            assert _shm_maps() > maps  # the workers' slot blocks, mapped here
             break
     assert unpacked[0] == 4
-    assert _slots._EXCHANGES == {}  # the iteration closed its slots
-    gc.collect()
-    assert multiprocessing.active_children() == []
-    assert _shm() <= before
+    assert len(semaphores) == (0 if context == "fork" else 2)  # one per worker, named under spawn
+    _nothing_left(semaphores, maps)
     # the next epoch is whole again
     assert sum(len(b["label"]) for b in loader) == ITEMS
 
 
-def test_a_worker_error_leaves_no_shared_memory_or_process(data: str) -> None:
-    before = _shm()
+def test_a_worker_error_leaves_no_shared_memory_or_process(data: str, semaphores: list[str]) -> None:
+    maps = _shm_maps()
     dataset = litstream.StreamingDataset(data, transform=_breaks)
     loader = litstream.StreamingDataLoader(dataset, batch_size=BATCH, num_workers=2)
     with pytest.raises(ValueError, match="bad sample 300"):
         for _ in loader:
             pass
-    assert _slots._EXCHANGES == {}
-    gc.collect()
-    assert multiprocessing.active_children() == []
-    assert _shm() <= before
+    _nothing_left(semaphores, maps)
+
+
+def test_a_worker_crash_leaves_no_shared_memory_or_process(data: str, semaphores: list[str]) -> None:
+    maps = _shm_maps()
+    loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data, transform=_dies), batch_size=BATCH,
+                                           num_workers=2)  # fmt: skip
+    with pytest.raises(RuntimeError, match="exited unexpectedly"):
+        for _ in loader:
+            pass
+    _nothing_left(semaphores, maps)
 
 
 def test_resume_counts_batches_that_came_through_slots(data: str, unpacked: list[int]) -> None:

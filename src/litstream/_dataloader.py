@@ -11,6 +11,11 @@ checkpoint are what torch really delivered, whatever order it delivered batches 
 of other ranks and a resume on another topology follow from them is described in
 ``litstream.read._resume``.
 
+Batches from workers: each worker copies a batch's tensors into one of a few shared-memory slots it
+reuses, and this process copies them out and frees the slot (``litstream._slots``); torch's own
+path (new shared memory per tensor) is used with ``persistent_workers=True``, and for a batch when
+no slot is free or it does not fit.
+
 Worker start method: when ``num_workers > 0`` and no ``multiprocessing_context`` is given, the
 platform default is used unless this process has used obstore (which hangs in forked children),
 in which case ``forkserver`` (or ``spawn``) is chosen.
