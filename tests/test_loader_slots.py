@@ -247,16 +247,30 @@ def test_a_slot_batch_pickles_small_after_the_first(exchange: SlotExchange) -> N
     assert len(pickle.dumps(SlotBatch(1, 0, 0, {"x": 1}))) < 200
 
 
-def test_batches_that_do_not_fit_go_unchanged(exchange: SlotExchange) -> None:
+def test_batches_with_other_tensors_go_unchanged(exchange: SlotExchange) -> None:
     packer = SlotPacker(exchange)
-    small = {"x": torch.zeros(4)}
-    assert isinstance(packer.pack(0, small), SlotBatch)  # sizes the slots: one page
-    big = {"x": torch.zeros(10_000)}
-    assert packer.pack(0, big) is big
     grad = {"x": torch.zeros(4, requires_grad=True)}
     assert packer.pack(0, grad) is grad
     strings = {"name": ["a"]}
     assert packer.pack(0, strings) is strings
+    sparse = [torch.zeros(3, 3).to_sparse()]
+    assert packer.pack(0, sparse) is sparse
+
+
+def test_a_batch_larger_than_a_slot_comes_with_a_larger_block(exchange: SlotExchange) -> None:
+    packer = SlotPacker(exchange)
+    small = packer.pack(0, {"x": torch.arange(4.0)})  # sizes the slots: one page
+    big = packer.pack(0, {"x": torch.arange(10_000.0)})
+    assert isinstance(small, SlotBatch)
+    assert isinstance(big, SlotBatch)
+    assert small.block is not None
+    assert big.block is not None
+    assert big.block.nbytes() >= 2 * 40_000 > small.block.nbytes()  # two slots of 10,000 float32
+    _same(small.unpack(), {"x": torch.arange(4.0)})  # unpacked in the order sent, as the loader does
+    _same(big.unpack(), {"x": torch.arange(10_000.0)})
+    after = packer.pack(0, {"x": torch.arange(5.0)})
+    assert after.block is None  # the larger block is kept
+    _same(after.unpack(), {"x": torch.arange(5.0)})
 
 
 def test_a_batch_of_a_finished_iteration_is_refused(exchange: SlotExchange) -> None:

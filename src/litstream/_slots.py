@@ -7,7 +7,8 @@ with the worker's ``resource_sharer`` thread, per tensor). With ``num_workers > 
 decoding, is most of an epoch's time for batches of small arrays.
 
 Instead each worker keeps a ring of ``slots`` slots in one shared-memory block, allocated on its
-first batch (sized for that batch, with headroom) and sent to the main process once. The worker
+first batch (sized for that batch, with headroom) and sent to the main process once (again, larger,
+if a later batch does not fit). The worker
 copies a batch's tensors into a free slot and sends a :class:`SlotBatch` (the batch with each
 tensor replaced by its place in the slot); the main process copies the tensors out into tensors of
 its own and frees the slot. So no user-visible tensor ever shares memory with a slot, and a slot is
@@ -16,7 +17,7 @@ reused only after its copy is done.
 Free slots are counted by one ``multiprocessing`` semaphore per worker, created by the loader before
 the workers start (so it exists in fork, spawn and forkserver workers alike). The worker takes a
 slot without waiting: when none is free (the main process holds them all, or stopped), or the batch
-does not fit, or it holds no tensor, the batch goes by torch's own path unchanged. A worker's
+holds no tensor, the batch goes by torch's own path unchanged. A worker's
 batches reach the main process in the order it built them, so its slots are used and freed in ring
 order. The block is torch shared memory (``file_descriptor`` strategy): its name is unlinked as
 soon as it is created, so nothing is left in ``/dev/shm`` whatever way the epoch ends.
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["ScratchPool", "SlotBatch", "SlotExchange", "SlotPacker"]
 
 _ALIGN = 64  # every tensor starts on a cache line (and is aligned for any dtype)
-_HEADROOM = 1.25  # a slot holds the first batch's bytes times this (later batches may be larger)
+_HEADROOM = 1.25  # a slot holds the bytes of the batch it was sized for times this
 _PAGE = 4096
 
 _ids = itertools.count(1)
@@ -98,7 +99,7 @@ class SlotBatch:
     worker: int
     slot: int
     skeleton: Any  # the batch, each tensor replaced by a _Leaf
-    block: torch.UntypedStorage | None = None
+    block: torch.UntypedStorage | None = field(default=None, repr=False)
 
     def unpack(self, pinned: bool = False) -> Any:
         """The batch, its tensors copied out of the slot; frees the slot (call once)."""
@@ -188,7 +189,7 @@ class SlotPacker:
 
     def pack(self, worker: int, batch: Any) -> Any:
         """A :class:`SlotBatch` of ``batch`` in this worker's next slot, or ``batch`` itself (torch's
-        path) when it holds no tensor, does not fit a slot, or no slot is free right now."""
+        path) when it holds no tensor or no slot is free right now."""
         tensors = _tensors(batch)
         if self._off or not tensors or not all(_fits(t) for t in tensors):
             return batch
@@ -197,15 +198,20 @@ class SlotPacker:
         for tensor in tensors:
             offsets.append(total)
             total += _round_up(tensor.nbytes, _ALIGN)
-        if self._block is None:
-            if torch.multiprocessing.get_sharing_strategy() != "file_descriptor":  # type: ignore[no-untyped-call]
-                # "file_system" memory is a named file that outlives a crash: keep torch's own path
-                self._off = True
-                return batch
+        if self._block is None and torch.multiprocessing.get_sharing_strategy() != "file_descriptor":  # type: ignore[no-untyped-call]
+            # "file_system" memory is a named file that outlives a crash: keep torch's own path
+            self._off = True
+            return batch
+        if not self.free[worker].acquire(block=False):
+            return batch
+        if self._block is None or total > self._slot_bytes:
+            # The first batch, or one larger than a slot: a new block, sent with this batch. The main
+            # process has copied out every earlier batch of this worker when it receives this one
+            # (a worker's batches arrive in order), so it then drops the old block.
             self._slot_bytes = _round_up(max(int(total * _HEADROOM), _PAGE), _PAGE)
             self._block = torch.UntypedStorage._new_shared(self._slot_bytes * self.slots)  # type: ignore[no-untyped-call]
-        if total > self._slot_bytes or not self.free[worker].acquire(block=False):
-            return batch
+            self._next = 0
+            self._sent = False
         slot = self._next
         try:
             leaves = self._fill(slot * self._slot_bytes, tensors, offsets)
@@ -245,7 +251,7 @@ class ScratchPool:
     never reused. At most ``size`` buffers are kept; beyond that, blocks are new arrays.
     """
 
-    def __init__(self, size: int = 4) -> None:
+    def __init__(self, size: int = 2) -> None:
         self.size = size
         self._buffers: list[np.ndarray[Any, Any]] = []
         # The count of a buffer that only the list refers to, measured the way __call__ measures it
