@@ -14,7 +14,7 @@ of other ranks and a resume on another topology follow from them is described in
 Batches from workers: each worker copies a batch's tensors into one of a few shared-memory slots it
 reuses, and this process copies them out and frees the slot (``litstream._slots``); torch's own
 path (new shared memory per tensor) is used with ``persistent_workers=True``, and for a batch when
-no slot is free or it does not fit.
+no slot is free.
 
 Worker start method: when ``num_workers > 0`` and no ``multiprocessing_context`` is given, the
 platform default is used unless this process has used obstore (which hangs in forked children),
@@ -239,9 +239,9 @@ class StreamingDataLoader(DataLoader[Any]):
         drops the batches they prefetched when an epoch is left early (those slots would stay taken).
         """
         collate = self.collate_fn
-        assert isinstance(collate, _TaggingCollate)
-        if self.num_workers == 0 or self.persistent_workers:
-            collate.packer = None
+        if self.num_workers == 0 or self.persistent_workers or not isinstance(collate, _TaggingCollate):
+            if isinstance(collate, _TaggingCollate):
+                collate.packer = None
             self._setup.slots = False
             return None
         # Each worker has at most prefetch_factor batches in flight, plus the one this process has
@@ -259,7 +259,8 @@ class StreamingDataLoader(DataLoader[Any]):
             return
         exchange.close()
         collate = self.collate_fn
-        assert isinstance(collate, _TaggingCollate)
+        if not isinstance(collate, _TaggingCollate):
+            return
         if collate.packer is not None and collate.packer.exchange == exchange.id:
             collate.packer = None  # drop the semaphores (spawn's are named) with the last reference
 
