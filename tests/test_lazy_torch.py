@@ -30,6 +30,7 @@ TORCH_MODULES = frozenset(
         "litstream._dataset_io",
         "litstream._dataset_resume",
         "litstream._parallel_dataset",
+        "litstream._slots",
         "litstream._split",
     }
 )

@@ -11,6 +11,11 @@ checkpoint are what torch really delivered, whatever order it delivered batches 
 of other ranks and a resume on another topology follow from them is described in
 ``litstream.read._resume``.
 
+Batches from workers: each worker copies a batch's tensors into one of a few shared-memory slots it
+reuses, and this process copies them out and frees the slot (``litstream._slots``); torch's own
+path (new shared memory per tensor) is used with ``persistent_workers=True``, and for a batch when
+no slot is free.
+
 Worker start method: when ``num_workers > 0`` and no ``multiprocessing_context`` is given, the
 platform default is used unless this process has used obstore (which hangs in forked children),
 in which case ``forkserver`` (or ``spawn``) is chosen.
@@ -32,6 +37,7 @@ from ._distributed import detect_distributed
 from ._errors import ConfigurationError
 from ._loader_profile import CPROFILE_MAIN, ProfileArgs, WorkerSetup, after_batch, dump_cprofile, output_dir
 from ._media_collate import litdata_collate
+from ._slots import SlotBatch, SlotExchange, SlotPacker
 from ._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from .read._litdata_state import from_litdata_combined, is_litdata_composite_state
 from .storage import _store
@@ -62,10 +68,14 @@ class _TaggingCollate:
 
     def __init__(self, collate: Callable[[list[Any]], Any]) -> None:
         self.collate = collate
+        self.packer: SlotPacker | None = None  # set by the loader for each iteration with workers
 
     def __call__(self, samples: list[Any]) -> _Tagged:
         info = get_worker_info()
-        tagged = _Tagged(0 if info is None else info.id, len(samples), self.collate(samples))
+        batch = self.collate(samples)
+        if info is not None and self.packer is not None:
+            batch = self.packer.pack(info.id, batch)
+        tagged = _Tagged(0 if info is None else info.id, len(samples), batch)
         after_batch()  # profile_batches counts the batches worker 0 built
         return tagged
 
@@ -192,7 +202,12 @@ class StreamingDataLoader(DataLoader[Any]):
         dataset._pin_distributed()
         self._setup.rank = detect_distributed().rank
         epoch_t0 = perf_counter_ns() if TRACER.on else 0
-        batches = super().__iter__()  # starts the workers
+        exchange = self._slot_exchange()
+        try:
+            batches = super().__iter__()  # starts the workers
+        except BaseException:
+            self._end_slots(exchange)
+            raise
         main_profile = cProfile.Profile() if self._profile.cprofile and self._setup.rank == 0 else None
         if main_profile is not None:
             main_profile.enable()
@@ -205,15 +220,49 @@ class StreamingDataLoader(DataLoader[Any]):
                 self._worker_samples[worker] += tagged.size
                 self.num_samples_yielded += tagged.size
                 self.latest_worker_idx = worker
-                yield tagged.batch
+                batch = tagged.batch
+                yield batch.unpack() if isinstance(batch, SlotBatch) else batch
                 batch_t0 = perf_counter_ns() if TRACER.on else 0
             self._restoring = False
             dataset._clear_resume()
         finally:
+            self._end_slots(exchange)
             if main_profile is not None:
                 dump_cprofile(main_profile, output_dir(self._profile.directory) / CPROFILE_MAIN)
             if epoch_t0:
                 TRACER.span("dataloader", CAT_EPOCH, epoch_t0, {"epoch": self.current_epoch})
+
+    def _slot_exchange(self) -> SlotExchange | None:
+        """The slots of this iteration's workers (``litstream._slots``), or ``None`` (torch's own path).
+
+        Not with persistent workers: they keep the collate function of their first epoch, and torch
+        drops the batches they prefetched when an epoch is left early (those slots would stay taken).
+        """
+        collate = self.collate_fn
+        if self.num_workers == 0 or self.persistent_workers or not isinstance(collate, _TaggingCollate):
+            if isinstance(collate, _TaggingCollate):
+                collate.packer = None
+            self._setup.slots = False
+            return None
+        # Each worker has at most prefetch_factor batches in flight, plus the one this process has
+        # received and not yet copied out: with that many slots, a batch never waits for one.
+        slots = (self.prefetch_factor or 2) + 1
+        context = self.multiprocessing_context or multiprocessing.get_context()
+        exchange = SlotExchange([context.Semaphore(slots) for _ in range(self.num_workers)], slots)
+        exchange.open()
+        collate.packer = SlotPacker(exchange)
+        self._setup.slots = True
+        return exchange
+
+    def _end_slots(self, exchange: SlotExchange | None) -> None:
+        if exchange is None:
+            return
+        exchange.close()
+        collate = self.collate_fn
+        if not isinstance(collate, _TaggingCollate):
+            return
+        if collate.packer is not None and collate.packer.exchange == exchange.id:
+            collate.packer = None  # drop the semaphores (spawn's are named) with the last reference
 
     def _set_position(self, counts: list[int], levels: tuple[Level, ...], start: int) -> None:
         self._worker_samples = counts

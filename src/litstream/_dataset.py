@@ -17,7 +17,7 @@ from torch.utils.data import IterableDataset
 
 from . import _portal
 from ._collate import shared_block
-from ._dataset_io import _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
+from ._dataset_io import WORKER_ALLOC, _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
 from ._dataset_keys import KeyedMixin
 from ._dataset_plan import PlanMixin
 from ._dataset_resume import ResumeMixin
@@ -354,9 +354,10 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         send, receive = portal.call(_make_stream)
         future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
         served, align = 0, max(self.batch_size, 1)
-        # In a DataLoader worker, decode arrays into shared memory: the batch then goes to the
-        # main process without the copy torch makes to share it.
-        alloc = shared_block if align > 1 and _inside_worker() else None
+        # In a DataLoader worker, decode arrays into shared memory: the batch then goes to the main
+        # process without the copy torch makes to share it; or, when the loader sends batches through
+        # its slots (litstream._slots), into reused private memory.
+        alloc = (WORKER_ALLOC[0] or shared_block) if align > 1 and _inside_worker() else None
         try:
             while True:
                 work = portal.call(_receive, receive)

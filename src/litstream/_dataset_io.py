@@ -14,7 +14,7 @@ from .read._source import DatasetSource
 from .storage._files import local_path
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from .format._serializers import Serializer
     from .storage._base import Store
@@ -68,6 +68,12 @@ async def _receive(receive: Any) -> ChunkWork | None:
 
 async def _close(receive: Any) -> None:
     receive.close()
+
+
+# Set in a DataLoader worker whose batches go through litstream._slots (by the loader's worker_init_fn):
+# arrays are then decoded into reused private memory (a _slots.ScratchPool), since the slots, not
+# fresh shared memory, carry them to the main process.
+WORKER_ALLOC: list[Callable[[int], Any] | None] = [None]
 
 
 def _inside_worker() -> bool:

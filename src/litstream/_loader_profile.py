@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._dataset_io import WORKER_ALLOC
 from ._errors import ConfigurationError
 from ._trace import TRACER
 
@@ -154,6 +155,7 @@ class WorkerSetup:
         self.user = user
         self.profile = profile
         self.rank = 0  # set by the loader when an epoch starts, before the workers do
+        self.slots = False  # batches go through litstream._slots (set by the loader likewise)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -166,6 +168,10 @@ class WorkerSetup:
         self._trace = trace
 
     def __call__(self, worker_id: int) -> None:
+        if self.slots:
+            from ._slots import ScratchPool
+
+            WORKER_ALLOC[0] = ScratchPool()
         trace = getattr(self, "_trace", None)
         if trace is not None:
             TRACER.adopt(trace)
