@@ -52,6 +52,7 @@ from _report import PEERS, chart, cpu_table, markdown, scale_table, summarize  #
 
 PY = sys.executable
 LIBS = ("litstream", "litdata")
+PEER_REPEATS = [1]  # runs per configuration of the other peers (set by --peer-repeats)
 FAMILIES = ("micro", "local", "async", "tokens", "arrow", "remote")
 TOKENS_BLOCK = 2048
 
@@ -107,6 +108,8 @@ def paired(specs: dict[str, dict[str, Any]], repeats: int, prepare: Any = None,
     for round_ in range(repeats):
         for lib in order if round_ % 2 == 0 else order[::-1]:
             if records[lib] and ("error" in records[lib][-1] or "skipped" in records[lib][-1]):
+                continue
+            if lib not in LIBS and round_ >= PEER_REPEATS[0]:  # the other peers are references, not targets
                 continue
             if prepare is not None:
                 prepare(lib)
@@ -298,6 +301,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=NUM_SAMPLES)
     parser.add_argument("--repeats", type=int, default=None, help="runs per configuration (default 3; --full: 2)")
     parser.add_argument("--remote-repeats", type=int, default=None, help="remote runs (default: --repeats)")
+    parser.add_argument("--peer-repeats", type=int, default=1, help="runs of MDS / WebDataset (default 1)")
     parser.add_argument("--latency", type=float, default=0.02, help="added round-trip latency, s (default 0.02)")
     parser.add_argument("--tokens", type=int, default=4000, help="token documents (~2-6k tokens each)")
     parser.add_argument("--arrow-rows", type=int, default=200_000, help="dict rows of the arrow family")
@@ -315,6 +319,7 @@ def main() -> None:
         args.repeats = 2 if args.full else 3
     if args.remote_repeats is None:
         args.remote_repeats = args.repeats
+    PEER_REPEATS[0] = args.peer_repeats
     if args.quick:
         args.samples, args.repeats, args.remote_repeats, args.tokens = 5_000, 1, 1, 500
         args.arrow_rows = 20_000
