@@ -125,8 +125,7 @@ async def open_streaming(
 
     tg.start_soon(download)
     try:
-        path = await progress.path_when(header_length(info.chunk_size))
-        data = await anyio.to_thread.run_sync(map_file, path)
+        data = await progress.map_when(header_length(info.chunk_size))
     except BaseException as exc:
         progress.failed(exc)  # wakes a thread still waiting (after a cancellation)
         raise

@@ -16,8 +16,10 @@ import anyio
 import anyio.to_thread
 
 from .._errors import LitstreamError, StorageError
+from ._files import map_file
 
 if TYPE_CHECKING:
+    import mmap
     from pathlib import Path
 
 __all__ = ["DownloadAbandoned", "Progress"]
@@ -38,6 +40,7 @@ class Progress:
         self._prefix = 0
         self._path: Path | None = None  # where the bytes are being written (a temporary name), then the file
         self._error: BaseException | None = None
+        self._complete = False
 
     @property
     def prefix(self) -> int:
@@ -61,7 +64,7 @@ class Progress:
     def complete(self, path: Path) -> None:
         """The whole object is the file at ``path``."""
         with self._cond:
-            self._path, self._prefix = path, self.size
+            self._path, self._prefix, self._complete = path, self.size, True
             self._landed.clear()
             self._cond.notify_all()
 
@@ -97,12 +100,33 @@ class Progress:
             assert self._path is not None
             return self._path
 
-    async def path_when(self, end: int) -> Path:
-        """Once bytes ``[0, end)`` are written: the file they are in (the temporary name while the download
-        runs; a mapping of it stays valid after the rename). Waits in a worker thread."""
+    def _map(self, end: int) -> bytes | mmap.mmap:
+        self.wait(end)
+        path = self._wait_path()
+        while True:
+            try:
+                return map_file(path)
+            except FileNotFoundError:
+                pass
+            # The name changed since it was read: the download ended (renamed into place) or failed
+            # (temporary file removed). Wait for that news, then map the file under its new name.
+            with self._cond:
+                while self._path == path and self._error is None and not self._complete:
+                    self._cond.wait()
+                if self._path == path:
+                    if self._error is not None:
+                        self._raise()
+                    raise StorageError(f"{path} was removed before it could be read (evicted from the cache?)")
+                assert self._path is not None
+                path = self._path
 
-        def both() -> Path:
-            self.wait(end)
-            return self._wait_path()
+    async def map_when(self, end: int) -> bytes | mmap.mmap:
+        """Once bytes ``[0, end)`` are written: the file they are in, memory-mapped read-only (the temporary
+        file while the download runs; the mapping stays valid after the rename). A rename between learning
+        the name and opening it is followed. Waits in a worker thread.
 
-        return await anyio.to_thread.run_sync(both, abandon_on_cancel=True)
+        Raises:
+            StorageError: the download failed (its error), or the finished file vanished before mapping.
+            DownloadAbandoned: the download was cancelled first.
+        """
+        return await anyio.to_thread.run_sync(self._map, end, abandon_on_cancel=True)
