@@ -58,7 +58,10 @@ def test_pack_by_weight_fills_the_lightest_bin_heaviest_first() -> None:
     assert pack_by_weight([1, 1, 1, 1, 1, 10], 2) == [[5], [0, 1, 2, 3, 4]]
     assert pack_by_weight([5, 4, 3, 3, 2, 1], 3) == [[0, 5], [1, 4], [2, 3]]
     split = assign_inputs(30, 2, num_nodes=3, node_rank=1)
-    assert (split.positions, split.global_ranks) == ([list(range(10, 15)), list(range(15, 20))], [2, 3])
+    assert ([list(p) for p in split.positions], split.global_ranks) == (
+        [list(range(10, 15)), list(range(15, 20))],
+        [2, 3],
+    )
 
 
 def test_weights_balance_workers(tmp_path: Path) -> None:

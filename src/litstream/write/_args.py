@@ -13,7 +13,15 @@ import cloudpickle
 from .._errors import ConfigurationError
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ._env import OptimizerEnv, optimizer_env
-from ._inputs import Assignment, assign_inputs, check_fast_dev_run, check_weights, file_weights, is_queue
+from ._inputs import (
+    Assignment,
+    Batched,
+    assign_inputs,
+    check_fast_dev_run,
+    check_weights,
+    file_weights,
+    is_queue,
+)
 from ._loader_inputs import is_streaming_loader, loader_inputs
 
 if TYPE_CHECKING:
@@ -23,9 +31,13 @@ __all__ = ["Plan", "check_start_method", "output_store", "pick_start_method", "p
 
 
 class Plan:
-    """Validated inputs and how they are split (shared by ``optimize`` and ``map``)."""
+    """Validated inputs and how they are split (shared by ``optimize`` and ``map``).
 
-    def __init__(self, items: list[Any] | None, source: Any, assignment: Assignment, env: OptimizerEnv) -> None:
+    ``items`` is the user's ``list``, ``tuple`` or ``range`` itself (not a copy; any other sequence is
+    listed once), grouped on access with ``batch_size``; ``None`` for a queue input.
+    """
+
+    def __init__(self, items: Sequence[Any] | None, source: Any, assignment: Assignment, env: OptimizerEnv) -> None:
         self.items = items
         self.source = source
         self.assignment = assignment
@@ -95,13 +107,15 @@ def plan_inputs(
         resolved = resolve_dir(input_dir, argument="input_dir")
         if weights is None and reorder_files and resolved.path is not None and source is None:
             weights = file_weights(inputs, resolved.path)
-    items: list[Any] | None = None
+    items: Sequence[Any] | None = None
     if source is None:
-        items = list(inputs)
+        # No copy of a list, tuple or range (a range stays a range); any other sequence is listed once here,
+        # so that its own __getitem__ is never called from the threads that feed the workers.
+        items = inputs if type(inputs) in (list, tuple, range) else list(inputs)
         if weights is not None:
             weights = check_weights(weights, len(items))
         if batch_size is not None:
-            items = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
+            items = Batched(items, batch_size)
             if weights is not None:
                 w = list(weights)
                 weights = [sum(w[i : i + batch_size]) for i in range(0, len(w), batch_size)]
@@ -110,7 +124,7 @@ def plan_inputs(
         )
     else:
         ranks = [env.node_rank * num_workers + i for i in range(num_workers)]
-        assignment = Assignment(positions=[[] for _ in ranks], global_ranks=ranks)
+        assignment = Assignment(positions=[range(0) for _ in ranks], global_ranks=ranks)
     return Plan(items, source, assignment, env), num_workers
 
 

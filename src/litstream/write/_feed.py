@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -33,7 +33,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-__all__ = ["END", "FedQueue", "Packed", "QueueInputs", "SequenceInputs", "pack", "run_ahead"]
+__all__ = ["END", "FedQueue", "InputSource", "Packed", "QueueInputs", "SequenceInputs", "pack", "run_ahead"]
 
 _AHEAD = 32
 """Results of ``fn`` (one per input) that may wait for the writer; bounds a worker's memory."""
@@ -45,6 +45,12 @@ END = None
 
 Taken = tuple[Any, str, bool]
 """An input, where it came from (for error messages) and whether it is the worker's last (``map``'s ``is_last``)."""
+
+
+class InputSource(Protocol):
+    """A worker's inputs: :class:`SequenceInputs`, :class:`QueueInputs` or ``_sequence_feed.FedInputs``."""
+
+    def take(self) -> Taken | None: ...
 
 
 @dataclass(frozen=True)
@@ -197,7 +203,7 @@ class _Handover:
             return entries
 
 
-def _produce(source: SequenceInputs | QueueInputs, call: Callable[[Any, str, bool], Any], out: _Handover) -> None:
+def _produce(source: InputSource, call: Callable[[Any, str, bool], Any], out: _Handover) -> None:
     """Run ``call`` over every input (in a worker thread), each result handed over as soon as it exists.
 
     A failure is handed over in its place too, so the results before it are handled (and, with
@@ -218,7 +224,7 @@ def _produce(source: SequenceInputs | QueueInputs, call: Callable[[Any, str, boo
 
 
 async def run_ahead(
-    source: SequenceInputs | QueueInputs,
+    source: InputSource,
     call: Callable[[Any, str, bool], Any],
     handle: Callable[[Any, str, Any], Awaitable[None]],
     halt: threading.Event,

@@ -12,16 +12,21 @@
 * A queue input (``queue.Queue`` or ``multiprocessing.Queue``) is drained until the sentinel
   :data:`ALL_DONE` (LitData's string ``"ALL_DONE"``) or ``DATA_OPTIMIZER_TIMEOUT`` seconds of silence
   (read by :class:`~._feed.QueueInputs`).
+
+No per-input list is made for a ``list``, ``tuple`` or ``range`` input: a worker's positions are a
+``range`` (ordered split) or an ``array`` of int64 (weighted split), its inputs a :class:`Picked` view on
+the user's sequence, and ``batch_size`` groups are made on access (:class:`Batched`).
 """
 
 from __future__ import annotations
 
 import os
 import queue as queue_module
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .._errors import ConfigurationError
 
@@ -29,6 +34,8 @@ __all__ = [
     "ALL_DONE",
     "DEFAULT_FAST_DEV_RUN_ITEMS",
     "Assignment",
+    "Batched",
+    "Picked",
     "assign_inputs",
     "check_fast_dev_run",
     "check_weights",
@@ -143,18 +150,91 @@ def file_weights(inputs: Sequence[Any], input_dir: str | os.PathLike[str]) -> li
     return out
 
 
+def _restore(items: Sequence[Any]) -> Sequence[Any]:
+    return items
+
+
+class Picked(Sequence[Any]):
+    """``items[positions[k]]`` for every ``k``: a worker's inputs, looked up on access instead of copied.
+
+    Pickled (a job sent to an executor), it becomes what it shows: a ``range`` when both are ranges,
+    else a ``list`` of the inputs.
+    """
+
+    __slots__ = ("_items", "_positions")
+
+    def __init__(self, items: Sequence[Any], positions: Sequence[int]) -> None:
+        self._items = items
+        self._positions = positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return Picked(self._items, self._positions[index])
+        return self._items[self._positions[index]]
+
+    def __iter__(self) -> Iterator[Any]:
+        for position in self._positions:
+            yield self._items[position]
+
+    def materialize(self) -> Sequence[Any]:
+        """The inputs as a ``range`` (a range picked from a range) or a ``list``."""
+        items, positions = self._items, self._positions
+        if isinstance(items, range) and isinstance(positions, range) and (not positions or positions[0] >= 0):
+            return items[positions.start : positions.stop : positions.step]
+        return list(self)
+
+    def __reduce__(self) -> tuple[Any, tuple[Sequence[Any]]]:
+        return _restore, (self.materialize(),)
+
+
+class Batched(Sequence[list[Any]]):
+    """``items`` in lists of ``size`` (the last one shorter), each made when it is read (``batch_size``)."""
+
+    __slots__ = ("_items", "_size")
+
+    def __init__(self, items: Sequence[Any], size: int) -> None:
+        self._items = items
+        self._size = size
+
+    def __len__(self) -> int:
+        return -(-len(self._items) // self._size)
+
+    @overload
+    def __getitem__(self, index: int) -> list[Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[list[Any]]: ...
+    def __getitem__(self, index: int | slice) -> list[Any] | list[list[Any]]:
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        count = len(self)
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError(f"batch {index} out of range ({count} batches)")
+        start = index * self._size
+        return list(self._items[start : start + self._size])
+
+
 @dataclass(frozen=True)
 class Assignment:
     """This node's share of the inputs.
 
     Attributes:
-        positions: One list per local worker: the input positions (indexes into ``inputs``) it processes,
-            in processing order.
+        positions: One sequence per local worker: the input positions (indexes into ``inputs``) it
+            processes, in processing order (a ``range`` for the ordered split, an int64 ``array`` for the
+            weighted one; no list of ints per input).
         global_ranks: The global rank of each local worker (``node_rank x num_workers + i``); it names
             the worker's chunk files.
     """
 
-    positions: list[list[int]]
+    positions: list[Sequence[int]]
     global_ranks: list[int]
 
     @property
@@ -183,10 +263,11 @@ def assign_inputs(
         keep: ``fast_dev_run``: keep only the first ``keep`` positions of every worker.
     """
     world = num_nodes * num_workers
+    bins: list[Sequence[int]]
     if weights is None:
-        bins = [list(r) for r in split_inputs(num_inputs, world)]
+        bins = list(split_inputs(num_inputs, world))
     else:
-        bins = pack_by_weight(check_weights(weights, num_inputs), world)
+        bins = [array("q", b) for b in pack_by_weight(check_weights(weights, num_inputs), world)]
     mine = bins[node_rank * num_workers : (node_rank + 1) * num_workers]
     if keep is not None:
         mine = [b[:keep] for b in mine]

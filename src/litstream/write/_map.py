@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +25,10 @@ from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
 from .._litdata_params import check_write_params
 from .._sync import run_sync
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
-from ._feed import QueueInputs, SequenceInputs, run_ahead
+from ._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
+from ._inputs import Picked
 from ._runner import run_jobs
+from ._sequence_feed import FedBatches, FedInputs
 from ._summary import WorkerSummary, summarize
 
 if TYPE_CHECKING:
@@ -54,8 +56,8 @@ class MapJob:
     """The work of one map worker (see :class:`~._worker.OptimizeJob` for the fields)."""
 
     rank: int
-    items: list[Any] | None
-    positions: list[int]
+    items: Sequence[Any] | None
+    positions: Sequence[int]
     fn_pickle: bytes
     store: Store
     queue_timeout: float = 300.0
@@ -64,7 +66,16 @@ class MapJob:
     def num_inputs(self) -> int | None:
         return None if self.items is None else len(self.items)
 
-    def _source(self, source: Any, halt: threading.Event) -> SequenceInputs | QueueInputs:
+    @property
+    def first_input(self) -> int:
+        return 0
+
+    def without_inputs(self) -> MapJob:
+        return replace(self, items=None, positions=())
+
+    def _source(self, source: Any, halt: threading.Event) -> InputSource:
+        if isinstance(source, FedBatches):
+            return FedInputs(source, halt)
         if self.items is None:
             return QueueInputs(source, self.queue_timeout, halt)
         return SequenceInputs(self.items, self.positions)
@@ -222,7 +233,7 @@ def map(
     jobs = [
         MapJob(
             rank=rank,
-            items=None if plan.items is None else [plan.items[i] for i in positions],
+            items=None if plan.items is None else Picked(plan.items, positions),
             positions=positions,
             fn_pickle=fn_pickle,
             store=store,

@@ -29,7 +29,7 @@ from ..format._loaders import PyTreeLoader, TokensLoader
 from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._chunk_pack import check_chunking
-from ._inputs import split_inputs
+from ._inputs import Picked, split_inputs
 from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
@@ -258,7 +258,7 @@ def optimize(
             num_nodes=plan.env.num_nodes,
             num_workers=num_workers,
             global_ranks=tuple(assignment.global_ranks),
-            inputs=tuple(inputs_digest([items[i] for i in p]) for p in assignment.positions),
+            inputs=tuple(inputs_digest(Picked(items, p)) for p in assignment.positions),
         )
     prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
     jobs = _jobs(
@@ -329,11 +329,10 @@ def _jobs(
     }
     jobs = []
     for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True):
-        items = None if plan.items is None else [plan.items[i] for i in positions]
         jobs.append(
             OptimizeJob(
                 rank=rank,
-                items=items,
+                items=None if plan.items is None else Picked(plan.items, positions),
                 positions=positions,
                 fn_pickle=fn_pickle,
                 store=store,

@@ -1,8 +1,9 @@
 """Running jobs (optimize or map workers) in this process, in worker processes, or on an executor.
 
 * One job, no executor: in this process.
-* Worker processes (``multiprocessing``, ``fork`` where safe else ``spawn``): each job is cloudpickled;
-  workers report progress and errors on one queue. A worker dies with its parent (Linux
+* Worker processes (``multiprocessing``, ``fork`` where safe else ``spawn``): each job is cloudpickled
+  without its inputs, which reach the worker in bounded batches (:mod:`._sequence_feed`); workers
+  report progress and errors on one queue. A worker dies with its parent (Linux
   ``PR_SET_PDEATHSIG``, and a check of the parent pid before every input elsewhere), so a killed
   ``optimize`` leaves no orphan still writing.
 * Any :class:`concurrent.futures.Executor` (a Dask ``Client.get_executor()``, Ray's, a
@@ -40,8 +41,11 @@ from .._sync import run_sync
 from ._env import set_worker_env, worker_env
 from ._feed import FedQueue, QueueInputs, pack
 from ._inputs import ALL_DONE
+from ._sequence_feed import BATCHES_AHEAD, BatchFeeder, FedBatches, put_until_stopped
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ._summary import WorkerSummary
     from ._worker import Report
 
@@ -55,10 +59,18 @@ class Job(Protocol):
     def rank(self) -> int: ...
 
     @property
-    def positions(self) -> list[int]: ...
+    def items(self) -> Sequence[Any] | None: ...
+
+    @property
+    def positions(self) -> Sequence[int]: ...
 
     @property
     def num_inputs(self) -> int | None: ...
+
+    @property
+    def first_input(self) -> int: ...
+
+    def without_inputs(self) -> Job: ...
 
     async def run(self, report: Report, source: Any = None) -> WorkerSummary: ...
 
@@ -158,10 +170,12 @@ def run_jobs(
     return summaries
 
 
-def _span(positions: list[int]) -> str:
+def _span(positions: Sequence[int]) -> str:
     if not positions:
         return "no inputs"
-    if positions == list(range(positions[0], positions[-1] + 1)):
+    if (isinstance(positions, range) and positions.step == 1) or list(positions) == list(
+        range(positions[0], positions[-1] + 1)
+    ):
         return f"inputs at index {positions[0]}..{positions[-1]}"
     shown = ", ".join(str(p) for p in positions[:8])
     return f"inputs at index {shown}{', ...' if len(positions) > 8 else ''}"
@@ -205,8 +219,10 @@ _FEED_PER_WORKER = 8
 class _Pump:
     """Forwards a user's queue to the workers (in a thread of this process), each item pickled here."""
 
-    def __init__(self, source: Any, target: Any, timeout: float, num_workers: int, events: Any) -> None:
-        self.stop = threading.Event()
+    def __init__(
+        self, source: Any, target: Any, timeout: float, num_workers: int, events: Any, stop: threading.Event
+    ) -> None:
+        self.stop = stop
         self.forwarded = 0
         self.error: BaseException | None = None
         self._inputs = QueueInputs(source, timeout, self.stop)
@@ -217,13 +233,7 @@ class _Pump:
 
     def _put(self, entry: Any) -> bool:
         """Put ``entry`` on the bounded feed, waiting while it is full; False once the run is stopped."""
-        while not self.stop.is_set():
-            try:
-                self._target.put(entry, timeout=0.2)
-                return True
-            except queue_module.Full:
-                continue
-        return False
+        return put_until_stopped(self._target, entry, self.stop)
 
     def _run(self) -> None:
         try:
@@ -250,31 +260,38 @@ def _run_processes(
 ) -> tuple[list[WorkerSummary], int | None]:
     ctx: Any = multiprocessing.get_context(start_method)
     events = ctx.Queue()
+    stop = threading.Event()  # ends the threads that feed the workers
     # Bounded: a fast producer waits for the workers instead of filling this process's memory.
     feed = ctx.Queue(_FEED_PER_WORKER * len(jobs)) if source is not None else None
     if feed is not None:
         feed.cancel_join_thread()  # items left for dead workers must not block this process's exit
-    processes = [
-        ctx.Process(
-            target=_worker_main,
-            args=(cloudpickle.dumps(job), num_workers, events, FedQueue(feed) if feed else None, os.getpid()),
-            daemon=True,
-        )
-        for job in jobs
-    ]
+    feeders: list[BatchFeeder | _Pump] = []
+    processes = []
+    for job in jobs:
+        sent: Job = job
+        fed: FedQueue | FedBatches | None = FedQueue(feed) if feed is not None else None
+        if job.items is not None:  # a sequence: sent in batches by a thread of ours, not inside the job
+            batches = ctx.Queue(BATCHES_AHEAD)
+            batches.cancel_join_thread()
+            sent, fed = job.without_inputs(), FedBatches(batches, len(job.items) - job.first_input)
+            feeders.append(BatchFeeder(job.items, job.positions, job.first_input, batches, stop, events))
+        args = (cloudpickle.dumps(sent), num_workers, events, fed, os.getpid())
+        processes.append(ctx.Process(target=_worker_main, args=args, daemon=True))
     for p in processes:
         p.start()
     pump = None
     if source is not None:
-        pump = _Pump(source, feed, queue_timeout, len(jobs), events)
-        pump.thread.start()
+        pump = _Pump(source, feed, queue_timeout, len(jobs), events, stop)
+        feeders.append(pump)
+    for feeder in feeders:  # threads only once every worker is forked
+        feeder.thread.start()
     by_rank = {job.rank: p for job, p in zip(jobs, processes, strict=True)}
     pending = set(by_rank)
     summaries: dict[int, WorkerSummary] = {}
     failure: tuple[Any, ...] | None = None
     try:
         while pending and failure is None:
-            if pump is not None and pump.error is not None:
+            if any(feeder.error is not None for feeder in feeders):
                 failure = ("source",)
                 break
             try:
@@ -294,18 +311,18 @@ def _run_processes(
             elif event[0] == "error":
                 failure = event
     finally:
-        if pump is not None:
-            pump.stop.set()
+        stop.set()
         if failure is not None or pending:
             for p in processes:
                 if p.is_alive():
                     p.kill()
         for p in processes:
             p.join()
-        if pump is not None:
-            pump.thread.join(timeout=5.0)
-    if pump is not None and pump.error is not None:
-        raise WorkerError(f"{label}: {pump.error}; nothing was committed") from (pump.error.__cause__ or pump.error)
+        for feeder in feeders:
+            feeder.thread.join(timeout=5.0)
+    error = next((feeder.error for feeder in feeders if feeder.error is not None), None)
+    if error is not None:
+        raise WorkerError(f"{label}: {error}; nothing was committed") from (error.__cause__ or error)
     if failure is not None:
         _, rank, message, tb, original = failure
         cause = cloudpickle.loads(original) if original is not None else None

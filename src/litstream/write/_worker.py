@@ -11,8 +11,8 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,8 +22,9 @@ from .._errors import WorkerError
 from ..format._index import Index
 from ..format._loaders import SampleDecoder
 from ._checkpoint import CommitTracker, WorkerCheckpoint, checkpoint_name
-from ._feed import QueueInputs, SequenceInputs, run_ahead
+from ._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
 from ._keys import KeyRecorder
+from ._sequence_feed import FedBatches, FedInputs
 from ._summary import WorkerSummary
 from ._writer import ChunkWriter, EncodedSample
 
@@ -65,7 +66,8 @@ class OptimizeJob:
 
     Attributes:
         rank: Global rank; names the chunk files (``chunk-{rank}-{n}.bin``) and the partial index.
-        items: This worker's inputs in processing order, or ``None`` to pull from a queue given to :meth:`run`.
+        items: This worker's inputs in processing order (a :class:`~._inputs.Picked` view), or ``None`` to
+            pull from the queue or the :class:`~._sequence_feed.FedBatches` given to :meth:`run`.
         positions: Position of each item in the user's ``inputs`` (for error messages).
         fn_pickle: ``fn``, cloudpickled.
         store: The output location.
@@ -77,8 +79,8 @@ class OptimizeJob:
     """
 
     rank: int
-    items: list[Any] | None
-    positions: list[int]
+    items: Sequence[Any] | None
+    positions: Sequence[int]
     fn_pickle: bytes
     store: Store
     writer_kwargs: dict[str, Any]
@@ -91,14 +93,23 @@ class OptimizeJob:
         """Inputs this job still has to process (``None`` for a queue)."""
         if self.items is None:
             return None
-        done = self.checkpoint.inputs_done if self.checkpoint is not None else 0
-        return len(self.items) - done
+        return len(self.items) - self.first_input
 
-    def _source(self, source: Any, halt: threading.Event) -> SequenceInputs | QueueInputs:
+    @property
+    def first_input(self) -> int:
+        """Offset in ``items`` of the first input still to process (after a checkpoint's ``inputs_done``)."""
+        return self.checkpoint.inputs_done if self.checkpoint is not None else 0
+
+    def without_inputs(self) -> OptimizeJob:
+        """This job for a worker process: its inputs come through a :class:`~._sequence_feed.FedBatches`."""
+        return replace(self, items=None, positions=())
+
+    def _source(self, source: Any, halt: threading.Event) -> InputSource:
+        if isinstance(source, FedBatches):
+            return FedInputs(source, halt)
         if self.items is None:
             return QueueInputs(source, self.queue_timeout, halt)
-        start = self.checkpoint.inputs_done if self.checkpoint is not None else 0
-        return SequenceInputs(self.items, self.positions, start)
+        return SequenceInputs(self.items, self.positions, self.first_input)
 
     async def run(self, report: Report, source: Any = None) -> WorkerSummary:
         """Process every input; returns what was done, or raises :class:`WorkerError` naming the input that failed.
