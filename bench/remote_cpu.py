@@ -7,7 +7,8 @@ interpreter with an empty chunk cache. ``--src`` runs the same cases against oth
 main branch's) in the same session, interleaved, so before/after compare under the same load.
 
     python bench/remote_cpu.py --repeats 5 --src before=/work/main/src --src after=src
-    python bench/remote_cpu.py --profile /tmp/prof   # py-spy record of one litstream run (native frames)
+    python bench/remote_cpu.py --profile /tmp/prof.json   # py-spy record of one litstream run (speedscope)
+    python bench/remote_cpu.py --wrap "strace -f -c -o /tmp/calls"   # one litstream run under a tool
 """
 
 from __future__ import annotations
@@ -48,24 +49,31 @@ def child(spec: dict[str, Any]) -> None:
     own = e2e_case._cpu_seconds
 
     switches: list[int] = []
+    faults: list[int] = []
+    system: list[float] = []
 
     def cpu_seconds() -> float:
         marks.append(_process_cpu_s(server))
         usage = resource.getrusage(resource.RUSAGE_SELF)
         switches.append(usage.ru_nvcsw + usage.ru_nivcsw)
+        faults.append(usage.ru_minflt)
+        system.append(os.times().system)
         return own()
 
     e2e_case._cpu_seconds = cpu_seconds  # type: ignore[attr-defined]
     record = e2e_case.CASES[spec["case"]](spec)
     record["server_cpu_s"] = round(marks[1] - marks[0], 3)
     record["switches"] = switches[1] - switches[0]  # context switches of the reader's threads
+    record["faults"] = faults[1] - faults[0]  # minor page faults
+    record["system_s"] = round(system[1] - system[0], 3)  # the kernel's part of cpu_s
     print(json.dumps(record, default=str))
 
 
-def _run(spec: dict[str, Any], src: str, profile: Path | None = None) -> dict[str, Any]:
+def _run(spec: dict[str, Any], src: str, profile: Path | None = None, wrap: str = "") -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+    command = [*wrap.split(), *command]
     if profile is not None:
         spy = Path(sys.executable).parent / "py-spy"
         command = [str(spy), "record", "-r", "200", "-f", "speedscope", "-o", str(profile), "--", *command]
@@ -95,6 +103,7 @@ def main() -> None:
     parser.add_argument("--src", action="append", default=[], help="NAME=PATH of a source tree (default: ./src)")
     parser.add_argument("--warm", action="store_true", help="also read each tree from a full cache (no download)")
     parser.add_argument("--profile", help="write a py-spy profile of one litstream run to this file")
+    parser.add_argument("--wrap", default="", help="run one litstream run under this command (e.g. strace)")
     args = parser.parse_args()
     if args.child:
         child(json.loads(args.child))
@@ -116,10 +125,10 @@ def main() -> None:
         s3 = {"endpoint": server.endpoint, "key": server.access_key, "secret": server.secret_key}
         cache = work / "cache"
         base = {"data": "s3://bench/ds", "s3": s3, "server_pid": server.pid, "library": "litstream"}
-        if args.profile:
+        if args.profile or args.wrap:
             shutil.rmtree(cache, ignore_errors=True)
             spec = {**base, "case": "remote_dataset", "cache_dir": str(cache)}
-            print(_run(spec, next(iter(srcs.values())), Path(args.profile)))
+            print(_run(spec, next(iter(srcs.values())), Path(args.profile) if args.profile else None, args.wrap))
             return
         idle0, t0 = _process_cpu_s(server.pid), time.perf_counter()
         time.sleep(2)
@@ -139,8 +148,8 @@ def main() -> None:
     print("best of each column; every run's value after it")
     for name, records in rows.items():
         print(f"{name}: checksums {sorted({str(r['checksum']) for r in records})}")
-        for key, label in [("seconds", "wall s"), ("cpu_s", "reader CPU s"), ("server_cpu_s", "server CPU s"),
-                           ("ttfb_s", "first item s"), ("switches", "ctx switches")]:  # fmt: skip
+        for key, label in [("seconds", "wall s"), ("cpu_s", "reader CPU s"), ("system_s", " of it kernel"), ("server_cpu_s", "server CPU s"),
+                           ("ttfb_s", "first item s"), ("switches", "ctx switches"), ("faults", "page faults")]:  # fmt: skip
             values = sorted(r[key] or 0.0 for r in records)
             print(f"  {label:<13} {values[0]:7.3f}   {' '.join(f'{v:.3f}' for v in values)}")
         print(f"  {'items/s':<13} {records[0]['items'] / min(r['seconds'] for r in records):7.0f}")

@@ -16,6 +16,7 @@ Local files are written with ``os`` calls in worker threads (aiofiles fails unde
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import sys
@@ -67,14 +68,39 @@ def _stat_size(path: Path) -> int | None:
     return None
 
 
+def _allocate(fd: int, size: int, tmp: Path) -> None:
+    """Make the file ``size`` bytes long, its disk blocks reserved now where the file system can.
+
+    Writing a cache file's pieces into reserved blocks took measurably less kernel CPU than filling the
+    holes of a sparse file (ext4: ~0.2 CPU-s less per 620 MB, bench/remote_cpu.py). A file system
+    without ``fallocate`` gets glibc's emulation or, if even that is refused, a sparse file
+    (``ftruncate``), as before; macOS, which has no ``posix_fallocate``, always the latter.
+
+    Raises:
+        StorageError: the disk has no room for ``size`` bytes (``ENOSPC``).
+    """
+    allocate = getattr(os, "posix_fallocate", None)
+    if allocate is not None:
+        try:
+            allocate(fd, 0, size)
+            return
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageError(
+                    f"no room for {size} bytes in {tmp.parent} ({exc.strerror}): free disk space, or give the "
+                    "reader a smaller max_cache_size or another cache_dir"
+                ) from exc
+    os.ftruncate(fd, size)
+
+
 def _open_temp(target: Path, size: int = 0) -> tuple[Path, int]:
-    """A new hidden temporary file beside ``target`` (``size`` bytes long, all holes, when given)."""
+    """A new hidden temporary file beside ``target``, ``size`` bytes long (see :func:`_allocate`)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}.{uuid.uuid4().hex[:8]}")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     if size:
         try:
-            os.ftruncate(fd, size)
+            _allocate(fd, size, tmp)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -249,7 +275,7 @@ class Downloader:
         if size is None:
             async with gate.hold((ticket, -1), 0):
                 size = (await self._store.head(name)).size
-        tmp, fd = await anyio.to_thread.run_sync(_open_temp, target, size if progress is not None else 0)
+        tmp, fd = await anyio.to_thread.run_sync(_open_temp, target, size)
         if progress is not None:
             progress.opened(tmp)
         done = False

@@ -1,0 +1,135 @@
+"""How a chunk download lays out its requests and its file (both chosen to cost less CPU, bench/remote_cpu.py).
+
+* The ranged GETs end on multiples of the piece size, also after the short first GET of a chunk read while
+  it downloads (the second GET is the shorter one): SeaweedFS spent ~20 % more CPU serving the same bytes
+  in ranges shifted by the first GET's length. Checked on the requests a real server receives (the
+  loopback proxy of ``tests/request_counter.py``), and on the bytes written.
+* The temporary file has its full length and its disk blocks reserved before the first byte is written
+  (``posix_fallocate``; filling a sparse file's holes cost more kernel time); a full disk fails the
+  download at once with a clear error and leaves no file; a file system that refuses ``fallocate`` gets a
+  sparse file, as before.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+from obstore.store import MemoryStore
+from storage_backends import unique
+
+from litstream import StorageError
+from litstream.storage import _transfer
+from litstream.storage._obstore import ObstoreStore
+from litstream.storage._progress import Progress
+from litstream.storage._resolver import store_for
+from litstream.storage._transfer import Downloader, _spans
+from request_counter import RequestCounter
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from servers import S3Server
+
+pytestmark = pytest.mark.anyio
+
+KiB = 1024
+PAYLOAD = bytes(range(251)) * 1200  # 301,200 bytes: four whole 64 KiB pieces and a short fifth
+
+
+def test_spans_end_on_piece_multiples_after_a_short_first_span() -> None:
+    MiB = 1024 * KiB
+    assert _spans(20 * MiB, 8 * MiB, True) == [(0, MiB), (MiB, 7 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
+    assert _spans(20 * MiB, 8 * MiB, False) == [(0, 8 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
+    assert _spans(5 * MiB, 8 * MiB, True) == [(0, 5 * MiB)]  # one piece: one whole GET
+    assert _spans(100, 16, True) == [(s, min(16, 100 - s)) for s in range(0, 100, 16)]  # piece <= first piece
+    for size, piece, streamed in [(20 * MiB, 8 * MiB, True), (8 * MiB + 1, 8 * MiB, True), (999, 10, False)]:
+        spans = _spans(size, piece, streamed)
+        assert [s for s, _ in spans[1:]] == [s + n for s, n in spans[:-1]]  # contiguous, nothing twice
+        assert sum(n for _, n in spans) == size
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_s3_ranged_gets_are_aligned_to_the_piece_size(
+    s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    monkeypatch.setattr(_transfer, "_FIRST_PIECE", 16 * KiB)
+    url = f"s3://{s3_server.bucket}/{unique()}"
+    await store_for(url, s3_server.options()).put("chunk-0-0.bin", PAYLOAD)
+    with RequestCounter(s3_server.endpoint) as counter:
+        store = store_for(url, {**s3_server.options(), "endpoint_url": counter.url})
+        downloader = Downloader(store, tmp_path, max_concurrency=1, piece_size=64 * KiB)
+        progress = Progress(len(PAYLOAD)) if streamed else None
+        path = await downloader.fetch("chunk-0-0.bin", size=len(PAYLOAD), progress=progress)
+        assert counter.errors == []
+    assert path.read_bytes() == PAYLOAD
+    last = len(PAYLOAD) - 1
+    expected = ["bytes=0-16383", "bytes=16384-65535"] if streamed else ["bytes=0-65535"]
+    expected += ["bytes=65536-131071", "bytes=131072-196607", "bytes=196608-262143", f"bytes=262144-{last}"]
+    assert [r.range for r in counter.requests if r.method == "GET"] == expected
+
+
+class _Opened(Progress):
+    """Records the temporary file's length and allocated bytes when the download opens it."""
+
+    seen: tuple[int, int] | None = None
+
+    def opened(self, path: Path) -> None:
+        info = path.stat()
+        self.seen = (info.st_size, info.st_blocks * 512)
+        super().opened(path)
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="no posix_fallocate on this platform")
+async def test_the_temporary_file_is_allocated_before_any_byte_is_written(tmp_path: Path) -> None:
+    store = ObstoreStore(MemoryStore(), url="memory://")
+    await store.put("x.bin", PAYLOAD)
+    progress = _Opened(len(PAYLOAD))
+    path = await Downloader(store, tmp_path, piece_size=64 * KiB).fetch("x.bin", size=len(PAYLOAD), progress=progress)
+    assert path.read_bytes() == PAYLOAD
+    assert progress.seen is not None
+    length, allocated = progress.seen
+    assert length == len(PAYLOAD)
+    assert allocated >= len(PAYLOAD)  # a sparse file would have (almost) no blocks yet
+
+
+async def test_a_full_disk_fails_the_download_before_any_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
+    store = ObstoreStore(MemoryStore(), url="memory://")
+    await store.put("x.bin", PAYLOAD)
+    gets: list[str] = []
+    real = store.get_into_file
+
+    async def counted(*args: object) -> int:
+        gets.append(str(args[0]))
+        return await real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "get_into_file", counted)
+    downloader = Downloader(store, tmp_path / "cache", piece_size=64 * KiB)
+    with pytest.raises(StorageError, match=rf"no room for {len(PAYLOAD)} bytes in .*cache.*free disk space"):
+        await downloader.fetch("x.bin", size=len(PAYLOAD), progress=Progress(len(PAYLOAD)))
+    assert gets == []
+    assert os.listdir(tmp_path / "cache") == []  # no temporary file left
+
+
+async def test_a_file_system_without_fallocate_gets_a_sparse_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+
+    monkeypatch.setattr(os, "posix_fallocate", refused, raising=False)
+    store = ObstoreStore(MemoryStore(), url="memory://")
+    await store.put("x.bin", PAYLOAD)
+    progress = _Opened(len(PAYLOAD))
+    path = await Downloader(store, tmp_path, piece_size=64 * KiB).fetch("x.bin", size=len(PAYLOAD), progress=progress)
+    assert path.read_bytes() == PAYLOAD
+    assert progress.seen is not None
+    assert progress.seen[0] == len(PAYLOAD)  # full length (ftruncate) for the reader that maps it
