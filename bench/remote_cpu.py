@@ -94,6 +94,17 @@ def _dataset(work: Path, samples: int) -> Path:
     return data
 
 
+COLUMNS = [
+    ("seconds", "wall s"),
+    ("cpu_s", "reader CPU s"),
+    ("system_s", " of it kernel"),
+    ("server_cpu_s", "server CPU s"),
+    ("ttfb_s", "first item s"),
+    ("switches", "ctx switches"),
+    ("faults", "page faults"),
+]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -148,8 +159,7 @@ def main() -> None:
     print("best of each column; every run's value after it")
     for name, records in rows.items():
         print(f"{name}: checksums {sorted({str(r['checksum']) for r in records})}")
-        for key, label in [("seconds", "wall s"), ("cpu_s", "reader CPU s"), ("system_s", " of it kernel"), ("server_cpu_s", "server CPU s"),
-                           ("ttfb_s", "first item s"), ("switches", "ctx switches"), ("faults", "page faults")]:  # fmt: skip
+        for key, label in COLUMNS:
             values = sorted(r[key] or 0.0 for r in records)
             print(f"  {label:<13} {values[0]:7.3f}   {' '.join(f'{v:.3f}' for v in values)}")
         print(f"  {'items/s':<13} {records[0]['items'] / min(r['seconds'] for r in records):7.0f}")

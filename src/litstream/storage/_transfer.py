@@ -1,9 +1,10 @@
 """Bounded, atomic transfers between a :class:`~litstream.Store` and local files (asyncio and trio alike).
 
 * :class:`Downloader`: a file appears complete or not at all (written under a hidden temporary name beside
-  it, then ``os.replace``-d); concurrent fetches of one name in a process share one download; a
-  ``CapacityLimiter`` bounds the requests in flight, a byte budget the bytes between store and disk. Two
-  *processes* fetching one name both download it, each atomically (cross-process use: ``read/_cache.py``).
+  it, its blocks reserved first, then ``os.replace``-d); concurrent fetches of one name in a process share
+  one download; a ``CapacityLimiter`` bounds the requests in flight, a byte budget the bytes between store
+  and disk. Two *processes* fetching one name both download it, each atomically (cross-process use:
+  ``read/_cache.py``).
   An :class:`~litstream.storage.ObstoreStore` streams each piece into the file through ~256 KiB buffers
   (``get_into_file``): a reader's resident memory then stays flat however much it downloads.
 * :class:`Uploader` (``storage/_upload.py``, re-exported here): local files (or bytes held in memory) go up
