@@ -10,6 +10,8 @@ import gc
 import multiprocessing
 import os
 import pickle
+import threading
+from multiprocessing import queues
 from typing import Any
 
 import numpy as np
@@ -101,7 +103,26 @@ def semaphores(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return names
 
 
+_THREADS_AT_START: set[threading.Thread] = set()
+
+
+@pytest.fixture(autouse=True)
+def _threads_at_start() -> None:
+    _THREADS_AT_START.clear()
+    _THREADS_AT_START.update(threading.enumerate())
+
+
+def _queue_threads_ended() -> None:
+    """Wait for the feeder threads of the queues torch made for this test's loader to end (closed with
+    the loader, they end on their own). Each holds its queue's write lock and size semaphore, two
+    /dev/shm mappings, until it ends, which on a loaded machine can be after the loader is gone."""
+    for thread in set(threading.enumerate()) - _THREADS_AT_START:
+        if thread.name == "QueueFeederThread":
+            thread.join(60)  # a guard against a hang, not a pause: they end as soon as they run
+
+
 def _nothing_left(semaphores: list[str], maps: int) -> None:
+    _queue_threads_ended()
     assert _shm_maps() <= maps  # (collects garbage first)
     assert multiprocessing.active_children() == []
     assert _slots._EXCHANGES == {}  # the iteration closed its slots
@@ -150,6 +171,34 @@ def test_an_early_break_leaves_no_shared_memory_or_process(
     _nothing_left(semaphores, maps)
     # the next epoch is whole again
     assert sum(len(b["label"]) for b in loader) == ITEMS
+
+
+def test_shared_memory_is_counted_once_torchs_queue_threads_have_ended(
+    data: str, semaphores: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leftovers an early break was once seen to leave on a loaded machine (two mappings) were torch's:
+    a queue feeder thread not yet ended holds two semaphores. Held here until released, deterministically."""
+    release = threading.Event()
+    feed = queues.Queue._feed  # type: ignore[attr-defined]
+
+    def late_feed(*args: Any) -> None:
+        try:
+            feed(*args)
+        finally:
+            release.wait()  # the queue is closed, but the thread (and what it refers to) is not gone yet
+
+    monkeypatch.setattr(queues.Queue, "_feed", staticmethod(late_feed))
+    maps = _shm_maps()
+    loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH, num_workers=2,
+                                           multiprocessing_context="fork")  # fmt: skip
+    for k, _batch in enumerate(loader):
+        if k == 3:
+            break
+    assert multiprocessing.active_children() == []  # the loader is gone ...
+    assert _slots._EXCHANGES == {}
+    assert _shm_maps() > maps  # ... but its queues' threads still hold their semaphores
+    release.set()
+    _nothing_left(semaphores, maps)
 
 
 def test_a_worker_error_leaves_no_shared_memory_or_process(data: str, semaphores: list[str]) -> None:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
+from test_transfer import ScriptedStore, leftovers
 
 from litstream import StorageError
 from litstream.storage import _progress
-from litstream.storage._progress import Progress
+from litstream.storage._progress import DownloadAbandoned, Progress
+from litstream.storage._transfer import Downloader
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -82,3 +85,36 @@ async def test_a_finished_file_that_vanished_is_reported(tmp_path: Path, monkeyp
     progress.complete(final)  # reported whole, but the file is gone (e.g. evicted) before the reader maps it
     with pytest.raises(StorageError, match="removed before it could be read"):
         await progress.map_when(128)
+
+
+class _CancelOnLastPiece(Progress):
+    """Cancels ``scope`` as the last piece is reported: the download is cancelled after every byte is written
+    but (where the backend delivers the cancellation before the rename, as asyncio does) its temporary
+    file is removed instead of renamed into place."""
+
+    def __init__(self, size: int, scope: anyio.CancelScope) -> None:
+        super().__init__(size)
+        self.scope = scope
+
+    def landed(self, start: int, length: int) -> None:
+        super().landed(start, length)
+        if self.prefix == self.size:
+            self.scope.cancel()
+
+
+async def test_a_download_cancelled_after_its_last_piece_never_leaves_a_reader_waiting(tmp_path: Path) -> None:
+    store = ScriptedStore({"chunk-0-0.bin": PAYLOAD})
+    downloader = Downloader(store, tmp_path, piece_size=len(PAYLOAD) // 4)
+    scope = anyio.CancelScope()
+    progress = _CancelOnLastPiece(len(PAYLOAD), scope)
+    with scope:
+        await downloader.fetch("chunk-0-0.bin", size=len(PAYLOAD), progress=progress)
+    # The reader maps the file only now. It used to wait forever for news of a rename that never comes
+    # (its worker thread blocked, and the interpreter with it at exit); the guard only turns that into a failure.
+    with anyio.fail_after(30):
+        if scope.cancelled_caught:  # cancelled before the rename: nothing is left to read
+            assert leftovers(tmp_path) == []
+            with pytest.raises(DownloadAbandoned, match="cancelled"):
+                await progress.map_when(128)
+        else:  # the backend finished the download first
+            assert bytes(await progress.map_when(128)) == PAYLOAD

@@ -122,12 +122,13 @@ class ScriptedStore:
 
 
 async def wait_until(condition: Callable[[], bool]) -> None:
-    """Poll ``condition`` every 10 ms; fail after 5 s."""
-    for _ in range(500):
+    """Poll ``condition`` every 10 ms; fail after 3000 polls (30 s or more: a guard against a hang, long
+    enough for thread hops on a loaded machine)."""
+    for _ in range(3000):
         if condition():
             return
         await anyio.sleep(0.01)
-    pytest.fail("condition not met within 5 s")
+    pytest.fail("condition not met within 3000 polls")
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -227,7 +228,8 @@ async def test_a_waiting_fetch_takes_over_when_the_downloading_task_is_cancelled
             tg.start_soon(leader)
             await wait_until(lambda: store.count("get") == 1)  # the leader's GET waits at the gate
             tg.start_soon(follower)
-            await anyio.sleep(0.05)  # the follower waits for the leader's download
+            pending = downloader._loop_state().inflight["d.bin"]
+            await wait_until(lambda: pending.done.statistics().tasks_waiting == 1)  # the follower waits for it
             leader_scope.cancel()
             await wait_until(lambda: store.count("get") == 2)  # the follower took over
             store.gate.set()
@@ -320,7 +322,7 @@ async def test_upload_backpressure_bounds_the_queue(tmp_path: Path) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(produce)
             await wait_until(lambda: store.active == 2 and uploader.statistics().pending == 3)
-            await anyio.sleep(0.1)  # the producer stays blocked
+            await anyio.wait_all_tasks_blocked()  # the producer stays blocked
             assert returned == 5  # 2 running + 3 queued
             stats = uploader.statistics()
             assert (stats.active, stats.pending, stats.completed) == (2, 3, 0)

@@ -45,6 +45,12 @@ async def _read_through_cache(
         path = await downloader.fetch(name, size=size, priority=priority, queued=queued)
         return await anyio.to_thread.run_sync(map_file, path)
     finally:
+        await _release(cache, name)
+
+
+async def _release(cache: ChunkCache, name: str) -> None:
+    """Give back a hold, also when cancelled (an unreleased hold keeps the chunk from eviction for good)."""
+    with anyio.CancelScope(shield=True):
         await cache.arelease(name)
 
 
@@ -97,7 +103,8 @@ async def open_streaming(
     with ``ready(end)``: block until its bytes ``[0, end)`` are (the decoder calls it before each batch).
 
     A chunk whose items do not end where the chunk ends (an Arrow payload follows them) is returned
-    whole, with ``ready`` ``None``. The chunk is held in the cache until its download ends.
+    whole, with ``ready`` ``None``. The chunk is held in the cache until its download ends and, by a hold of
+    the reader's own, until it is mapped (the download may end first: the file is not evicted meanwhile).
 
     Raises:
         FormatError: a header that contradicts ``index.json``.
@@ -118,17 +125,20 @@ async def open_streaming(
                     info.filename, size=info.chunk_bytes, priority=priority, queued=queued, progress=progress
                 )
             finally:
-                await cache.arelease(info.filename)
+                await _release(cache, info.filename)
         except BaseException as exc:
             progress.failed(exc)
             raise
 
-    tg.start_soon(download)
+    await cache.aacquire(info.filename)  # the reader's hold (no eviction: the download's hold makes room)
     try:
+        tg.start_soon(download)
         data = await progress.map_when(header_length(info.chunk_size))
     except BaseException as exc:
         progress.failed(exc)  # wakes a thread still waiting (after a cancellation)
         raise
+    finally:
+        await _release(cache, info.filename)
     view = ChunkView(data)
     if view.num_items == info.chunk_size and len(data) == info.chunk_bytes and int(view.offsets[-1]) == len(data):
         return source._checked_view(chunk_index, data, False), progress.wait

@@ -69,9 +69,12 @@ class Progress:
             self._cond.notify_all()
 
     def failed(self, error: BaseException) -> None:
-        """The download stopped with ``error`` (also when cancelled); waiters raise."""
+        """The download stopped with ``error`` (also when cancelled); waiters for bytes not written raise.
+
+        Recorded even when every byte was written: a download cancelled after its last piece landed but
+        before the rename removes its temporary file, and a reader about to map it must learn that."""
         with self._cond:
-            if self._prefix < self.size:
+            if not self._complete:
                 self._error = error
             self._cond.notify_all()
 

@@ -1,0 +1,139 @@
+"""A chunk read through the cache stays held while it is needed, and every hold is given back, however
+the read ends.
+
+* A streamed chunk's download may end (and give back its hold) before the reader has mapped the file, when
+  the reader's thread is slow to run: the reader holds the chunk itself until it is mapped, so another
+  process evicting the cache meanwhile cannot delete it under the reader.
+* A read cancelled while its chunk downloads still gives back its holds (a hold never given back keeps the
+  chunk out of eviction for the life of the process).
+
+Each race is made certain, not left to timing: the reader's first ``map_file`` call waits until the
+download has given its hold back and has another process's eviction run right then; the cancellations
+come from the store while a request is in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+import numpy as np
+import pytest
+from test_transfer import ScriptedStore
+
+from litstream import optimize
+from litstream.read import _source_cache
+from litstream.read._cache import ChunkCache
+from litstream.read._core import ChunkWork, ReadPlanArgs, plan_pieces, produce_chunks
+from litstream.read._decode import work_batches
+from litstream.read._source import DatasetSource
+from litstream.read._source_cache import CacheSettings
+from litstream.storage import _progress
+from litstream.storage._transfer import Downloader
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.anyio
+
+PIECE = 64 * 1024
+
+
+def _sample(i: int) -> dict[str, Any]:
+    return {"x": np.full(4000, i % 251, dtype=np.uint8), "i": i}
+
+
+@pytest.fixture
+def one_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+    out = tmp_path / "data"
+    optimize(_sample, list(range(200)), str(out), chunk_bytes="2MB", num_workers=1, verbose=False)
+    monkeypatch.setattr(_source_cache, "Downloader", partial(Downloader, piece_size=PIECE))
+    return {p.name: p.read_bytes() for p in out.iterdir()}
+
+
+class CancellingStore(ScriptedStore):
+    """Cancels ``scope`` from a chunk's ranged GET at or after ``cancel_from`` and never answers that request:
+    the read is cancelled while its download is in flight."""
+
+    def __init__(self, objects: dict[str, bytes], cancel_from: int) -> None:
+        super().__init__(objects)
+        self.cancel_from = cancel_from
+        self.scope = anyio.CancelScope()
+        self.cancelled_from: list[tuple[str, int]] = []
+
+    async def get_range(self, path: str, start: int, length: int) -> bytes:
+        if path.startswith("chunk-") and start >= self.cancel_from:
+            self.cancelled_from.append((path, start))
+            self.scope.cancel()
+            await anyio.sleep_forever()
+        return await super().get_range(path, start, length)
+
+
+async def _collect(source: DatasetSource) -> list[Any]:
+    pieces = plan_pieces(source, ReadPlanArgs())
+    send, receive = anyio.create_memory_object_stream[ChunkWork](1)
+    samples: list[Any] = []
+    async with anyio.create_task_group() as tg, receive:
+        tg.start_soon(lambda: produce_chunks(source, pieces, send))
+        async for work in receive:
+            assert work.ready is not None  # decoded while it downloads
+            batches = work_batches(source, work, None)
+            samples += [s for batch in await anyio.to_thread.run_sync(list, batches) for s in batch]
+    return samples
+
+
+async def test_a_streamed_chunk_is_not_evicted_between_its_download_and_its_mapping(
+    one_chunk: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache_dir = tmp_path / "cache"
+    source = await DatasetSource.open(ScriptedStore(one_chunk), cache=CacheSettings(cache_dir=str(cache_dir)))  # type: ignore[arg-type]
+    cache = source.cache
+    assert cache is not None
+    released = threading.Event()
+    real_release = cache.release
+
+    def release(name: str) -> list[str]:
+        out = real_release(name)
+        released.set()
+        return out
+
+    monkeypatch.setattr(cache, "release", release)
+    real_map = _progress.map_file
+    evicted: list[list[str]] = []
+
+    def late_map(path: Path) -> object:
+        if not evicted:  # the reader's first attempt: it runs only after the download gave its hold back
+            assert released.wait(30), "the download never gave its hold back"
+            other_process = ChunkCache(cache.directory, max_cache_size=1)  # its own locks, as another process
+            evicted.append(other_process.evict())
+        return real_map(path)
+
+    monkeypatch.setattr(_progress, "map_file", late_map)
+    samples = await _collect(source)
+    assert evicted == [[]]  # the reader's own hold kept the chunk
+    assert [s["i"] for s in samples] == list(range(200))
+    for s in samples:
+        np.testing.assert_array_equal(s["x"], _sample(s["i"])["x"])
+    assert cache.held() == {}
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_a_read_cancelled_while_its_chunk_downloads_gives_back_every_hold(
+    one_chunk: dict[str, bytes], tmp_path: Path, streamed: bool
+) -> None:
+    store = CancellingStore(one_chunk, cancel_from=2 * PIECE)
+    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(tmp_path / "cache")))  # type: ignore[arg-type]
+    assert source.cache is not None
+    pieces = plan_pieces(source, ReadPlanArgs(shuffle="window" if not streamed else False))
+    send, receive = anyio.create_memory_object_stream[ChunkWork](1)
+    with store.scope:
+        async with anyio.create_task_group() as tg, receive:
+            tg.start_soon(lambda: produce_chunks(source, pieces, send))
+            async for _work in receive:
+                pass
+    assert store.scope.cancelled_caught
+    assert store.cancelled_from  # cancelled from inside the download
+    assert source.cache.held() == {}
