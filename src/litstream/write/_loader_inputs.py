@@ -26,12 +26,9 @@ from typing import Any
 
 from .._errors import ConfigurationError
 from ._inputs import ALL_DONE
+from ._sequence_feed import put_until_stopped
 
 __all__ = ["LoaderQueue", "is_streaming_loader", "loader_inputs"]
-
-_PUT_POLL_S = 0.2
-"""Longest blocking put before the producer checks whether the queue was dropped."""
-
 
 def is_streaming_loader(value: object) -> bool:
     """True for a ``litstream.StreamingDataLoader`` (checked without importing torch)."""
@@ -41,13 +38,7 @@ def is_streaming_loader(value: object) -> bool:
 
 def _produce(loader: Any, items: queue_module.Queue[Any], failed: list[BaseException], stop: threading.Event) -> None:
     def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                items.put(item, timeout=_PUT_POLL_S)
-                return True
-            except queue_module.Full:
-                continue
-        return False
+        return put_until_stopped(items, item, stop)
 
     iterator = None
     try:
