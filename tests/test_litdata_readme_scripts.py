@@ -1,10 +1,10 @@
 """Training scripts from LitData 0.2.76's README run unchanged with ``import litstream as litdata``.
 
 The scripts live in ``tests/data/litdata_readme/`` (README code; only sizes and paths changed, and a
-print of what the loop saw). Each runs in a subprocess with its ``litdata`` imports replaced by
-``litstream`` and a ``litdata`` module that cannot be imported next to it (so the litstream run cannot
-lean on LitData), and, where LitData can run it here, as written with LitData: both runs must print
-the same thing. The quick-start script stores JPEG images, which LitData decodes only with torchvision
+print of what the loop saw). Each runs in a subprocess with its ``litdata`` imports rewritten to
+``litstream`` by the ``litstream migrate`` codemod, and a ``litdata`` module that cannot be imported next
+to it (so the litstream run cannot lean on LitData), and, where LitData can run it here, as written
+with LitData: both runs must print the same thing. The quick-start script stores JPEG images, which LitData decodes only with torchvision
 (not installed beside the pinned torch), so it runs with litstream alone.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import litstream
+from litstream._migrate import migrate_source
 from peer import require_peer
 
 require_peer("litdata")
@@ -34,8 +35,7 @@ def _prepare(script: str, lib: str, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     text = (SCRIPTS / script).read_text()
     if lib == "litstream":
-        text = text.replace("import litdata as ld", "import litstream as ld")
-        text = text.replace("from litdata import", "from litstream import")
+        text = migrate_source(text, script).migrated
         assert "litdata" not in text.replace("litdata_readme", "")  # nothing of LitData left but the comments' path
         (folder / "litdata.py").write_text('raise ImportError("this run must not use LitData")\n')
     path = folder / script

@@ -6,6 +6,8 @@
   (LitData's only with ``--include-litdata``; see :mod:`litstream._cache_cli`).
 * ``litstream optimize --fn MODULE:FUNCTION --inputs SPEC --output-dir DIR ...`` runs ``optimize()``
   (see :mod:`litstream._optimize_cli`).
+* ``litstream migrate PATH... [--diff | --check]`` rewrites a project's LitData imports to litstream
+  (see :mod:`litstream._migrate_cli`).
 * ``litstream --version`` prints the version.
 
 It imports no torch (see ``docs/contributing.md``), so every command answers in well under a second.
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._cache_cli import add_cache_commands, run_cache
 from ._errors import LitstreamError
+from ._migrate_cli import add_migrate_command, run_migrate
 from ._optimize_cli import add_optimize_command, run_optimize
 from ._version import __version__
 
@@ -140,12 +143,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON (raw numbers)")
     add_cache_commands(commands)
     add_optimize_command(commands)
+    add_migrate_command(commands)
     args = parser.parse_args(argv)
     try:
         if args.command == "cache":
             code = run_cache(args)
         elif args.command == "optimize":
             code = run_optimize(args)
+        elif args.command == "migrate":
+            code = run_migrate(args)
         else:
             code = _inspect(args.input_dir, args.json)
         sys.stdout.flush()  # here, so that a reader that left is handled below, not at interpreter exit
