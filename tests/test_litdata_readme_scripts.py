@@ -2,10 +2,11 @@
 
 The scripts live in ``tests/data/litdata_readme/`` (README code; only sizes and paths changed, and a
 print of what the loop saw). Each runs in a subprocess with its ``litdata`` imports rewritten to
-``litstream`` by the ``litstream migrate`` codemod, and a ``litdata`` module that cannot be imported next
-to it (so the litstream run cannot lean on LitData), and, where LitData can run it here, as written
-with LitData: both runs must print the same thing. The quick-start script stores JPEG images, which LitData decodes only with torchvision
-(not installed beside the pinned torch), so it runs with litstream alone.
+``litstream`` by the ``litstream migrate`` codemod, and a ``litdata`` module that cannot be imported
+next to it (so the litstream run cannot lean on LitData), and, where LitData can run it here, as written
+with LitData: both runs must print the same thing. The quick-start script stores JPEG images, which
+LitData decodes only with torchvision (not installed beside the pinned torch), so it runs with litstream
+alone.
 """
 
 from __future__ import annotations
