@@ -1,10 +1,14 @@
 """An ingestion service: samples arrive over HTTP and are appended to a dataset on S3 with AsyncUploader.
 
-What runs, all in one asyncio event loop (through anyio):
+The service is a Starlette ASGI app (:func:`create_app`) whose lifespan holds the ``AsyncUploader`` and
+its flusher; it is served by uvicorn on asyncio, or by Hypercorn on trio (``--backend trio``). What runs,
+all in one event loop:
 
-* an HTTP endpoint on 127.0.0.1 (``POST /samples`` with one JSON sample per request, answered
-  ``202`` once the sample is accepted; ``GET /stats``) that hands every sample to ``AsyncUploader.add``;
-* a flusher that commits ``index.json`` every ``--flush-every`` seconds (``AsyncUploader.flush``);
+* ``POST /samples`` (one JSON sample per request, answered ``202`` once the sample is accepted, ``400``
+  for a bad one) hands every sample to ``AsyncUploader.add``, which waits while the upload budget is
+  spent (backpressure reaches the client as a slower answer); ``GET /stats``;
+* a flusher, started by the lifespan, that commits ``index.json`` every ``--flush-every`` seconds
+  (``AsyncUploader.flush``); leaving the lifespan (server shutdown) commits the rest;
 * a reader that keeps opening a ``StreamingDataset`` on the dataset (in a worker thread) and
   reports how many samples it sees: only committed ones, never a partial chunk;
 * ``--clients`` HTTP clients (httpx) that post ``--samples`` samples between them, then stop.
@@ -17,7 +21,7 @@ whole dataset back, checks it holds exactly the samples that were acknowledged, 
 Run (from the repository root)::
 
     bash scripts/setup.sh && .venv/bin/python examples/ingest/app.py
-    .venv/bin/python examples/ingest/app.py --local examples/ingest/data --samples 2000
+    .venv/bin/python examples/ingest/app.py --local examples/ingest/data --samples 2000 --backend trio
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import socket
 import sys
 import tempfile
 import time
@@ -36,14 +41,17 @@ import anyio
 import anyio.to_thread
 import httpx
 import numpy as np
-from anyio.abc import SocketAttribute
+import sniffio
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from litstream import AsyncUploader, DatasetNotFoundError, StreamingDataset
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
 
-    from anyio.abc import SocketStream
+    from starlette.requests import Request
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,61 +66,99 @@ def to_sample(data: dict[str, Any]) -> dict[str, Any]:
     return {"id": int(data["id"]), "text": str(data["text"]), "vector": np.asarray(data["vector"], dtype=np.float32)}
 
 
-# -- a minimal HTTP/1.1 endpoint (Content-Length bodies, keep-alive) -------------------------------------
+# -- the ASGI app -----------------------------------------------------------------------------------------
 
 
-async def read_request(stream: SocketStream, buffer: bytearray) -> tuple[str, str, bytes] | None:
-    """One request from ``stream`` as (method, path, body); ``None`` when the client closed the connection."""
-    while b"\r\n\r\n" not in buffer:
+def create_app(
+    location: str,
+    options: dict[str, Any] | None,
+    *,
+    chunk_bytes: str = "4kb",
+    max_bytes_in_flight: str = "1MB",
+    flush_every: float = 0.1,
+) -> Starlette:
+    """The ingestion service writing to ``location``.
+
+    ``app.state`` holds ``uploader`` (while the app runs), ``accepted`` (the ids answered ``202``),
+    ``commits`` (the sample counts each flush committed) and, after shutdown, ``statistics``.
+    """
+
+    # --8<-- [start:lifespan]
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with (
+            AsyncUploader(
+                location,
+                chunk_bytes=chunk_bytes,
+                storage_options=options,
+                mode="overwrite",
+                max_bytes_in_flight=max_bytes_in_flight,
+            ) as uploader,
+            anyio.create_task_group() as tg,
+        ):
+            app.state.uploader = uploader
+            tg.start_soon(flusher, uploader, flush_every, app.state.commits)
+            yield
+            tg.cancel_scope.cancel()
+        # Leaving the `async with` committed the rest.
+        app.state.statistics = uploader.statistics()
+
+    # --8<-- [end:lifespan]
+
+    async def post_sample(request: Request) -> JSONResponse:
         try:
-            buffer += await stream.receive()
-        except (anyio.EndOfStream, anyio.BrokenResourceError):
-            return None
-    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    method, path, _version = lines[0].split(" ", 2)
-    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    length = int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        rest += await stream.receive()
-    buffer[:] = rest[length:]
-    return method, path, rest[:length]
+            sample = to_sample(await request.json())
+        except (ValueError, KeyError, TypeError) as exc:
+            return JSONResponse({"error": f"bad sample: {exc}"}, status_code=400)
+        await request.app.state.uploader.add(sample)  # waits when the upload budget is spent: backpressure
+        request.app.state.accepted.add(sample["id"])
+        return JSONResponse({"accepted": sample["id"]}, status_code=202)
+
+    async def stats(request: Request) -> JSONResponse:
+        statistics = request.app.state.uploader.statistics()
+        return JSONResponse({"samples_added": statistics.samples_added, "committed": statistics.dataset_samples})
+
+    app = Starlette(
+        routes=[Route("/samples", post_sample, methods=["POST"]), Route("/stats", stats)], lifespan=lifespan
+    )
+    app.state.accepted = set()
+    app.state.commits = []
+    return app
 
 
-def response(status: int, body: dict[str, Any]) -> bytes:
-    data = json.dumps(body).encode()
-    reason = {200: "OK", 202: "Accepted", 400: "Bad Request", 404: "Not Found"}[status]
-    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-    return head.encode() + data
+def listening_socket() -> socket.socket:
+    """A TCP socket on 127.0.0.1 with a free port, listening."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
 
 
-class Service:
-    """The endpoint's handlers, over one AsyncUploader."""
+async def run_server(app: Starlette, sock: socket.socket, stop: anyio.Event) -> None:
+    """Serve ``app`` (lifespan included) on ``sock`` until ``stop`` is set: uvicorn under asyncio, Hypercorn
+    under trio."""
+    if sniffio.current_async_library() == "asyncio":
+        import uvicorn
 
-    def __init__(self, uploader: AsyncUploader) -> None:
-        self.uploader = uploader
-        self.accepted: set[int] = set()
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
 
-    async def handle(self, stream: SocketStream) -> None:
-        buffer = bytearray()
-        async with stream:
-            while (request := await read_request(stream, buffer)) is not None:
-                method, path, body = request
-                await stream.send(await self.route(method, path, body))
+        async def stopper() -> None:
+            await stop.wait()
+            server.should_exit = True
 
-    async def route(self, method: str, path: str, body: bytes) -> bytes:
-        if method == "POST" and path == "/samples":
-            try:
-                sample = to_sample(json.loads(body))
-            except (ValueError, KeyError, TypeError) as exc:
-                return response(400, {"error": f"bad sample: {exc}"})
-            await self.uploader.add(sample)  # waits when the upload budget is spent: backpressure
-            self.accepted.add(sample["id"])
-            return response(202, {"accepted": sample["id"]})
-        if method == "GET" and path == "/stats":
-            stats = self.uploader.statistics()
-            return response(200, {"samples_added": stats.samples_added, "committed": stats.dataset_samples})
-        return response(404, {"error": f"no route {method} {path}"})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stopper)
+            await server.serve(sockets=[sock])
+        return
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]  # Hypercorn wraps the descriptor in a socket of its own
+    config.loglevel = "WARNING"
+    config.accesslog = None
+    await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
 
 
 # -- the background tasks --------------------------------------------------------------------------------
@@ -169,32 +215,32 @@ def storage(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any] | No
 
 
 async def serve(args: argparse.Namespace, location: str, options: dict[str, Any] | None) -> dict[str, Any]:
-    commits: list[int] = []
     seen: list[int] = []
     started = time.perf_counter()
-    async with AsyncUploader(
+    app = create_app(
         location,
+        options,
         chunk_bytes=args.chunk_bytes,
-        storage_options=options,
-        mode="overwrite",
         max_bytes_in_flight=args.max_bytes_in_flight,
-    ) as uploader:
-        service = Service(uploader)
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        port = listener.extra(SocketAttribute.local_port)
-        print(f"ingest endpoint: http://127.0.0.1:{port}/samples -> {location}", flush=True)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, service.handle)
-            tg.start_soon(flusher, uploader, args.flush_every, commits)
-            tg.start_soon(reader, location, options, args.flush_every / 2, seen)
+        flush_every=args.flush_every,
+    )
+    sock = listening_socket()
+    port = sock.getsockname()[1]
+    stop = anyio.Event()
+    print(f"ingest endpoint: http://127.0.0.1:{port}/samples -> {location}", flush=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_server, app, sock, stop)
+        async with anyio.create_task_group() as side:
+            side.start_soon(reader, location, options, args.flush_every / 2, seen)
             async with anyio.create_task_group() as clients:
                 step = -(-args.samples // args.clients)
                 for c in range(args.clients):
                     clients.start_soon(client, port, range(c * step, min((c + 1) * step, args.samples)))
-            tg.cancel_scope.cancel()  # every sample is acknowledged: stop serving
-        accepted = set(service.accepted)
-    # Leaving the block committed the rest. Read everything back.
-    stats = uploader.statistics()
+            side.cancel_scope.cancel()
+        stop.set()  # every sample is acknowledged: shut down; the lifespan commits the rest
+    accepted = set(app.state.accepted)
+    commits: list[int] = app.state.commits
+    stats = app.state.statistics
     seconds = time.perf_counter() - started
     samples = await anyio.to_thread.run_sync(lambda: list(StreamingDataset(location, storage_options=options)))
     ids = [s["id"] for s in samples]
@@ -204,6 +250,7 @@ async def serve(args: argparse.Namespace, location: str, options: dict[str, Any]
     commits.append(stats.dataset_samples)
     only_committed = all(count in (0, *commits) for count in seen)
     return {
+        "backend": args.backend,
         "dataset": location,
         "sent": args.samples,
         "acknowledged": len(accepted),
@@ -228,9 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flush-every", type=float, default=0.1, help="seconds between commits (default 0.1)")
     parser.add_argument("--chunk-bytes", default="4kb", help="chunk size (default 4kb: many small chunks)")
     parser.add_argument("--max-bytes-in-flight", default="1MB", help="upload budget (default 1MB)")
+    parser.add_argument(
+        "--backend", choices=["asyncio", "trio"], default="asyncio", help="asyncio: uvicorn (default); trio: Hypercorn"
+    )
     args = parser.parse_args(argv)
     with storage(args) as (location, options):
-        summary = anyio.run(partial(serve, args, location, options), backend="asyncio")
+        summary = anyio.run(partial(serve, args, location, options), backend=args.backend)
     print(
         f"sent {summary['sent']} samples, {summary['commits']} commits, {summary['chunks']} chunks; "
         f"read back {summary['read_back']}: {'exactly the samples sent' if summary['exact_sample_set'] else 'MISMATCH'}"

@@ -45,7 +45,6 @@ import anyio
 import httpx
 import numpy as np
 from starlette.applications import Starlette
-from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
@@ -53,6 +52,8 @@ import litstream
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from starlette.requests import Request
 
 
 def to_json(value: Any) -> Any:
@@ -134,6 +135,7 @@ def _line(value: Mapping[str, Any]) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode() + b"\n"
 
 
+# --8<-- [start:response]
 class SampleStreamResponse:
     """The ASGI response of one stream: samples from ``astream`` written to the client as they come.
 
@@ -207,6 +209,9 @@ class SampleStreamResponse:
             if batch:
                 await write({"batch": batch})
             await write({"end": True, "served": served, "state": samples.state_dict()})
+
+
+# --8<-- [end:response]
 
 
 def create_app(dataset: str, *, storage_options: Mapping[str, Any] | None = None) -> Starlette:

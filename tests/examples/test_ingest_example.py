@@ -1,4 +1,5 @@
-"""The ingestion example (``examples/ingest/app.py``) runs end to end, on its own SeaweedFS and on disk."""
+"""The ingestion example (``examples/ingest/app.py``, a Starlette app holding an ``AsyncUploader`` in its
+lifespan) runs end to end with httpx clients: on its own SeaweedFS, and on disk under uvicorn and Hypercorn."""
 
 from __future__ import annotations
 
@@ -51,10 +52,13 @@ def test_ingest_example_on_its_own_seaweedfs() -> None:
 
 
 @pytest.mark.slow
-def test_ingest_example_on_disk_writes_exactly_the_samples_sent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_ingest_example_on_disk_writes_exactly_the_samples_sent(tmp_path: Path, backend: str) -> None:
+    """On disk, served by uvicorn (asyncio) and by Hypercorn (trio)."""
     data = tmp_path / "ingest"
-    _, summary = run_example("--local", str(data))
+    _, summary = run_example("--local", str(data), "--backend", backend)
     check_summary(summary)
+    assert summary["backend"] == backend
     samples = sorted(StreamingDataset(data), key=lambda s: s["id"])
     assert [s["id"] for s in samples] == list(range(SAMPLES))
     assert all(s["text"] == f"sample {s['id']}" for s in samples)

@@ -42,7 +42,8 @@ SOCKET_BUFFER = 32 * 1024  # bytes; set on both ends of the backpressure test's 
 
 def _load_example() -> Any:
     spec = importlib.util.spec_from_file_location("serve_example_app", EXAMPLE)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
@@ -268,7 +269,7 @@ async def test_a_client_that_stops_reading_stops_the_stream_and_a_disconnect_lea
         # A ranged GET already running in a worker thread cannot be interrupted: it is abandoned and ends on
         # its own. Wait for that (a deadline, not a guess): no thread may stay in litstream's code.
         with anyio.fail_after(30):
-            while _litstream_frames(threads_before):
+            while _litstream_frames(threads_before):  # noqa: ASYNC110 - a worker thread ending sets no event
                 await anyio.sleep(0.02)
         assert _tasks_in_our_code() == []
 
