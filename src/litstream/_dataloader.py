@@ -201,6 +201,8 @@ class StreamingDataLoader(DataLoader[Any]):
             dataset.set_epoch(self.current_epoch)
         dataset._pin_distributed()
         self._setup.rank = detect_distributed().rank
+        # What this rank serves in a whole epoch: the resumed epoch is over once its count reaches it.
+        epoch_total = sum(dataset.worker_lengths(self.num_workers, self.batch_size or 1)) if plan is not None else 0
         epoch_t0 = perf_counter_ns() if TRACER.on else 0
         exchange = self._slot_exchange()
         try:
@@ -220,6 +222,11 @@ class StreamingDataLoader(DataLoader[Any]):
                 self._worker_samples[worker] += tagged.size
                 self.num_samples_yielded += tagged.size
                 self.latest_worker_idx = worker
+                if self._restoring and self.num_samples_yielded >= epoch_total:
+                    # The resumed epoch's last batch. A consumer that stops here without asking for more
+                    # (PyTorch Lightning stops after len() batches) has finished that epoch: the next
+                    # iter() must start the next epoch, not serve the resumed one again.
+                    self._restoring = False
                 batch = tagged.batch
                 yield batch.unpack() if isinstance(batch, SlotBatch) else batch
                 batch_t0 = perf_counter_ns() if TRACER.on else 0
