@@ -15,7 +15,9 @@ put on the version it read, so only one run can take it over), when:
 
 * its holder ran on this machine (same host name, boot and pid namespace) and that process is gone (or is
   another process with the same pid: the start time is compared), or
-* its holder ran on another machine and the lease has not been renewed for ``ttl`` seconds.
+* its holder ran on another machine and the lease has not been renewed for ``ttl`` seconds, or
+* it is a finished node's lease (below) and the new run is a node of a run of the same node count (a
+  re-run of that node).
 
 A live process on this machine is never taken over, however long it pauses.
 
@@ -182,8 +184,10 @@ class Holder:
             f"{self.operation} run {self.run_id} (host {self.host}, pid {self.pid}, started {_iso(self.started)}{node})"
         )
 
-    def stale_reason(self, now: float) -> str | None:
-        """Why this lease may be taken over, or ``None`` while its run counts as alive."""
+    def stale_reason(self, now: float, by: Holder | None = None) -> str | None:
+        """Why this lease may be taken over (by ``by``), or ``None`` while its run counts as alive."""
+        if self.state == "finished" and by is not None and by.num_nodes == self.num_nodes:
+            return f"node {self.node_rank} had finished its share; this is a re-run of that node"
         if self.machine == _machine() and self.state == "running":
             return None if _alive(self.pid, self.pid_start) else f"its process {self.pid} on this host is gone"
         if now > self.expires:
@@ -261,7 +265,7 @@ class WriterLock:
                 continue  # released meanwhile
             data, version = found
             other = Holder.from_json(data)
-            reason = other.stale_reason(time.time()) if other is not None else None
+            reason = other.stale_reason(time.time(), mine) if other is not None else None
             if other is None or reason is None:
                 raise self._refused(other, self._key)
             try:
