@@ -34,6 +34,7 @@ import anyio
 
 from .._errors import ObjectNotFoundError, StorageError
 from ._base import mapped_errors
+from ._keys import check_key
 from ._obstore import ObstoreStore
 from ._obstore_fork import _OBSTORE_USED_IN
 
@@ -82,8 +83,9 @@ class VersionedObjects(Protocol):
 def versioned(store: Store) -> VersionedObjects:
     """The conditional operations for ``store``: atomic for local directories and obstore stores."""
     local_path = getattr(store, "local_path", None)
-    if local_path is not None and callable(local_path) and hasattr(os, "O_DIRECTORY"):
-        return _LocalObjects(store, Path(local_path("")))
+    root = local_path("") if callable(local_path) else None
+    if root is not None and hasattr(os, "O_DIRECTORY"):
+        return _LocalObjects(store, Path(root))
     if isinstance(store, ObstoreStore):
         return _ObstoreObjects(store)
     return _CheckThenWrite(store)
@@ -96,7 +98,7 @@ class _LocalObjects:
         self.url = store.url
 
     def _path(self, key: str) -> Path:
-        return Path(self._store.local_path(key))  # type: ignore[attr-defined]  # validates the key
+        return self._root / check_key(key, self.url)
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
