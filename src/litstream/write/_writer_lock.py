@@ -36,15 +36,13 @@ seconds have passed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import threading
 import time
 import uuid
 import weakref
-from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -53,6 +51,7 @@ import anyio.to_thread
 from .._errors import OutputLockedError
 from ..format._index import INDEX_FILENAME
 from ..storage._versioned import VersionConflictError, versioned
+from ._lease_holder import Holder, machine, start_time
 
 if TYPE_CHECKING:
     from ..storage._store import Store
@@ -74,125 +73,31 @@ def is_lock_name(name: str) -> bool:
     return name.startswith(LOCK_PREFIX) and name.endswith(".json") and "/" not in name
 
 
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _machine() -> str:
-    """This machine and pid namespace: host name, boot id and the pid namespace's inode (Linux)."""
-    boot = _read_text("/proc/sys/kernel/random/boot_id") or ""
-    try:
-        pidns = str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        pidns = ""
-    return f"{socket.gethostname()}|{boot}|{pidns}"
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), to tell a reused pid apart."""
-    stat = _read_text(f"/proc/{pid}/stat")
-    if stat is None or ")" not in stat:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
-
-
-def _alive(pid: int, start: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by another user
-    now = _start_time(pid)
-    if os.path.isdir("/proc/self") and now is None:
-        return False  # a zombie (killed, not yet reaped) or gone meanwhile
-    return start is None or now is None or now == start
-
-
 _LIVE: weakref.WeakSet[WriterLock] = weakref.WeakSet()
-"""Locks whose heartbeat runs: a fork waits until none is mid-renewal (the child gets no half-held state)."""
-_HELD: list[WriterLock] = []
+"""Locks whose heartbeat thread runs. Around a fork the thread is stopped and joined, and restarted in the
+parent afterwards: the child (an optimize worker) never inherits a thread, or a half-done renewal."""
+_PAUSED: list[WriterLock] = []
 
 
 def _before_fork() -> None:
     for lock in list(_LIVE):
-        lock._mutex.acquire()
-        _HELD.append(lock)
+        if lock._thread is not None:
+            lock._stop_heartbeat()
+            _PAUSED.append(lock)
 
 
-def _after_fork() -> None:
-    while _HELD:
-        _HELD.pop()._mutex.release()
+def _after_fork_in_parent() -> None:
+    while _PAUSED:
+        _PAUSED.pop()._start_heartbeat()
+
+
+def _after_fork_in_child() -> None:
+    _PAUSED.clear()
+    _LIVE.clear()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Who holds a lease (the JSON object's fields); times are Unix seconds."""
-
-    run_id: str
-    operation: str
-    host: str
-    machine: str
-    pid: int
-    pid_start: str | None
-    started: float
-    renewed: float
-    expires: float
-    node_rank: int = 0
-    num_nodes: int = 1
-    state: str = "running"
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes) -> Holder | None:
-        """Parse a lease; ``None`` when it is not one of ours (a stranger's file: never trusted)."""
-        try:
-            raw = json.loads(data.decode())
-            holder = cls(**raw) if isinstance(raw, dict) else None
-        except (ValueError, TypeError, UnicodeDecodeError):
-            return None
-        if holder is None:
-            return None
-        numbers = (holder.started, holder.renewed, holder.expires)
-        ints = (holder.pid, holder.node_rank, holder.num_nodes)
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
-            return None
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
-            return None
-        if not all(isinstance(v, str) for v in (holder.run_id, holder.operation, holder.host, holder.machine)):
-            return None
-        return holder
-
-    def describe(self) -> str:
-        node = f", node {self.node_rank} of {self.num_nodes}" if self.num_nodes > 1 else ""
-        return (
-            f"{self.operation} run {self.run_id} (host {self.host}, pid {self.pid}, started {_iso(self.started)}{node})"
-        )
-
-    def stale_reason(self, now: float, by: Holder | None = None) -> str | None:
-        """Why this lease may be taken over (by ``by``), or ``None`` while its run counts as alive."""
-        if self.state == "finished" and by is not None and by.num_nodes == self.num_nodes:
-            return f"node {self.node_rank} had finished its share; this is a re-run of that node"
-        if self.machine == _machine() and self.state == "running":
-            return None if _alive(self.pid, self.pid_start) else f"its process {self.pid} on this host is gone"
-        if now > self.expires:
-            return f"its lease expired at {_iso(self.expires)} (last renewed {_iso(self.renewed)})"
-        return None
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 class WriterLock:
@@ -218,9 +123,9 @@ class WriterLock:
             run_id=uuid.uuid4().hex[:12],
             operation=operation,
             host=socket.gethostname(),
-            machine=_machine(),
+            machine=machine(),
             pid=pid,
-            pid_start=_start_time(pid),
+            pid_start=start_time(pid),
             started=now,
             renewed=now,
             expires=now + ttl,
@@ -282,8 +187,7 @@ class WriterLock:
         except BaseException:
             self.release()
             raise
-        self._thread = threading.Thread(target=self._beat, name="litstream-writer-lease", daemon=True)
-        self._thread.start()
+        self._start_heartbeat()
         _LIVE.add(self)
         return self
 
@@ -349,12 +253,17 @@ class WriterLock:
                 raise OutputLockedError(self.lost) from None
             self.holder = holder
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self._ttl / 4):
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(self._ttl / 4):
             with contextlib.suppress(Exception):  # a failed renewal is retried; a lost lease fails the commit
                 self._renew()
             if self.lost is not None:
                 return
+
+    def _start_heartbeat(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, args=(self._stop,), name="litstream-lease", daemon=True)
+        self._thread.start()
 
     def _stop_heartbeat(self) -> None:
         self._stop.set()
