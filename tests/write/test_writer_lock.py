@@ -8,23 +8,28 @@ its lock, or whose ``index.json`` another writer changed, commits nothing.
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 from lock_racers import hold, inputs_of, racer, sample
 from write_targets import TARGETS, make_target
 
-from litstream import AsyncUploader, OutputLockedError, WorkerError, optimize
+from litstream import AsyncUploader, OutputLockedError, StreamingDataset, WorkerError, optimize
 from litstream._sync import run_sync
 from litstream.storage._resolver import store_for
 from litstream.storage._versioned import VersionConflictError, versioned
-from litstream.write._writer_lock import Holder, WriterLock, lock_name
+from litstream.write._lease_holder import Holder
+from litstream.write._writer_lock import WriterLock, lock_name
+from peer import require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -123,8 +128,10 @@ def test_a_sigkilled_writers_lock_is_taken_over(where: str, request: pytest.Fixt
     proc.start()
     assert started.wait(120), "the writer did not start"
     assert _has_lock(target)
+    assert proc.pid is not None
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(60)
+    assert proc.exitcode == -signal.SIGKILL
     # Same host, process gone: the lock is stale at once, and the checkpointed run resumes under a new lease.
     optimize(
         sample,
@@ -302,3 +309,29 @@ def test_seaweedfs_decides_conditional_puts(s3_server: Any, request: pytest.Fixt
     assert not objects.delete("k", first)
     assert objects.delete("k", second)
     assert objects.read("k") is None
+
+
+@pytest.mark.litdata
+@pytest.mark.anyio
+async def test_litdata_and_litstream_ignore_a_held_lock(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    litdata = require_peer("litdata")
+    target = make_target("local", request, tmp_path)
+    async with AsyncUploader(target.location, chunk_size=2) as up:
+        for i in range(5):
+            await up.add({"i": i})
+        await up.flush()
+        copy = tmp_path / "copy"
+        shutil.copytree(target.location, copy)  # a reader that comes while the writer holds its lock
+        assert (copy / LOCK).is_file()
+
+        def read() -> tuple[list[int], list[int]]:
+            theirs = litdata.StreamingDataset(str(copy))
+            ours = [s["i"] for s in StreamingDataset(str(copy))]
+            found = [int(s["i"]) for s in theirs]
+            del theirs
+            gc.collect()  # LitData leaves chunk files open; close them inside this test
+            return found, ours
+
+        assert await anyio.to_thread.run_sync(read) == ([0, 1, 2, 3, 4], [0, 1, 2, 3, 4])
+    assert not _has_lock(target)
+    assert sorted(os.listdir(target.location)) == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-2.bin", "index.json"]
