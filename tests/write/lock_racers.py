@@ -58,8 +58,11 @@ def run_writer(kind: str, run: int, output: str, options: dict[str, Any] | None,
 
     items = inputs_of(run)
     if kind == "optimize":
+        # Locally two forked workers (GATE is inherited; the lease's heartbeat thread is paused around the fork);
+        # on S3 the workers would be spawned without GATE, so the run stays in this process.
+        workers = 2 if options is None else 1
         litstream.optimize(
-            sample, items, output, chunk_size=2, num_workers=1, mode=mode, storage_options=options, verbose=False
+            sample, items, output, chunk_size=2, num_workers=workers, mode=mode, storage_options=options, verbose=False
         )
     elif kind == "map":
         litstream.map(write_file, items, output, num_workers=1, storage_options=options, verbose=False)

@@ -21,9 +21,18 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 from lock_racers import hold, inputs_of, racer, sample
+from obstore.store import MemoryStore
 from write_targets import TARGETS, make_target
 
-from litstream import AsyncUploader, OutputLockedError, StreamingDataset, WorkerError, optimize
+from litstream import (
+    AsyncUploader,
+    LocalFileStore,
+    ObstoreStore,
+    OutputLockedError,
+    StreamingDataset,
+    WorkerError,
+    optimize,
+)
 from litstream._sync import run_sync
 from litstream.storage._resolver import store_for
 from litstream.storage._versioned import VersionConflictError, versioned
@@ -335,3 +344,38 @@ async def test_litdata_and_litstream_ignore_a_held_lock(request: pytest.FixtureR
         assert await anyio.to_thread.run_sync(read) == ([0, 1, 2, 3, 4], [0, 1, 2, 3, 4])
     assert not _has_lock(target)
     assert sorted(os.listdir(target.location)) == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-2.bin", "index.json"]
+
+
+class _PlainStore:
+    """A user's Store without ``local_path``: the lock falls back to read, compare, write."""
+
+    def __init__(self, inner: LocalFileStore) -> None:
+        self._inner = inner
+        self.url = f"plain+{inner.url}"
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "local_path":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize("kind", ["memory", "plain"])
+@pytest.mark.usefixtures("obstore_in_process")  # the memory store is obstore: run late (see conftest.py)
+def test_conditional_puts_and_the_lock_on_other_stores(kind: str, tmp_path: Path) -> None:
+    store: Any = ObstoreStore(MemoryStore()) if kind == "memory" else _PlainStore(LocalFileStore(tmp_path))
+    objects = versioned(store)
+    first = objects.put("k", b"1", None)
+    with pytest.raises(VersionConflictError):
+        objects.put("k", b"2", None)
+    second = objects.put("k", b"3", first)
+    with pytest.raises(VersionConflictError):
+        objects.put("k", b"4", first)
+    assert objects.read("k") == (b"3", second)
+    assert objects.delete("k", second)
+    holder = WriterLock(store, "optimize").acquire()
+    try:
+        with pytest.raises(OutputLockedError, match=rf"optimize run {holder.holder.run_id} "):
+            WriterLock(store, "map").acquire()
+    finally:
+        holder.release()
+    assert objects.read(LOCK) is None
