@@ -379,3 +379,16 @@ def test_conditional_puts_and_the_lock_on_other_stores(kind: str, tmp_path: Path
     finally:
         holder.release()
     assert objects.read(LOCK) is None
+
+
+@pytest.mark.parametrize("content", [b"\x00garbage", b"[]", b'{"run_id": "x", "pid": -1}', b'{"pid": "1"}'])
+def test_a_lease_that_is_not_ours_is_never_taken_over(
+    content: bytes, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    target = make_target("local", request, tmp_path)
+    os.makedirs(target.location)
+    with open(os.path.join(target.location, LOCK), "wb") as f:
+        f.write(content)
+    with pytest.raises(OutputLockedError, match=r"is being written by an unreadable lock file \.litstream-writer-0"):
+        optimize(sample, [1], target.location, chunk_size=2, num_workers=1, verbose=False)
+    assert sorted(os.listdir(target.location)) == [LOCK]  # nothing written, the file left as it was

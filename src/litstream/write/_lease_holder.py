@@ -44,17 +44,20 @@ def start_time(pid: int) -> str | None:
 
 
 def alive(pid: int, start: str | None) -> bool:
-    """Whether process ``pid`` of this machine runs and (where known) started at ``start``; a zombie is not."""
+    """Whether process ``pid`` of this machine runs and (where known) started at ``start``; a zombie is not.
+
+    Another user's process counts as alive (its start time may be hidden): the safe side.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        pass  # exists, owned by another user
+        return True
     now = start_time(pid)
-    if os.path.isdir("/proc/self") and now is None:
-        return False  # a zombie (killed, not yet reaped) or gone meanwhile
-    return start is None or now is None or now == start
+    if now is None:  # on Linux: a zombie (killed, not yet reaped) or gone meanwhile
+        return not os.path.isdir("/proc/self")
+    return start is None or now == start
 
 
 def iso(seconds: float) -> str:
