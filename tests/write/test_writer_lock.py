@@ -8,6 +8,7 @@ its lock, or whose ``index.json`` another writer changed, commits nothing.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import multiprocessing
@@ -15,6 +16,7 @@ import os
 import shutil
 import signal
 import socket
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +39,7 @@ from litstream._sync import run_sync
 from litstream.storage._resolver import store_for
 from litstream.storage._versioned import VersionConflictError, versioned
 from litstream.write._lease_holder import Holder
-from litstream.write._writer_lock import WriterLock, lock_name
+from litstream.write._writer_lock import WriterLock, lock_name, set_lease_ttl
 from peer import require_peer
 
 if TYPE_CHECKING:
@@ -392,3 +394,39 @@ def test_a_lease_that_is_not_ours_is_never_taken_over(
     with pytest.raises(OutputLockedError, match=r"is being written by an unreadable lock file \.litstream-writer-0"):
         optimize(sample, [1], target.location, chunk_size=2, num_workers=1, verbose=False)
     assert sorted(os.listdir(target.location)) == [LOCK]  # nothing written, the file left as it was
+
+
+def _steal_then_wait(i: int, location: str) -> dict[str, int]:
+    """A worker's fn: on input 0 another machine's run takes the lease over; every input then waits for ever."""
+    if i == 0:
+        objects = versioned(LocalFileStore(location))
+        found = objects.read(LOCK)
+        assert found is not None
+        now = time.time()
+        thief = Holder("0123456789ab", "optimize", "node-c", "node-c|x|1", 7, None, now, now, now + 600)
+        objects.put(LOCK, thief.to_json(), found[1])
+    threading.Event().wait()  # only the parent's heartbeat, noticing the loss, ends this run
+    return {"i": i}
+
+
+def test_a_lost_lease_stops_the_worker_processes(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    target = make_target("local", request, tmp_path)
+    set_lease_ttl(0.4)  # renewals every 0.1 s
+    try:
+        with pytest.raises(OutputLockedError, match=r"lost its writer lock .* taken over by optimize run 0123456789ab"):
+            optimize(
+                functools.partial(_steal_then_wait, location=target.location),
+                [0, 1],
+                target.location,
+                chunk_size=2,
+                num_workers=2,
+                start_method="fork",
+                verbose=False,
+            )
+    finally:
+        set_lease_ttl(None)
+    with open(os.path.join(target.location, LOCK), "rb") as f:
+        holder = Holder.from_json(f.read())
+    assert holder is not None
+    assert holder.run_id == "0123456789ab"  # the new holder's lease is left alone
+    assert not os.path.exists(os.path.join(target.location, "index.json"))

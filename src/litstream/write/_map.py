@@ -258,6 +258,7 @@ def map(
             verbose=verbose,
             desc="Mapping",
             label="map",
+            abort=lambda: lock.lost,
         )
     finally:
         lock.release()

@@ -300,6 +300,7 @@ def optimize(
                 source=plan.source,
                 queue_timeout=plan.env.timeout,
                 verbose=verbose,
+                abort=lambda: lock.lost,  # a lost lease stops the workers at once (see _writer_lock)
             )
             expected = {w.rank: w.indexed_chunks for w in workers}
             run_sync(

@@ -21,6 +21,9 @@ put on the version it read, so only one run can take it over), when:
 
 A live process on this machine is never taken over, however long it pauses.
 
+**A lost lease stops the run.** When the heartbeat finds the lease taken over, ``lost`` says so; the
+runner polls it and kills the worker processes (:func:`~._runner.run_jobs` ``abort``).
+
 **The commit is guarded.** ``index.json`` is written with a conditional put too: only if the lease is still
 this run's (renewed just before) and ``index.json`` is still the version the run started from. A run whose
 lease was taken over, or whose output was changed by another writer meanwhile, fails at commit and
@@ -56,11 +59,22 @@ from ._lease_holder import Holder, machine, start_time
 if TYPE_CHECKING:
     from ..storage._store import Store
 
-__all__ = ["DEFAULT_TTL", "LOCK_PREFIX", "WriterLock", "is_lock_name", "lock_name"]
+__all__ = ["DEFAULT_TTL", "LOCK_PREFIX", "WriterLock", "is_lock_name", "lock_name", "set_lease_ttl"]
 
 LOCK_PREFIX = ".litstream-writer-"
 DEFAULT_TTL = 60.0
 """Seconds a lease on another machine stays valid without a heartbeat."""
+
+
+_TTL = [DEFAULT_TTL]
+
+
+def set_lease_ttl(seconds: float | None) -> None:
+    """Set the validity of leases made later in this process (``None``: back to :data:`DEFAULT_TTL`).
+
+    The heartbeat renews every quarter of it. For tests of the stale-lock rule; not a public setting.
+    """
+    _TTL[0] = DEFAULT_TTL if seconds is None else float(seconds)
 
 
 def lock_name(node_rank: int) -> str:
@@ -108,11 +122,12 @@ class WriterLock:
         operation: ``"optimize"``, ``"map"`` or ``"AsyncUploader"``, for messages.
         node_rank: This node's rank (0 on a single node).
         num_nodes: Nodes of the run (1 on a single node).
-        ttl: Seconds a lease stays valid without a heartbeat (for holders on other machines).
+        ttl: Seconds a lease stays valid without a heartbeat (for holders on other machines); default
+            :data:`DEFAULT_TTL`, or what :func:`set_lease_ttl` set.
     """
 
     def __init__(
-        self, store: Store, operation: str, *, node_rank: int = 0, num_nodes: int = 1, ttl: float = DEFAULT_TTL
+        self, store: Store, operation: str, *, node_rank: int = 0, num_nodes: int = 1, ttl: float | None = None
     ) -> None:
         self._objects = versioned(store)
         self._url = store.url
@@ -128,7 +143,7 @@ class WriterLock:
             pid_start=start_time(pid),
             started=now,
             renewed=now,
-            expires=now + ttl,
+            expires=now + (ttl := _TTL[0] if ttl is None else ttl),
             node_rank=node_rank,
             num_nodes=num_nodes,
         )
