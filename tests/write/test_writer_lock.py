@@ -420,7 +420,6 @@ def test_a_lost_lease_stops_the_worker_processes(request: pytest.FixtureRequest,
                 target.location,
                 chunk_size=2,
                 num_workers=2,
-                start_method="fork",
                 verbose=False,
             )
     finally:
