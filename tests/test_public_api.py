@@ -35,6 +35,7 @@ def test_public_names_are_exactly_these() -> None:
         "NumaAffinity",
         "ObjectNotFoundError",
         "ObstoreStore",
+        "OutputLockedError",
         "OutputNotEmptyError",
         "ParallelStreamingDataset",
         "ParquetLoader",

@@ -21,6 +21,7 @@ from ._errors import FormatError as FormatError
 from ._errors import KeyNotFoundError as KeyNotFoundError
 from ._errors import LitstreamError as LitstreamError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
+from ._errors import OutputLockedError as OutputLockedError
 from ._errors import OutputNotEmptyError as OutputNotEmptyError
 from ._errors import PickleRefusedError as PickleRefusedError
 from ._errors import PlanError as PlanError
@@ -187,6 +188,7 @@ __all__ = [
     "NumaAffinity",
     "ObjectNotFoundError",
     "ObstoreStore",
+    "OutputLockedError",
     "OutputNotEmptyError",
     "ParallelStreamingDataset",
     "ParquetLoader",

@@ -14,6 +14,7 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
     ├── KeyNotFoundError (KeyError)     ds["id"] / get_by_key / dataset_update: no such key
     ├── DatasetNotFoundError (FileNotFoundError)   no index.json where a dataset was expected
     ├── OutputNotEmptyError (RuntimeError)         optimize into a directory that holds a dataset
+    ├── OutputLockedError (RuntimeError)           another run writes the output (names it), or the lock was lost
     ├── StorageError (OSError)          a store operation failed (foreign errors mapped once)
     │   ├── ObjectNotFoundError (FileNotFoundError)
     │   ├── RetriesExhaustedError       retries spent; names the URL, the attempts and the seconds
@@ -44,6 +45,7 @@ __all__ = [
     "KeyNotFoundError",
     "LitstreamError",
     "ObjectNotFoundError",
+    "OutputLockedError",
     "OutputNotEmptyError",
     "PickleRefusedError",
     "PlanError",
@@ -89,6 +91,11 @@ class DatasetNotFoundError(LitstreamError, FileNotFoundError):
 
 class OutputNotEmptyError(LitstreamError, RuntimeError):
     """``optimize`` was pointed at a directory that already holds data, without ``mode``."""
+
+
+class OutputLockedError(LitstreamError, RuntimeError):
+    """Another run is writing the output (names it: operation, run id, host, pid, start), or this run lost
+    its writer lock or found ``index.json`` changed by another writer before its commit (nothing committed)."""
 
 
 class StorageError(LitstreamError, OSError):

@@ -56,8 +56,11 @@ def test_three_nodes_write_one_dataset(tmp_path: Path, monkeypatch: pytest.Monke
 def test_two_nodes_with_checkpoints_clean_up_after_themselves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "ds"
     run_node(monkeypatch, 0, 2, out, 12, use_checkpoint=True)
-    # Node 0 is done: its checkpoints are gone, its share is in 0-index.json.
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("chunk-")) == ["0-index.json"]
+    # Node 0 is done: its checkpoints are gone, its share is in 0-index.json; its writer lease stays, marked
+    # finished, until the last node has committed (so no other run can write into the output meanwhile).
+    left = sorted(p.name for p in out.iterdir() if not p.name.startswith("chunk-"))
+    assert left == [".litstream-writer-0.json", "0-index.json"]
+    assert json.loads((out / ".litstream-writer-0.json").read_text())["state"] == "finished"
     run_node(monkeypatch, 1, 2, out, 12, use_checkpoint=True)
     assert [s["i"] for s in StreamingDataset(out)] == list(range(12))
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith("chunk-")) == ["index.json"]

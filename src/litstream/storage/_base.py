@@ -189,7 +189,7 @@ def mapped_errors(operation: str, where: str) -> Iterator[None]:
     """
     try:
         yield
-    except (LitstreamError, anyio.get_cancelled_exc_class()):  # already ours (e.g. FormatError of a damaged chunk)
+    except LitstreamError:  # already ours (e.g. FormatError of a damaged chunk); cancellations are BaseExceptions
         raise
     except FileNotFoundError as exc:
         raise ObjectNotFoundError(f"{operation}: {where} does not exist") from exc

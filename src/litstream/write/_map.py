@@ -30,6 +30,7 @@ from ._inputs import Picked
 from ._runner import run_jobs
 from ._sequence_feed import FedBatches, FedInputs
 from ._summary import WorkerSummary, summarize
+from ._writer_lock import WriterLock, is_lock_name
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -191,6 +192,8 @@ def map(
     Raises:
         ConfigurationError: a bad argument; raised before anything is written.
         OutputNotEmptyError: ``error_when_not_empty`` and ``output_dir`` holds files.
+        OutputLockedError: another ``optimize``, ``map`` or ``AsyncUploader`` is writing ``output_dir`` (named);
+            one run at a time holds its writer lock (see ``docs/storage.md``).
         WorkerError: an input was lost: ``fn`` failed or returned something other than ``None`` (names the
             input), a worker process died, an executor task was cancelled, or a queue input raised or held
             an item that cannot be pickled. Files of inputs that finished stay in ``output_dir``.
@@ -222,35 +225,41 @@ def map(
         executor=executor,
     )
     store = output_store(output_dir, storage_options)
-    if error_when_not_empty:
-        listing = run_sync(store.list)
-        if listing:
-            names = ", ".join(m.path for m in listing[:3])
-            raise OutputNotEmptyError(
-                f"output_dir {store.url} is not empty (holds {names}{', ...' if len(listing) > 3 else ''}) and "
-                "error_when_not_empty=True; choose an empty directory or pass error_when_not_empty=False"
+    env = plan.env
+    lock = WriterLock(store, "map", node_rank=env.node_rank, num_nodes=env.num_nodes).acquire()  # see _writer_lock
+    try:
+        if error_when_not_empty:
+            listing = [m for m in run_sync(store.list) if not is_lock_name(m.path)]
+            if listing:
+                names = ", ".join(m.path for m in listing[:3])
+                raise OutputNotEmptyError(
+                    f"output_dir {store.url} is not empty (holds {names}{', ...' if len(listing) > 3 else ''}) and "
+                    "error_when_not_empty=True; choose an empty directory or pass error_when_not_empty=False"
+                )
+        jobs = [
+            MapJob(
+                rank=rank,
+                items=None if plan.items is None else Picked(plan.items, positions),
+                positions=positions,
+                fn_pickle=fn_pickle,
+                store=store,
+                queue_timeout=plan.env.timeout,
             )
-    jobs = [
-        MapJob(
-            rank=rank,
-            items=None if plan.items is None else Picked(plan.items, positions),
-            positions=positions,
-            fn_pickle=fn_pickle,
-            store=store,
+            for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True)
+        ]
+        workers = run_jobs(
+            jobs,
+            total=None if plan.items is None else plan.assignment.num_inputs,
+            num_workers=num_workers,
+            start_method=pick_start_method(start_method),
+            executor=executor,
+            source=plan.source,
             queue_timeout=plan.env.timeout,
+            verbose=verbose,
+            desc="Mapping",
+            label="map",
+            abort=lambda: lock.lost,
         )
-        for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True)
-    ]
-    workers = run_jobs(
-        jobs,
-        total=None if plan.items is None else plan.assignment.num_inputs,
-        num_workers=num_workers,
-        start_method=pick_start_method(start_method),
-        executor=executor,
-        source=plan.source,
-        queue_timeout=plan.env.timeout,
-        verbose=verbose,
-        desc="Mapping",
-        label="map",
-    )
+    finally:
+        lock.release()
     return summarize(workers, seconds=time.monotonic() - started, output=store.url)

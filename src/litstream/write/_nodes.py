@@ -37,6 +37,9 @@ _CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(?:-u\d+)?(?:\.[A-Za-z0-9:]+)?\.bin$"
 BeforeIndex = Callable[[Index], Awaitable[Mapping[str, Any]]]
 """Awaited with the merged index just before ``index.json`` is written; returns top-level keys to add."""
 
+Commit = Callable[[bytes], Awaitable[None]]
+"""Writes ``index.json``'s bytes (the writer lock's guarded commit); default: a plain put."""
+
 
 def node_index_name(node_rank: int) -> str:
     """``{node_rank}-index.json``, LitData's per-node partial index name."""
@@ -61,6 +64,7 @@ async def finish_node(
     sweep: bool = False,
     expected_chunks: Mapping[int, int] | None = None,
     before_index: BeforeIndex | None = None,
+    commit: Commit | None = None,
 ) -> Index | None:
     """Merge this node's partial indexes: into ``index.json`` on one node, else into ``{node_rank}-index.json``.
 
@@ -70,7 +74,8 @@ async def finish_node(
     chunks stops the merge before anything is written.
 
     ``before_index`` (single node) is awaited with the merged index before ``index.json`` is written; the
-    mapping it returns is added to the index's top level (the ``keys`` sidecar section).
+    mapping it returns is added to the index's top level (the ``keys`` sidecar section). ``commit`` writes
+    ``index.json`` (the writer lock's guarded put; default a plain put).
 
     Returns:
         The final index on a single node, else ``None``.
@@ -90,7 +95,7 @@ async def finish_node(
         await sweep_orphans(store, ranks, keep)
     if env.num_nodes == 1:
         merged = await _with_extra(merge_partial_indexes(partials, existing=existing).stamped(), before_index)
-        await store.put(INDEX_FILENAME, merged.to_json().encode())
+        await _commit(store, merged, commit)
     else:
         await store.put(node_index_name(env.node_rank), merge_partial_indexes(partials).to_json().encode())
         merged = None
@@ -110,6 +115,11 @@ def _check_partials(store: Store, partials: list[tuple[str, Index]], expected: M
             )
 
 
+async def _commit(store: Store, index: Index, commit: Commit | None) -> None:
+    data = index.to_json().encode()
+    await (store.put(INDEX_FILENAME, data) if commit is None else commit(data))
+
+
 async def _with_extra(index: Index, before_index: BeforeIndex | None) -> Index:
     if before_index is None:
         return index
@@ -122,6 +132,7 @@ async def merge_nodes(
     existing: Index | None,
     poll_interval: float = 0.2,
     before_index: BeforeIndex | None = None,
+    commit: Commit | None = None,
 ) -> Index:
     """On the last node: wait for every ``{k}-index.json``, merge them into ``index.json``, delete them.
 
@@ -147,7 +158,7 @@ async def merge_nodes(
         )
     nodes = await _read_partials(store, wanted)
     merged = await _with_extra(merge_partial_indexes(nodes, existing=existing).stamped(), before_index)
-    await store.put(INDEX_FILENAME, merged.to_json().encode())
+    await _commit(store, merged, commit)
     for name in wanted:
         await store.delete(name)
     return merged

@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
+from .._errors import ConfigurationError, FormatError, ObjectNotFoundError, OutputLockedError
 from .._litdata_params import check_write_params
 from .._sync import run_sync
 from ..format._arrow import pyarrow_module
@@ -36,6 +36,7 @@ from ._output import Prepared, prepare_output
 from ._runner import run_jobs
 from ._summary import summarize
 from ._worker import OptimizeJob
+from ._writer_lock import WriterLock
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -188,6 +189,9 @@ def optimize(
         ConfigurationError: a bad argument or ``DATA_OPTIMIZER_*`` value; raised before anything is
             written. Also when checkpoints were made by a different run.
         OutputNotEmptyError: ``output_dir`` already holds files and ``mode`` is ``None``.
+        OutputLockedError: another ``optimize``, ``map`` or ``AsyncUploader`` is writing ``output_dir`` (raised
+            at once, naming it: run id, host, pid, start), or, at commit, this run lost its writer lock or
+            ``index.json`` was changed by another writer meanwhile (nothing committed). See ``docs/storage.md``.
         WorkerError: an input was lost: ``fn`` or the writer failed in a worker (names the input and
             chains the worker's exception), a worker process died, an executor task was cancelled, a queue
             input raised or held an item that cannot be pickled. No ``index.json`` is written (in append
@@ -247,65 +251,82 @@ def optimize(
         raise ConfigurationError(f"key_fn must be a callable sample -> str | int, got {key_fn!r:.80}")
     key_fn_pickle = None if key_fn is None else pickle_fn(key_fn)
     store = output_store(output_dir, storage_options)
-    if mode == "append":
-        run_sync(check_append_keys, store, key_fn is not None)
-    assignment = plan.assignment
-    run_config = None
-    if use_checkpoint:
-        assert plan.items is not None
-        items = plan.items
-        run_config = RunConfig(
-            num_nodes=plan.env.num_nodes,
-            num_workers=num_workers,
-            global_ranks=tuple(assignment.global_ranks),
-            inputs=tuple(inputs_digest(Picked(items, p)) for p in assignment.positions),
-        )
-    prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
-    jobs = _jobs(
-        plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression_args, item_loader, serializers
-    )
-    if checksum is not None:  # only then, so jobs pickle as before for every other run
-        jobs = [replace(job, writer_kwargs={**job.writer_kwargs, "checksum": checksum}) for job in jobs]
-    if encryption is not None:
-        for job in jobs:
-            job.writer_kwargs["encryption"] = encryption
-    if chunk_format == "arrow":
-        for job in jobs:
-            job.writer_kwargs["chunk_format"] = "arrow"
-    if key_fn_pickle is not None:
-        jobs = [replace(job, key_fn_pickle=key_fn_pickle) for job in jobs]
-    before_index = None if key_fn is None else run_sync(keys_hook, store, prepared.existing)
-    if not allow_pickle:
-        for job in jobs:
-            job.writer_kwargs["allow_pickle"] = False
-    total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
+    env = plan.env
+    # Taken before anything in the output changes; given back however the run ends (see _writer_lock).
+    lock = WriterLock(store, "optimize", node_rank=env.node_rank, num_nodes=env.num_nodes).acquire()
+    done = False
     try:
-        workers = run_jobs(
-            jobs,
-            total=total,
-            num_workers=num_workers,
-            start_method=pick_start_method(start_method),
-            executor=executor,
-            source=plan.source,
-            queue_timeout=plan.env.timeout,
-            verbose=verbose,
+        if mode == "append":
+            run_sync(check_append_keys, store, key_fn is not None)
+        assignment = plan.assignment
+        run_config = None
+        if use_checkpoint:
+            assert plan.items is not None
+            items = plan.items
+            run_config = RunConfig(
+                num_nodes=plan.env.num_nodes,
+                num_workers=num_workers,
+                global_ranks=tuple(assignment.global_ranks),
+                inputs=tuple(inputs_digest(Picked(items, p)) for p in assignment.positions),
+            )
+        prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
+        if plan.env.num_nodes == 1:  # on N nodes, every node's overwrite removes index.json: no fixed base
+            lock.note_index()
+        jobs = _jobs(
+            plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression_args, item_loader, serializers
         )
-        expected = {w.rank: w.indexed_chunks for w in workers}
-        run_sync(
-            finish_node,
-            store,
-            assignment.global_ranks,
-            plan.env,
-            prepared.existing,
-            use_checkpoint,
-            expected,
-            before_index,
-        )
-    except BaseException:
-        if not use_checkpoint:
-            run_sync(_discard, store, assignment.global_ranks, prepared)
-        raise
-    run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint, before_index)
+        if checksum is not None:  # only then, so jobs pickle as before for every other run
+            jobs = [replace(job, writer_kwargs={**job.writer_kwargs, "checksum": checksum}) for job in jobs]
+        if encryption is not None:
+            for job in jobs:
+                job.writer_kwargs["encryption"] = encryption
+        if chunk_format == "arrow":
+            for job in jobs:
+                job.writer_kwargs["chunk_format"] = "arrow"
+        if key_fn_pickle is not None:
+            jobs = [replace(job, key_fn_pickle=key_fn_pickle) for job in jobs]
+        before_index = None if key_fn is None else run_sync(keys_hook, store, prepared.existing)
+        if not allow_pickle:
+            for job in jobs:
+                job.writer_kwargs["allow_pickle"] = False
+        total = None if plan.items is None else sum(job.num_inputs or 0 for job in jobs)
+        try:
+            workers = run_jobs(
+                jobs,
+                total=total,
+                num_workers=num_workers,
+                start_method=pick_start_method(start_method),
+                executor=executor,
+                source=plan.source,
+                queue_timeout=plan.env.timeout,
+                verbose=verbose,
+                abort=lambda: lock.lost,  # a lost lease stops the workers at once (see _writer_lock)
+            )
+            expected = {w.rank: w.indexed_chunks for w in workers}
+            run_sync(
+                finish_node,
+                store,
+                assignment.global_ranks,
+                plan.env,
+                prepared.existing,
+                use_checkpoint,
+                expected,
+                before_index,
+                lock.acommit_index,
+            )
+        except BaseException as exc:
+            if not use_checkpoint and not isinstance(exc, OutputLockedError):  # never delete another run's files
+                run_sync(_discard, store, assignment.global_ranks, prepared)
+            raise
+        run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint, before_index, lock)
+        done = True
+    finally:
+        if not done or env.num_nodes == 1:
+            lock.release()
+        elif env.is_last_node:
+            lock.release_run()
+        else:
+            lock.hand_over(env.timeout)
     return summarize(workers, seconds=time.monotonic() - started, output=store.url)
 
 
@@ -367,12 +388,13 @@ async def _finish(
     env: OptimizerEnv,
     prepared: Prepared,
     checkpoints: bool,
-    before_index: BeforeIndex | None = None,
+    before_index: BeforeIndex | None,
+    lock: WriterLock,
 ) -> None:
     if checkpoints:
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
     if env.num_nodes > 1 and env.is_last_node:
-        await merge_nodes(store, env, prepared.existing, before_index=before_index)
+        await merge_nodes(store, env, prepared.existing, before_index=before_index, commit=lock.acommit_index)
 
 
 def _json_leaves(existing: Index | None) -> bool:

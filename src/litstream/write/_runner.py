@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import cloudpickle
 
 from .._environ import exported
-from .._errors import WorkerError
+from .._errors import OutputLockedError, WorkerError
 from .._sync import run_sync
 from ._env import set_worker_env, worker_env
 from ._feed import FedQueue, QueueInputs, pack
@@ -44,7 +44,7 @@ from ._inputs import ALL_DONE
 from ._sequence_feed import BATCHES_AHEAD, BatchFeeder, FedBatches, put_until_stopped
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ._summary import WorkerSummary
     from ._worker import Report
@@ -129,6 +129,7 @@ def run_jobs(
     verbose: bool = True,
     desc: str = "Optimizing",
     label: str = "optimize",
+    abort: Callable[[], str | None] | None = None,
 ) -> list[WorkerSummary]:
     """Run every job; return their summaries once all finished and every input is accounted for.
 
@@ -143,6 +144,7 @@ def run_jobs(
         verbose: Show a tqdm bar.
         desc: The bar's label.
         label: The function's name in error messages (``optimize`` / ``map``).
+        abort: Polled while worker processes run; a message stops the run (the writer lock was lost).
 
     Returns:
         One summary per job, in the order of ``jobs``.
@@ -151,6 +153,7 @@ def run_jobs(
         WorkerError: a job failed, a worker process died, an executor task was cancelled, the queue input
             failed or held an item that cannot be pickled, or a job finished fewer inputs than it was given;
             names the worker and, where known, the input.
+        OutputLockedError: ``abort`` answered a message; the worker processes were killed.
     """
     from tqdm.auto import tqdm
 
@@ -163,7 +166,9 @@ def run_jobs(
             summaries = [_run_here(jobs[0], num_workers, bar, source, queue_timeout)]
             forwarded = None
         else:
-            summaries, forwarded = _run_processes(jobs, num_workers, start_method, bar, source, queue_timeout, label)
+            summaries, forwarded = _run_processes(
+                jobs, num_workers, start_method, bar, source, queue_timeout, label, abort
+            )
     finally:
         bar.close()
     check_accounting(jobs, summaries, forwarded, label)
@@ -256,7 +261,14 @@ class _Pump:
 
 
 def _run_processes(
-    jobs: list[Job], num_workers: int, start_method: str, bar: Any, source: Any, queue_timeout: float, label: str
+    jobs: list[Job],
+    num_workers: int,
+    start_method: str,
+    bar: Any,
+    source: Any,
+    queue_timeout: float,
+    label: str,
+    abort: Callable[[], str | None] | None = None,
 ) -> tuple[list[WorkerSummary], int | None]:
     ctx: Any = multiprocessing.get_context(start_method)
     events = ctx.Queue()
@@ -294,6 +306,9 @@ def _run_processes(
             if any(feeder.error is not None for feeder in feeders):
                 failure = ("source",)
                 break
+            if abort is not None and (why := abort()) is not None:
+                failure = ("abort", why)
+                break
             try:
                 event = events.get(timeout=0.5)
             except queue_module.Empty:
@@ -323,6 +338,8 @@ def _run_processes(
     error = next((feeder.error for feeder in feeders if feeder.error is not None), None)
     if error is not None:
         raise WorkerError(f"{label}: {error}; nothing was committed") from (error.__cause__ or error)
+    if failure is not None and failure[0] == "abort":
+        raise OutputLockedError(failure[1])
     if failure is not None:
         _, rank, message, tb, original = failure
         cause = cloudpickle.loads(original) if original is not None else None

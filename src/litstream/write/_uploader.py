@@ -12,8 +12,8 @@ One object, shared by any number of tasks::
 ``index.json`` only ever lists chunks whose upload has finished, and it is replaced in one atomic put
 (temporary file + rename on disk, one PUT on object stores), so readers see the previous commit or
 the new one, and a crash (an exception, a cancellation, a killed process) loses at most the samples
-added since the last commit. Chunk files that were uploaded but never committed stay invisible; a later
-session in append mode numbers its chunks after them.
+added since the last commit. Uncommitted chunk files stay invisible; a later session numbers its
+chunks after them.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from .._errors import ConfigurationError, FormatError
 from ..format._chunk import ChunkBuilder, chunk_filename, header_length
 from ..format._compression import validate_compression
 from ..format._index import (
-    INDEX_FILENAME,
     ChunkInfo,
     DatasetConfig,
     Index,
@@ -50,6 +49,7 @@ from ._env import OptimizerEnv
 from ._output import prepare_output
 from ._uploader_keys import UploaderKeys
 from ._uploader_stats import UploaderStatistics
+from ._writer_lock import WriterLock
 
 if TYPE_CHECKING:
     import os
@@ -90,8 +90,8 @@ class AsyncUploader:
     cancels the uploads in flight and commits nothing: the dataset stays as the last commit left it.
 
     Call ``add`` and ``flush`` from the task that entered the block or from tasks started inside it:
-    a failed upload cancels those, and the failure is raised from ``async with``. Only one uploader
-    (per ``rank``) may write to a dataset at a time, and no ``optimize`` run.
+    a failed upload cancels those, and the failure is raised from ``async with``. One writer at a time:
+    the block holds the output's writer lock (as ``optimize`` and ``map`` do; ``docs/storage.md``).
 
     Args:
         output_dir: A local directory (created if missing), an object-store URL (``s3://``, ``gs://``,
@@ -120,6 +120,7 @@ class AsyncUploader:
         ConfigurationError: a bad argument (raised here, before anything is written); on entering,
             a dataset there whose chunking, compression or item loader differs.
         OutputNotEmptyError: on entering, ``mode=None`` and the location holds files.
+        OutputLockedError: on entering, another run writes there (named); at a commit, the lock was lost.
     """
 
     def __init__(
@@ -187,9 +188,17 @@ class AsyncUploader:
     async def __aenter__(self) -> AsyncUploader:
         if self._state != "new":
             raise RuntimeError("an AsyncUploader can be used in one `async with` block only; create a new one")
-        prepared = await prepare_output(
-            self._store, self._mode, [self._rank], OptimizerEnv(), None, unlisted_chunks_ok=True
-        )
+        lock = await WriterLock(self._store, "AsyncUploader").aacquire()
+        try:
+            await self._open(lock)
+        except BaseException:
+            await lock.arelease()
+            raise
+        return self
+
+    async def _open(self, lock: WriterLock) -> None:
+        env = OptimizerEnv()
+        prepared = await prepare_output(self._store, self._mode, [self._rank], env, None, unlisted_chunks_ok=True)
         existing, starts = prepared.existing, prepared.start_chunks
         if existing is not None and existing.config is not None:
             self._check_existing(existing.config)
@@ -201,14 +210,13 @@ class AsyncUploader:
         self._next_number = await next_chunk_number(self._store, self._rank, starts.get(self._rank, 0))
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
         self._budget = ByteBudget(self._max_bytes)
-        self._lock = anyio.Lock()
-        self._commit_lock = anyio.Lock()
+        self._lock, self._commit_lock = anyio.Lock(), anyio.Lock()
         # The byte budget bounds what is queued, so the queue itself never makes add() wait.
         uploader = Uploader(self._store, max_concurrency=self._max_concurrency, max_pending=sys.maxsize)
+        await anyio.to_thread.run_sync(lock.note_index)
         await uploader.__aenter__()
-        self._uploader = uploader
+        self._uploader, self._wlock = uploader, lock
         self._state = "open"
-        return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -216,6 +224,18 @@ class AsyncUploader:
         uploader = self._uploader
         if uploader is None:
             raise RuntimeError("AsyncUploader.__aexit__ without __aenter__")
+        try:
+            return await self._close(uploader, exc_type, exc, tb)
+        finally:  # the writer lock is given back however the block ends
+            await self._wlock.arelease()
+
+    async def _close(
+        self,
+        uploader: Uploader,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
         if exc_type is None:
             try:
                 await self.flush()
@@ -375,7 +395,7 @@ class AsyncUploader:
             extra = await self._keys.publish(self._store, merged, new.num_items)
             merged = replace(merged, extra={**merged.extra, **extra})
         stamp = max(time.time(), self._last_stamp + 1e-6)  # updated_at changes with every commit
-        await self._store.put(INDEX_FILENAME, merged.stamped(stamp).to_json().encode())
+        await self._wlock.acommit_index(merged.stamped(stamp).to_json().encode())
         self._last_stamp = stamp
         self._chunks_committed = done
         self._samples_committed = sum(c.info.chunk_size for c in self._chunks[:done])

@@ -1,0 +1,268 @@
+"""Conditional writes: create an object only if it is absent, replace it only if it is unchanged.
+
+The primitives of the writer lock and of a guarded ``index.json`` commit (``write/_writer_lock.py``).
+Every object read here comes with a *version*: an opaque token that changes whenever the object is
+replaced. A put names the version it expects (``None``: the object must not exist) and fails with
+:class:`VersionConflictError` when the object is not in that state; the check and the write are one
+atomic step where the store allows it:
+
+* **Local directories** (a store with ``local_path``): the version is ``inode:mtime_ns:size`` (every
+  write is a rename of a new file, so a new inode); the check and the rename run while this process
+  holds an exclusive ``flock`` on the store's root directory, so they are atomic between every
+  litstream process on this machine (POSIX systems; on network file systems as far as they honour
+  ``flock``).
+* **Object stores through obstore** (S3, GCS, Azure, memory): the version is the ETag; obstore's
+  ``mode="create"`` sends ``If-None-Match: *`` and ``mode={"e_tag": v}`` sends ``If-Match: v``, and the
+  server decides (checked against SeaweedFS in ``tests/write/test_writer_lock.py``).
+* **Any other store**: read, compare the content's digest, then write. Not atomic: two writers that
+  check at the same moment can both succeed. Documented in ``docs/storage.md``.
+
+The functions are synchronous (one object, a few requests): the writer lock's heartbeat thread calls
+them directly, async code through :func:`anyio.to_thread.run_sync`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from .._errors import ObjectNotFoundError, StorageError
+from ._base import mapped_errors
+from ._keys import check_key
+from ._obstore import ObstoreStore
+from ._obstore_fork import _OBSTORE_USED_IN
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ._store import Store
+
+__all__ = ["VersionConflictError", "VersionedObjects", "versioned"]
+
+
+class VersionConflictError(StorageError):
+    """The object exists although it should not, or was replaced since the version given (internal)."""
+
+
+class VersionedObjects(Protocol):
+    """Conditional reads and writes of small objects under one store's root (see the module docstring)."""
+
+    url: str
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        """The object's bytes and version, or ``None`` when it does not exist."""
+        ...
+
+    def version(self, key: str) -> str | None:
+        """The object's version, or ``None`` when it does not exist."""
+        ...
+
+    def put(self, key: str, data: bytes, expect: str | None) -> str:
+        """Write ``data`` if the object's version is ``expect`` (``None``: absent); returns the new version.
+
+        Raises:
+            VersionConflictError: the object is in another state; nothing was written.
+        """
+        ...
+
+    def delete(self, key: str, expect: str) -> bool:
+        """Delete the object if its version is ``expect``; returns whether it was deleted."""
+        ...
+
+    def names(self, prefix: str) -> list[str]:
+        """Keys at the top level of the root that start with ``prefix`` (hidden files included)."""
+        ...
+
+
+def versioned(store: Store) -> VersionedObjects:
+    """The conditional operations for ``store``: atomic for local directories and obstore stores."""
+    local_path = getattr(store, "local_path", None)
+    root = local_path("") if callable(local_path) else None
+    if root is not None and hasattr(os, "O_DIRECTORY"):
+        return _LocalObjects(store, Path(root))
+    if isinstance(store, ObstoreStore):
+        return _ObstoreObjects(store)
+    return _CheckThenWrite(store)
+
+
+class _LocalObjects:
+    def __init__(self, store: Store, root: Path) -> None:
+        self._store = store
+        self._root = root
+        self.url = store.url
+
+    def _path(self, key: str) -> Path:
+        return self._root / check_key(key, self.url)
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        import fcntl
+
+        self._root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
+            yield
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _stamp(stat: os.stat_result) -> str:
+        return f"{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_size}"
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        path = self._path(key)
+        with mapped_errors("get", str(path)):
+            try:
+                with open(path, "rb") as f:
+                    return f.read(), self._stamp(os.fstat(f.fileno()))
+            except FileNotFoundError:
+                return None
+
+    def version(self, key: str) -> str | None:
+        path = self._path(key)
+        with mapped_errors("head", str(path)):
+            try:
+                return self._stamp(os.stat(path))
+            except FileNotFoundError:
+                return None
+
+    def put(self, key: str, data: bytes, expect: str | None) -> str:
+        path = self._path(key)
+        with mapped_errors("put", str(path)), self._exclusive():
+            current = self.version(key)
+            if current != expect:
+                raise VersionConflictError(f"{path} is at version {current}, not {expect}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            return self._stamp(os.stat(path))
+
+    def delete(self, key: str, expect: str) -> bool:
+        path = self._path(key)
+        with mapped_errors("delete", str(path)), self._exclusive():
+            if self.version(key) != expect:
+                return False
+            path.unlink(missing_ok=True)
+            return True
+
+    def names(self, prefix: str) -> list[str]:
+        with mapped_errors("list", str(self._root)):
+            try:
+                return sorted(n for n in os.listdir(self._root) if n.startswith(prefix))
+            except FileNotFoundError:
+                return []
+
+
+class _ObstoreObjects:
+    def __init__(self, store: ObstoreStore) -> None:
+        self._store = store
+        self.url = store.url
+
+    def _client(self, operation: str, key: str) -> Any:
+        with mapped_errors(operation, f"{self.url}/{key}"):
+            client = self._store._client()
+        _OBSTORE_USED_IN.add(os.getpid())
+        return client
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        import obstore
+
+        client = self._client("get", key)
+        try:
+            with mapped_errors("get", f"{self.url}/{key}"):
+                result = obstore.get(client, key)
+                return bytes(result.bytes()), str(result.meta.get("e_tag"))
+        except ObjectNotFoundError:
+            return None
+
+    def version(self, key: str) -> str | None:
+        import obstore
+
+        client = self._client("head", key)
+        try:
+            with mapped_errors("head", f"{self.url}/{key}"):
+                return str(obstore.head(client, key).get("e_tag"))
+        except ObjectNotFoundError:
+            return None
+
+    def put(self, key: str, data: bytes, expect: str | None) -> str:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        client = self._client("put", key)
+        mode: Any = "create" if expect is None else {"e_tag": expect}
+        try:
+            with mapped_errors("put", f"{self.url}/{key}"):
+                try:
+                    result = obstore.put(client, key, data, mode=mode)
+                except (AlreadyExistsError, PreconditionError) as exc:
+                    raise VersionConflictError(f"{self.url}/{key} is not at version {expect}") from exc
+        except ObjectNotFoundError as exc:  # If-Match on an object deleted meanwhile
+            raise VersionConflictError(f"{self.url}/{key} no longer exists") from exc
+        return str(result.get("e_tag"))
+
+    def delete(self, key: str, expect: str) -> bool:
+        import obstore
+
+        if self.version(key) != expect:  # S3 has no conditional delete that every server honours
+            return False
+        with mapped_errors("delete", f"{self.url}/{key}"):
+            obstore.delete(self._client("delete", key), key)
+        return True
+
+    def names(self, prefix: str) -> list[str]:
+        import obstore
+
+        client = self._client("list", prefix)
+        with mapped_errors("list", f"{self.url}/{prefix}"):
+            found = obstore.list_with_delimiter(client)
+        return sorted(str(m["path"]) for m in found["objects"] if str(m["path"]).startswith(prefix))
+
+
+class _CheckThenWrite:
+    """Any other store: compare a digest of the content, then write (not atomic)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.url = store.url
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        try:
+            data = anyio.run(self._store.get, key)
+        except ObjectNotFoundError:
+            return None
+        return data, hashlib.sha256(data).hexdigest()
+
+    def version(self, key: str) -> str | None:
+        found = self.read(key)
+        return None if found is None else found[1]
+
+    def put(self, key: str, data: bytes, expect: str | None) -> str:
+        current = self.version(key)
+        if current != expect:
+            raise VersionConflictError(f"{self.url}/{key} is at version {current}, not {expect}")
+        anyio.run(self._store.put, key, data)
+        return hashlib.sha256(data).hexdigest()
+
+    def delete(self, key: str, expect: str) -> bool:
+        if self.version(key) != expect:
+            return False
+        anyio.run(self._store.delete, key)
+        return True
+
+    def names(self, prefix: str) -> list[str]:
+        listing = anyio.run(self._store.list, prefix)
+        return [m.path for m in listing if "/" not in m.path]
