@@ -90,6 +90,8 @@ def check_max_memory(value: object, *, argument: str = "max_memory") -> MaxMemor
         return value
     if isinstance(value, str) and value.strip().lower() in ("auto", "off"):
         return value.strip().lower()
+    if isinstance(value, str) and value.strip().isdigit():  # bytes, as an environment variable gives them
+        value = int(value)
     if value is True or not isinstance(value, (int, str)):
         raise ConfigurationError(
             f"{argument} must be None, 'auto', 'off' or a number of bytes (an int or e.g. '800MB'), got {value!r}"
