@@ -31,7 +31,7 @@ from .read._args import check_read_args, check_read_loader
 from .read._cache_dirs import parse_cache_size
 from .read._core import ShuffleMode, produce_chunks
 from .read._decode import iter_work
-from .read._memory import adapt_reader, check_max_memory
+from .read._memory import adapt_reader, check_max_memory, fit_decoded_cache
 from .read._session import open_session, split_head
 from .read._source import DatasetSource
 from .read._source_cache import CacheSettings
@@ -264,6 +264,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
 
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
+        opened = self._source is None
         if self._source is None and self.cache is None and self.index_path is None:
             self._source = _open_now(
                 self._store, self.serializers, self.item_loader, self.allow_pickle, self.encryption
@@ -278,6 +279,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
                 self.index_path,
                 self.allow_pickle,
             )
+        if opened:  # under a memory limit, ds[i]'s cache of decompressed chunks fits this reader's share
+            fit_decoded_cache(self._source, self.max_memory, detect_worker().num_workers)
         return self._source
 
     def __len__(self) -> int:
