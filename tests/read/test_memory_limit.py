@@ -2,7 +2,7 @@
 
 The cap is a child cgroup of this process's own (v2 ``memory.max`` or v1 ``memory.limit_in_bytes``: the kernel
 OOM-kills a process of the group that passes it), else ``RLIMIT_DATA`` set in the child process
-(``tests/memory_cap.py`` picks and the test reports which, in its ids' skip reason or ``-ra`` output). The
+(``tests/memory_cap.py`` picks; a failure's message names which). The
 dataset's chunks are zstd-compressed (decompressed into private memory, so they cannot be reclaimed like a
 mapped file's pages) and the reader asks for a deep prefetch (``max_pre_download=10``): without the budget
 (``LITSTREAM_MAX_MEMORY=off``) the 4 workers hold about 1.4 GB and the run is killed (shown below); with
@@ -84,7 +84,8 @@ def _run(cap: Cap, directory: Path, loader: str, setting: str | None, tmp_path: 
         env["LITSTREAM_MAX_MEMORY"] = setting
     result = cap.run([sys.executable, str(script), str(directory), loader], env, timeout=240)
     if result.returncode != 0:
-        return None, f"rc={result.returncode} oom_kills={result.oom_kills} peak={result.peak}\n{result.stderr[-3000:]}"
+        failure = f"rc={result.returncode} oom_kills={result.oom_kills} peak={result.peak} under {cap.mechanism}"
+        return None, f"{failure}\n{result.stderr[-3000:]}"
     return json.loads(result.stdout.splitlines()[-1]), f"peak={result.peak} under {cap.mechanism}"
 
 
@@ -98,12 +99,14 @@ def test_four_workers_stay_under_the_limit(cap: Cap, big_chunks: Path, loader: s
 
 @pytest.mark.slow
 def test_without_the_budget_the_same_run_is_killed(cap: Cap, big_chunks: Path, tmp_path: Path) -> None:
+    if not cap.mechanism.startswith("cgroup"):
+        pytest.skip(
+            f"{cap.mechanism}: RLIMIT_DATA binds each process alone and does not count shared memory, so four "
+            "unbudgeted workers each fit under it; the run that fails without the budget needs a cgroup"
+        )
     ids, report = _run(cap, big_chunks, "StreamingDataLoader", "off", tmp_path)
     assert ids is None, f"the unbudgeted run fit under {LIMIT} bytes: the test no longer shows the budget matters"
-    if cap.mechanism.startswith("cgroup"):
-        assert "oom_kills=0" not in report, report
-    else:  # RLIMIT_DATA: an allocation fails instead (MemoryError, or a worker killed by its failure)
-        assert "MemoryError" in report or "killed" in report or "exited unexpectedly" in report, report
+    assert "oom_kills=0" not in report, report  # the kernel killed a process of the group
 
 
 @pytest.mark.slow
