@@ -42,6 +42,7 @@ from ._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from .read._litdata_state import from_litdata_combined, is_litdata_composite_state
 from .read._memory import budget_for, memory_limit
 from .storage import _store
+from .storage._files import local_path
 
 if TYPE_CHECKING:
     import os
@@ -237,11 +238,19 @@ class StreamingDataLoader(DataLoader[Any]):
 
     def _fit_prefetch(self, dataset: StreamingDataset | CompositeDataset) -> None:
         """Under a memory limit, the ``prefetch_factor`` whose batches fit the workers' share with their chunks
-        (``read._memory``), unless one was given; ConfigurationError if even one batch ahead does not fit."""
+        (``read._memory``), unless one was given; ConfigurationError if even one batch ahead does not fit.
+        The workers' datasets are told the factor, so that they count the batches it keeps."""
+        members = dataset.datasets if isinstance(dataset, CompositeDataset) else [dataset]
+        for member in members:
+            member._loader_prefetch = self.prefetch_factor or 0
         if self.num_workers == 0 or not self._auto_prefetch or not isinstance(dataset, StreamingDataset):
             return
         limit = memory_limit(dataset.max_memory)
         if limit is None:
+            return
+        if dataset._source is None and (dataset.cache is not None or local_path(dataset._store, "") is None):
+            # Opening a remote index here would use its client in this process before the workers fork:
+            # the workers then plan with torch's prefetch_factor (and raise if even that does not fit).
             return
         ahead = dataset.max_pre_download if dataset.cache is None else max(dataset.max_pre_download, 4)
         budget = budget_for(
