@@ -120,7 +120,7 @@ class CombinedStreamingDataset(CompositeDataset):
         composer = self._composer()
         order = composer.order(streams, self.batch_size)
         pieces = member_pieces(composer, streams, count, self.batch_size)
-        members = [d._serve(p, portal) for d, p in zip(self._datasets, pieces, strict=True)]
+        members = [d._serve(p, portal, len(self._datasets)) for d, p in zip(self._datasets, pieces, strict=True)]
         try:
             for member in order[count:]:
                 try:

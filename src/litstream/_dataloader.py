@@ -40,7 +40,9 @@ from ._media_collate import litdata_collate
 from ._slots import SlotBatch, SlotExchange, SlotPacker
 from ._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from .read._litdata_state import from_litdata_combined, is_litdata_composite_state
+from .read._memory import budget_for, memory_limit
 from .storage import _store
+from .storage._files import local_path
 
 if TYPE_CHECKING:
     import os
@@ -140,6 +142,7 @@ class StreamingDataLoader(DataLoader[Any]):
         self._profile = ProfileArgs.check(profile_batches, profile_skip_batches, profile_dir, profile_cprofile,
                                           num_workers)  # fmt: skip
         self._setup = WorkerSetup(kwargs.pop("worker_init_fn", None), self._profile)
+        self._auto_prefetch = prefetch_factor is None and kwargs.get("prefetch_factor") is None
         if prefetch_factor is not None:
             kwargs["prefetch_factor"] = prefetch_factor
         if not isinstance(dataset, (StreamingDataset, CompositeDataset)):
@@ -204,6 +207,7 @@ class StreamingDataLoader(DataLoader[Any]):
         # What this rank serves in a whole epoch: the resumed epoch is over once its count reaches it.
         epoch_total = sum(dataset.worker_lengths(self.num_workers, self.batch_size or 1)) if plan is not None else 0
         epoch_t0 = perf_counter_ns() if TRACER.on else 0
+        self._fit_prefetch(dataset)
         exchange = self._slot_exchange()
         try:
             batches = super().__iter__()  # starts the workers
@@ -238,6 +242,30 @@ class StreamingDataLoader(DataLoader[Any]):
                 dump_cprofile(main_profile, output_dir(self._profile.directory) / CPROFILE_MAIN)
             if epoch_t0:
                 TRACER.span("dataloader", CAT_EPOCH, epoch_t0, {"epoch": self.current_epoch})
+
+    def _fit_prefetch(self, dataset: StreamingDataset | CompositeDataset) -> None:
+        """Under a memory limit, the ``prefetch_factor`` whose batches fit the workers' share with their chunks
+        (``read._memory``), unless one was given; ConfigurationError if even one batch ahead does not fit.
+        The workers' datasets are told the factor, so that they count the batches it keeps."""
+        members = dataset.datasets if isinstance(dataset, CompositeDataset) else [dataset]
+        for member in members:
+            member._loader_prefetch = self.prefetch_factor or 0
+        if self.num_workers == 0 or not self._auto_prefetch or not isinstance(dataset, StreamingDataset):
+            return
+        limit = memory_limit(dataset.max_memory)
+        if limit is None:
+            return
+        if dataset._source is None and (dataset.cache is not None or local_path(dataset._store, "") is None):
+            # Opening a remote index here would use its client in this process before the workers fork:
+            # the workers then plan with torch's prefetch_factor (and raise if even that does not fit).
+            return
+        ahead = dataset.max_pre_download if dataset.cache is None else max(dataset.max_pre_download, 4)
+        budget = budget_for(
+            dataset._get_source(), [], limit, readers=self.num_workers, max_pre_download=ahead,
+            window=dataset.shuffle_window if dataset.shuffle == "window" else 0, batch_size=dataset.batch_size,
+            prefetch_factor=2, fixed_prefetch=False,
+        )  # fmt: skip
+        self.prefetch_factor = dataset._loader_prefetch = budget.prefetch_factor
 
     def _slot_exchange(self) -> SlotExchange | None:
         """The slots of this iteration's workers (``litstream._slots``), or ``None`` (torch's own path).

@@ -31,6 +31,7 @@ from .read._args import check_read_args, check_read_loader
 from .read._cache_dirs import parse_cache_size
 from .read._core import ShuffleMode, produce_chunks
 from .read._decode import iter_work
+from .read._memory import adapt_reader, check_max_memory, fit_decoded_cache
 from .read._session import open_session, split_head
 from .read._source import DatasetSource
 from .read._source_cache import CacheSettings
@@ -124,6 +125,11 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             else allowed for local and object-store data (LitData's behaviour) and refused for
             ``hf://`` and ``http(s)://``. Refused data raises ``PickleRefusedError`` on first use, before
             anything is unpickled. Decided here, in this process; see docs/security.md.
+        max_memory: The bytes the buffers of all readers of a loader may hold together (an int or ``"800MB"``),
+            ``"auto"`` or ``"off"``. ``None`` (default): ``LITSTREAM_MAX_MEMORY``, else ``"auto"``: half the
+            cgroup memory limit, or of what ``RLIMIT_DATA``/``RLIMIT_AS`` leave. Under a budget, prefetch depth
+            (``max_pre_download``), download bytes in flight and the loader's ``prefetch_factor`` are lowered
+            until every buffer fits; see docs/storage.md ("Memory limits").
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
@@ -159,6 +165,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         item_shuffle_window: int | str | None = None,
         window_direct_io: bool = False,
         allow_pickle: bool | None = None,
+        max_memory: int | str | bool | None = None,
     ) -> None:
         check_read_params(
             session_options=session_options,
@@ -175,6 +182,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         check_reader_encryption(encryption)
         local_source = None
         check_allow_pickle(allow_pickle)
+        self.max_memory = check_max_memory(max_memory)
+        self._loader_prefetch = 0  # batches a DataLoader worker builds ahead, set by StreamingDataLoader
         if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
             self._store: Store = input_dir
             self.input_dir = Dir(path=None, url=input_dir.url)
@@ -255,6 +264,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
 
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
+        opened = self._source is None
         if self._source is None and self.cache is None and self.index_path is None:
             self._source = _open_now(
                 self._store, self.serializers, self.item_loader, self.allow_pickle, self.encryption
@@ -269,6 +279,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
                 self.index_path,
                 self.allow_pickle,
             )
+        if opened:  # under a memory limit, ds[i]'s cache of decompressed chunks fits this reader's share
+            fit_decoded_cache(self._source, self.max_memory, detect_worker().num_workers)
         return self._source
 
     def __len__(self) -> int:
@@ -339,10 +351,11 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         if not _inside_worker():
             self.current_epoch += 1
 
-    def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal) -> Generator[Any, None, None]:
+    def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1) -> Generator[Any, None, None]:
         """Yield the samples of ``pieces`` (as ``plan_pieces`` returns them), fetched on ``portal``'s loop.
 
-        Used by ``__iter__`` and by the Combined / Parallel wrappers, which share one portal per worker.
+        Used by ``__iter__`` and by the Combined / Parallel wrappers, which share one portal per worker
+        (``members``: the datasets a worker reads at once, sharing its memory budget).
         """
         source = self._get_source()
         transform = self._apply if self.transforms else None
@@ -351,7 +364,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         ahead = self.max_pre_download
         if self.cache is not None:
             ahead = max(ahead, _REMOTE_MIN_PRE_DOWNLOAD)
-        send, receive = portal.call(_make_stream)
+        # Under a memory limit (read/_memory.py): as deep as this reader's share allows. A worker's batches
+        # (torch's prefetch_factor, 2 unless StreamingDataLoader chose one) count against the share too.
+        batches = (self._loader_prefetch or 2) if _inside_worker() else 0
+        ahead, handover = adapt_reader(
+            source, pieces, self.max_memory, readers=detect_worker().num_workers * members, max_pre_download=ahead,
+            window=self.shuffle_window if self.shuffle == "window" else 0, batch_size=self.batch_size,
+            prefetch_factor=batches,
+        )  # fmt: skip
+        send, receive = portal.call(_make_stream, handover)
         future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
         served, align = 0, max(self.batch_size, 1)
         # In a DataLoader worker, decode arrays into shared memory: the batch then goes to the main
@@ -365,6 +386,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
                     break
                 yield from iter_work(source, work, transform, served, align, alloc)
                 served += len(work.items)
+                del work  # the chunk is not held while the next one is handed over (read/_memory.py counts so)
             try:
                 future.result()
             except BaseExceptionGroup as group:

@@ -54,8 +54,8 @@ def _open_now(
     return None
 
 
-def _make_stream() -> Any:
-    return anyio.create_memory_object_stream[ChunkWork](1)
+def _make_stream(buffer: int = 1) -> Any:
+    return anyio.create_memory_object_stream[ChunkWork](buffer)
 
 
 async def _receive(receive: Any) -> ChunkWork | None:

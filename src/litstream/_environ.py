@@ -50,6 +50,8 @@ class Environ:
     xdg_cache_home: str | None = None
     # pickled leaves (``read/_trust.py``)
     litstream_allow_pickle: str | None = None
+    # the readers' memory budget (``read/_memory.py``)
+    litstream_max_memory: str | None = None
     # tracing in child processes (``_trace.py``)
     litstream_trace: str | None = None
     litstream_trace_file: str | None = None

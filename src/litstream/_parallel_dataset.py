@@ -177,14 +177,16 @@ class ParallelStreamingDataset(CompositeDataset):
         if self._endless:
             start = (where.carry[where.worker] if where.carry is not None else 0) + count
             cycles = [cycle_streams(m, where.topology, where.worker, start) for m in self._composer().members]  # lazy
-            members = [self._chain(d, c, portal) for d, c in zip(self._datasets, cycles, strict=True)]
+            members = [
+                self._chain(d, c, portal, len(self._datasets)) for d, c in zip(self._datasets, cycles, strict=True)
+            ]
             specs = self._composer().members
             nothing = any(not _first(cycle_streams(m, where.topology, where.worker, 0)) for m in specs)
             steps = count if nothing else ENDLESS  # a dataset with nothing for this worker: it serves nothing
         else:
             steps = run_length(streams[0]) if streams else 0
             pieces = member_pieces(self._composer(), streams, count, where.topology.batch_size)
-            members = [d._serve(p, portal) for d, p in zip(self._datasets, pieces, strict=True)]
+            members = [d._serve(p, portal, len(self._datasets)) for d, p in zip(self._datasets, pieces, strict=True)]
         finish = self._finisher(where, count)
         try:
             for _ in range(steps - count):
@@ -202,9 +204,11 @@ class ParallelStreamingDataset(CompositeDataset):
                 it.close()
 
     @staticmethod
-    def _chain(d: StreamingDataset, cycles: Iterator[list[Run]], portal: BlockingPortal) -> Generator[Any, None, None]:
+    def _chain(
+        d: StreamingDataset, cycles: Iterator[list[Run]], portal: BlockingPortal, members: int
+    ) -> Generator[Any, None, None]:
         for stream in cycles:
-            yield from d._serve(to_pieces(stream), portal)
+            yield from d._serve(to_pieces(stream), portal, members)
 
     def astream(
         self,

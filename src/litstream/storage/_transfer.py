@@ -161,6 +161,11 @@ class Downloader:
         taking them in the order the objects are needed makes the downloads finish in that order."""
         return next(self._tickets)
 
+    def limit_bytes_in_flight(self, nbytes: int) -> None:
+        """Lower ``max_bytes_in_flight`` to ``nbytes`` (a reader's memory budget, ``read/_memory.py``); it
+        applies from the next event loop that fetches (a reader's next epoch or portal)."""
+        self._max_bytes = min(self._max_bytes, _positive("max_bytes_in_flight", nbytes))
+
     @property
     def piece_size(self) -> int:
         """Bytes per ranged GET of a large object."""
