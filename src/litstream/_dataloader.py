@@ -225,7 +225,15 @@ class StreamingDataLoader(DataLoader[Any]):
                 batch_t0 = perf_counter_ns() if TRACER.on else 0
             self._restoring = False
             dataset._clear_resume()
+        except BaseException:
+            # The exception's traceback holds torch's iterator (its frames' ``self``) and so its workers'
+            # queues, feeder threads and semaphores for as long as the exception lives: shut them now.
+            shutdown = getattr(batches, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+            raise
         finally:
+            del batches  # and drop the iterator itself (an early break, too)
             self._end_slots(exchange)
             if main_profile is not None:
                 dump_cprofile(main_profile, output_dir(self._profile.directory) / CPROFILE_MAIN)
