@@ -113,7 +113,8 @@ class StreamingDataLoader(DataLoader[Any]):
     position of the other ranks is then derived assuming lock-step (every rank delivered the same
     number of batches) and torch's default in-order delivery (``in_order=True``). A different world
     size, ``num_workers`` or ``batch_size`` is allowed (elastic resume). ``persistent_workers=True``
-    is not supported with resume: persistent workers keep the dataset copy of the first epoch.
+    is not supported with resume: persistent workers keep the dataset copy of the first epoch (each
+    copy advances its own epoch when it finishes one, so the shuffle changes every epoch, as in LitData).
 
     Raises:
         ConfigurationError: ``dataset`` is not a ``StreamingDataset``, or a bad argument.

@@ -124,12 +124,14 @@ def astream(
         item_shuffle_window: With ``shuffle=True``, the in-chunk shuffle block size, as
             ``StreamingDataset``'s (``None``/``"auto"``: 256; ``0``/``"full"``: one permutation of each
             slice). With a ``StreamingDataset`` input, ``None`` keeps the dataset's.
-        cache_dir: Root of the local chunk cache of a remote dataset, as ``StreamingDataset``'s (default:
-            ``LITSTREAM_CACHE_DIR``, ``LITDATA_CACHE_DIR`` or ``~/.cache/litstream/chunks``). With a
-            ``StreamingDataset`` input, its cache is used and this must be ``None``.
+        cache_dir: Root of the local chunk cache of a remote dataset, as ``StreamingDataset``'s. ``None``
+            (default) and no ``max_cache_size``: remote chunks are read into memory, no disk cache; with
+            ``max_cache_size`` alone the cache is under ``LITSTREAM_CACHE_DIR``, ``LITDATA_CACHE_DIR`` or
+            ``~/.cache/litstream/chunks``. With a ``StreamingDataset`` input its cache is used and this
+            must be ``None``.
         max_cache_size: Cache budget (bytes, ``"50GB"`` or a fraction of free disk), as
-            ``StreamingDataset``'s; it also decides the multi-node shuffle's epoch-2 order. With a
-            ``StreamingDataset`` input, its own.
+            ``StreamingDataset``'s (given alone, it turns the disk cache on); it also decides the
+            multi-node shuffle's epoch-2 order. With a ``StreamingDataset`` input, its own.
         hedge_delay: For remote datasets, seconds after which a slow range read is sent again (see
             ``StreamingDataset``); ``None`` derives it from observed latency.
 
@@ -198,6 +200,7 @@ def astream(
             item_shuffle_window=item_shuffle_window,
             allow_pickle=allow_pickle,
             eager=False,
+            cache_by_default=False,
         )
         chooses = spec.select
 

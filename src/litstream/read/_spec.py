@@ -141,12 +141,16 @@ class ReadSpec:
         item_shuffle_window: int | str | None = None,
         allow_pickle: bool | None = None,
         eager: bool = True,
+        cache_by_default: bool = True,
     ) -> ReadSpec:
         """Check LitData's read arguments and resolve them into a spec (see ``StreamingDataset`` for each).
 
         Args:
             eager: ``True`` (``StreamingDataset``): a local dataset must exist now and an ``hf://`` Parquet
                 dataset is indexed now. ``False`` (``astream``): both happen on first :meth:`open`.
+            cache_by_default: ``True`` (``StreamingDataset``): a remote dataset is cached on local disk.
+                ``False`` (``astream``): only when ``cache_dir`` or ``max_cache_size`` is given; chunks are
+                read into memory otherwise.
 
         Raises:
             ConfigurationError: a bad argument, naming it.
@@ -183,11 +187,12 @@ class ReadSpec:
                     hub = (url.rstrip("/"), storage_options)
         remote = where.path is None and where.url is not None and "://" in where.url
         remote = remote or local_source is not None
+        wanted = cache_by_default or cache_dir is not None or max_cache_size is not None
         if eager and index_path is None and (root := local_path(store, "")) is not None:
             check_local_dataset(str(root))
         cache = (
             CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
-            if remote and not (where.url or "").startswith("memory://")
+            if remote and wanted and not (where.url or "").startswith("memory://")
             else None
         )
         if cache is not None:
