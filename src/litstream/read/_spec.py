@@ -94,7 +94,8 @@ class ReadSpec:
         item_shuffle_window: The resolved in-chunk shuffle block size of ``shuffle=True``.
         max_pre_download: Chunks fetched ahead.
         plan_cache_bytes: ``max_cache_size`` in bytes as the multi-node plan uses it (``None``: no limit).
-        hub: ``(url, storage_options)`` of an ``hf://`` location indexed on first :meth:`open`, else ``None``.
+        hub: ``(url, storage_options, item_loader as given)`` of an ``hf://`` location indexed on first
+            :meth:`open`, else ``None``.
     """
 
     input_dir: Dir
@@ -116,7 +117,7 @@ class ReadSpec:
     item_shuffle_window: int = DEFAULT_ITEM_SHUFFLE_WINDOW
     max_pre_download: int = 2
     plan_cache_bytes: int | None = None
-    hub: tuple[str, Mapping[str, Any] | None] | None = None
+    hub: tuple[str, Mapping[str, Any] | None, Loader | None] | None = None
 
     @classmethod
     def build(
@@ -184,7 +185,7 @@ class ReadSpec:
                     hf_index, hf_loader = hf_dataset_index(store, url, cache_dir, storage_options, item_loader)
                     index_path, item_loader = hf_index, hf_loader or item_loader
                 else:
-                    hub = (url.rstrip("/"), storage_options)
+                    hub = (url.rstrip("/"), storage_options, item_loader)
         remote = where.path is None and where.url is not None and "://" in where.url
         remote = remote or local_source is not None
         wanted = cache_by_default or cache_dir is not None or max_cache_size is not None
@@ -241,9 +242,9 @@ class ReadSpec:
         if self.hub is not None and index_path is None:
             from ..write._hf import ahf_dataset_index
 
-            url, options = self.hub
+            url, options, given = self.hub
             cache_dir = None if self.cache is None else self.cache.cache_dir
-            found, loader = await ahf_dataset_index(self.store, url, cache_dir, options, item_loader)
+            found, loader = await ahf_dataset_index(self.store, url, cache_dir, options, given)
             if found is not None:
                 index_path, item_loader = found, loader or item_loader
         return await DatasetSource.open(
@@ -372,8 +373,14 @@ class SpecAttribute(Generic[T]):
     def __get__(self, obj: object, owner: type | None = None) -> T | SpecAttribute[T]:
         if obj is None:
             return self
-        value: T = getattr(obj.__dict__["_spec"], self.name)
+        spec = obj.__dict__.get("_spec")
+        if spec is None:
+            raise AttributeError(f"{type(obj).__name__} has no {self.name} before its __init__ ran")
+        value: T = getattr(spec, self.name)
         return value
 
     def __set__(self, obj: object, value: T) -> None:
-        obj.__dict__["_spec"] = dataclasses.replace(obj.__dict__["_spec"], **{self.name: value})
+        spec = obj.__dict__.get("_spec")
+        if spec is None:  # a subclass setting it before calling __init__, which sets it again
+            return
+        obj.__dict__["_spec"] = dataclasses.replace(spec, **{self.name: value})
