@@ -19,7 +19,7 @@ import pytest
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["in_ci", "require_peer"]
+__all__ = ["in_ci", "require_dev", "require_peer"]
 
 
 def in_ci() -> bool:
@@ -43,3 +43,23 @@ def require_peer(name: str = "litdata") -> ModuleType:
         if in_ci():
             pytest.fail(f"{problem}; CI requires it: install requirements/dev.txt", pytrace=False)
         pytest.skip(f"{problem}; install requirements/dev.txt to run this compatibility test", allow_module_level=True)
+
+
+def require_dev(name: str) -> ModuleType:
+    """Import ``name``, a pinned development dependency (requirements/dev.txt), for the tests that need it.
+
+    ``pytest.importorskip`` would skip them in CI when the install is broken; this fails there instead
+    (as :func:`require_peer` does) and skips only on a developer's machine without the dependency.
+    Works at module level and inside a test.
+
+    Raises:
+        pytest.fail.Exception: the import failed and ``CI`` is set.
+        pytest.skip.Exception: the import failed elsewhere.
+    """
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:  # a broken install may raise anything while importing
+        problem = f"the development dependency {name} cannot be imported ({type(exc).__name__}: {exc})"
+        if in_ci():
+            pytest.fail(f"{problem}; CI requires it: install requirements/dev.txt", pytrace=False)
+        pytest.skip(f"{problem}; install requirements/dev.txt to run this test", allow_module_level=True)

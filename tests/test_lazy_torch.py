@@ -14,9 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import litstream
+from peer import require_dev
 
 # Modules that may import torch when they are imported: the torch facades, loaded by
 # ``litstream.__getattr__`` on first use. Every other module must import without torch.
@@ -144,7 +143,7 @@ def test_optimize_astream_uploader_and_cli_run_without_torch(tmp_path: Path) -> 
 
 
 def test_astream_runs_under_trio_without_torch(tmp_path: Path) -> None:
-    pytest.importorskip("trio")
+    require_dev("trio")
     out = _run_without_torch(
         """
         import trio

@@ -119,6 +119,7 @@ def _queue_threads_ended() -> None:
     for thread in set(threading.enumerate()) - _THREADS_AT_START:
         if thread.name == "QueueFeederThread":
             thread.join(60)  # a guard against a hang, not a pause: they end as soon as they run
+            assert not thread.is_alive(), "a queue feeder thread of the loader is still running"
 
 
 def _nothing_left(semaphores: list[str], maps: int) -> None:
@@ -346,7 +347,6 @@ def test_pin_memory_copies_into_pinned_tensors(exchange: SlotExchange) -> None:
     pinned = batch.pin_memory()
     assert pinned["x"].is_pinned()
     _same(pinned, _batch(0))
-
 
 
 def test_scratch_memory_is_reused_only_when_nothing_refers_to_it() -> None:

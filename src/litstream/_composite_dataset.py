@@ -14,16 +14,13 @@ from torch.utils.data import IterableDataset
 from . import _portal
 from ._composite_resume import CompositeResumeMixin
 from ._dataset import StreamingDataset
-from ._dataset_io import _inside_worker
 from ._distributed import DistributedEnv, detect_worker
 from ._errors import ConfigurationError
 from .read._args import check_reader_args
 from .read._checkpoint import CompositeCheckpoint, CycleCarry
 from .read._compose import MemberSpec, level_streams
 from .read._compose_resume import CompositePlan, resolve_composite
-from .read._core import ReadPlanArgs
 from .read._resume_types import Level, Topology
-from .read._sample_stream import SampleStream
 from .read._session_compose import (
     AsyncSession,
     carry_after_epoch,
@@ -164,17 +161,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         return None if carry is None or not self._cycles() else carry.at(epoch, topology)
 
     def _members(self) -> tuple[MemberSpec, ...]:
-        return tuple(
-            MemberSpec(
-                tuple(d._get_source().chunk_sizes),
-                d.shuffle,
-                d.seed,
-                d.drop_last,
-                d.shuffle_window,
-                d._item_shuffle_window,
-            )
-            for d in self._datasets
-        )
+        return tuple(d._spec.member(d._get_source().chunk_sizes) for d in self._datasets)
 
     def _topology(self, num_workers: int, batch_size: int | None = None) -> Topology:
         return Topology(self._env().world_size, max(num_workers, 1), batch_size or self.batch_size)
@@ -219,8 +206,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         with _portal.daemon_portal() as portal:
             yield from self._emit(session.streams, session.count, portal, where)
         self._clear_resume()
-        if not _inside_worker():
-            self.current_epoch = session.epoch + 1
+        self.current_epoch = session.epoch + 1  # in a persistent DataLoader worker too (as StreamingDataset)
 
     def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
         """Called by ``StreamingDataLoader`` when ``epoch`` ended after this rank's workers served ``own``
@@ -263,17 +249,8 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
             session = open_composite(
                 composer, epoch=chosen, rank=rank, worker=0, topology=topology, plan=plan, carry=carry
             )
-            members = [
-                SampleStream(
-                    d._store,
-                    ReadPlanArgs(),
-                    max_pre_download=max_pre_download,
-                    transform=d._apply if d.transforms else None,
-                    serializers=d.serializers,
-                    pieces=pieces,
-                    encryption=d.encryption,
-                    allow_pickle=d.allow_pickle,
-                )
+            members = [  # each member read as its own spec says (loader, index, cache, ...), these pieces only
+                d._read_spec().stream(pieces=pieces, max_pre_download=max_pre_download)
                 for d, pieces in zip(
                     self._datasets, member_pieces(composer, session.streams, session.count, batch_size), strict=True
                 )

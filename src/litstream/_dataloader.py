@@ -115,7 +115,8 @@ class StreamingDataLoader(DataLoader[Any]):
     position of the other ranks is then derived assuming lock-step (every rank delivered the same
     number of batches) and torch's default in-order delivery (``in_order=True``). A different world
     size, ``num_workers`` or ``batch_size`` is allowed (elastic resume). ``persistent_workers=True``
-    is not supported with resume: persistent workers keep the dataset copy of the first epoch.
+    is not supported with resume: persistent workers keep the dataset copy of the first epoch (each
+    copy advances its own epoch when it finishes one, so the shuffle changes every epoch, as in LitData).
 
     Raises:
         ConfigurationError: ``dataset`` is not a ``StreamingDataset``, or a bad argument.
@@ -236,7 +237,15 @@ class StreamingDataLoader(DataLoader[Any]):
                 batch_t0 = perf_counter_ns() if TRACER.on else 0
             self._restoring = False
             dataset._clear_resume()
+        except BaseException:
+            # The exception's traceback holds torch's iterator (its frames' ``self``) and so its workers'
+            # queues, feeder threads and semaphores for as long as the exception lives: shut them now.
+            shutdown = getattr(batches, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+            raise
         finally:
+            del batches  # and drop the iterator itself (an early break, too)
             self._end_slots(exchange)
             if main_profile is not None:
                 dump_cprofile(main_profile, output_dir(self._profile.directory) / CPROFILE_MAIN)
@@ -255,7 +264,7 @@ class StreamingDataLoader(DataLoader[Any]):
         limit = memory_limit(dataset.max_memory)
         if limit is None:
             return
-        if dataset._source is None and (dataset.cache is not None or local_path(dataset._store, "") is None):
+        if dataset._source is None and (dataset.cache is not None or local_path(dataset._spec.store, "") is None):
             # Opening a remote index here would use its client in this process before the workers fork:
             # the workers then plan with torch's prefetch_factor (and raise if even that does not fit).
             return

@@ -8,9 +8,8 @@ per ``portal.call`` and decodes its items here. The dataset pickles as configura
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import sys
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import IterableDataset
@@ -23,37 +22,31 @@ from ._dataset_plan import PlanMixin
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import raise_collapsed
-from ._litdata_params import check_read_params, item_shuffle_window_value
-from ._local_remote import check_local_dataset, local_remote_source
-from .format._encrypted import check_reader_encryption
-from .format._loaders import PyTreeLoader, TokensLoader
-from .read._args import check_read_args, check_read_loader
-from .read._cache_dirs import parse_cache_size
+from ._litdata_params import check_read_params
 from .read._core import ShuffleMode, produce_chunks
 from .read._decode import iter_work
 from .read._memory import adapt_reader, check_max_memory, fit_decoded_cache
 from .read._session import open_session, split_head
-from .read._source import DatasetSource
-from .read._source_cache import CacheSettings
-from .read._subset import check_subsample
+from .read._spec import Loader, ReadSpec, SpecAttribute
 from .read._transform import Transform, check_transforms
-from .read._trust import check_allow_pickle, resolve_allow_pickle
 from .read._window import DEFAULT_SHUFFLE_WINDOW
-from .storage._files import local_path
-from .storage._resolver import Dir, resolve_dir, store_for
-from .storage._store import HedgedStore, Store
-from .write._hf import hf_dataset_index
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Generator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
     from .format._encryption import Encryption
+    from .format._loaders import PyTreeLoader, TokensLoader
     from .format._parquet import ParquetLoader
     from .format._serializers import Serializer
     from .read._core import Piece
     from .read._resume import ResumePlan
+    from .read._source import DatasetSource
+    from .read._source_cache import CacheSettings
+    from .storage._resolver import Dir
+    from .storage._store import Store
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -172,58 +165,31 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             force_override_state_dict=force_override_state_dict,
             num_canonical_nodes=num_canonical_nodes,
             batch_decode=batch_decode,
-            item_shuffle_window=item_shuffle_window,
             window_direct_io=window_direct_io,
         )
-        check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
-        transforms = check_transforms(transform)
-        self.subsample = check_subsample(subsample)
-        check_read_loader(item_loader)
-        check_reader_encryption(encryption)
-        local_source = None
-        check_allow_pickle(allow_pickle)
         self.max_memory = check_max_memory(max_memory)
         self._loader_prefetch = 0  # batches a DataLoader worker builds ahead, set by StreamingDataLoader
-        if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
-            self._store: Store = input_dir
-            self.input_dir = Dir(path=None, url=input_dir.url)
-        else:
-            self.input_dir = resolve_dir(input_dir)
-            local_source = local_remote_source(self.input_dir)
-            if local_source is not None and cache_dir is None:
-                cache_dir = self.input_dir.path  # LitData caches a local "remote" in Dir.path
-            self._store = store_for(local_source) if local_source else store_for(self.input_dir, storage_options)
-            if index_path is None and local_source is None and self.input_dir.url is not None:
-                # hf:// Parquet: index once, kept
-                hf_index, hf_loader = hf_dataset_index(
-                    self._store, self.input_dir.url, cache_dir, storage_options, item_loader
-                )
-                index_path, item_loader = hf_index, hf_loader or item_loader
-        remote = self.input_dir.path is None and self.input_dir.url is not None and "://" in self.input_dir.url
-        remote = remote or local_source is not None
-        if index_path is None and (root := local_path(self._store, "")) is not None:
-            check_local_dataset(str(root))
-        self.cache = (
-            CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
-            if remote and not (self.input_dir.url or "").startswith("memory://")
-            else None
+        # Everything that decides what is read and in which order, checked once (read/_spec.py).
+        self._spec = ReadSpec.build(
+            input_dir,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            max_pre_download=max_pre_download,
+            transform=transform,
+            serializers=serializers,
+            item_loader=item_loader,
+            shuffle_window=shuffle_window,
+            storage_options=storage_options,
+            cache_dir=cache_dir,
+            max_cache_size=max_cache_size,
+            hedge_delay=hedge_delay,
+            subsample=subsample,
+            index_path=index_path,
+            encryption=encryption,
+            item_shuffle_window=item_shuffle_window,
+            allow_pickle=allow_pickle,
         )
-        if max_cache_size is not None:
-            parse_cache_size(max_cache_size)  # reject a bad value now, not in a worker
-        if self.cache is not None:
-            self._store = HedgedStore(self._store, hedge_delay)
-        self.shuffle: ShuffleMode = shuffle
-        self.shuffle_window = shuffle_window
-        self._item_shuffle_window = item_shuffle_window_value(item_shuffle_window)
-        self.seed = seed
-        self.drop_last = drop_last
-        self.max_pre_download = max_pre_download
-        self._given_transforms = transforms
-        self.serializers = dict(serializers) if serializers else None
-        self.item_loader: PyTreeLoader | TokensLoader | ParquetLoader = item_loader or PyTreeLoader()
-        self.index_path = index_path
-        self.encryption = encryption
-        self.allow_pickle = resolve_allow_pickle(allow_pickle, self.input_dir.url or self.input_dir.path)
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -231,8 +197,22 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         self._resume_state: dict[str, Any] | None = None  # a loaded checkpoint, until its epoch ends
         self._resume: ResumePlan | None = None  # _resume_state resolved for one rank and topology
         self._parent_env: DistributedEnv | None = None  # rank/world of the process that started the workers
-        self._subsample_shuffle = shuffle is not False  # LitData subsamples with the shuffle flag of __init__
         self._selection = None  # from subset()/train_test_split, or the resolved subsample (_selection.py)
+
+    # -- the spec's values, as LitData's attributes ------------------------------------------------
+    input_dir: SpecAttribute[Dir] = SpecAttribute("input_dir")
+    cache: SpecAttribute[CacheSettings | None] = SpecAttribute("cache")
+    shuffle: SpecAttribute[ShuffleMode] = SpecAttribute("shuffle")
+    seed: SpecAttribute[int] = SpecAttribute("seed")
+    drop_last: SpecAttribute[bool | None] = SpecAttribute("drop_last")
+    max_pre_download: SpecAttribute[int] = SpecAttribute("max_pre_download")
+    shuffle_window: SpecAttribute[int] = SpecAttribute("shuffle_window")
+    serializers: SpecAttribute[Mapping[str, Serializer] | None] = SpecAttribute("serializers")
+    item_loader: SpecAttribute[Loader] = SpecAttribute("item_loader")
+    index_path: SpecAttribute[str | os.PathLike[str] | None] = SpecAttribute("index_path")
+    encryption: SpecAttribute[Encryption | None] = SpecAttribute("encryption")
+    allow_pickle: SpecAttribute[bool] = SpecAttribute("allow_pickle")
+    subsample: SpecAttribute[float] = SpecAttribute("subsample")
 
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:
@@ -241,12 +221,10 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             self.current_epoch = current_epoch
 
     def set_shuffle(self, shuffle: ShuffleMode) -> None:
-        check_read_args(shuffle, self.seed, self.drop_last, self.max_pre_download, self.shuffle_window)
-        self.shuffle = shuffle
+        self._spec = self._spec.replace(shuffle=shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
-        check_read_args(self.shuffle, self.seed, drop_last, self.max_pre_download, self.shuffle_window)
-        self.drop_last = drop_last
+        self._spec = self._spec.replace(drop_last=drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
         self.batch_size = batch_size
@@ -264,24 +242,20 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
 
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
+        spec = self._spec
         opened = self._source is None
-        if self._source is None and self.cache is None and self.index_path is None:
-            self._source = _open_now(
-                self._store, self.serializers, self.item_loader, self.allow_pickle, self.encryption
-            )
+        if self._source is None and spec.cache is None and spec.index_path is None:
+            self._source = _open_now(spec.store, spec.serializers, spec.item_loader, spec.allow_pickle, spec.encryption)
         if self._source is None:
-            self._source = _portal.call(
-                partial(DatasetSource.open, encryption=self.encryption),
-                self._store,
-                self.serializers,
-                self.cache,
-                self.item_loader,
-                self.index_path,
-                self.allow_pickle,
-            )
+            self._source = _portal.call(spec.open)
         if opened:  # under a memory limit, ds[i]'s cache of decompressed chunks fits this reader's share
             fit_decoded_cache(self._source, self.max_memory, detect_worker().num_workers)
         return self._source
+
+    def _read_spec(self) -> ReadSpec:
+        """What ``astream(this_dataset)`` and the Combined / Parallel wrappers read: the spec, with this
+        dataset's transforms (a subclass's ``transform`` included) and selection."""
+        return dataclasses.replace(self._spec, transforms=tuple(self.transforms), selection=self._selection)
 
     def __len__(self) -> int:
         return self.get_len(self.num_workers, self.batch_size)
@@ -318,14 +292,14 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         LitData's README subclasses add one (a ``def transform(self, sample)`` method, or
         ``self.transform = fn`` / a list set in ``__init__``), applied as LitData applies it.
         """
-        if self._given_transforms:
-            return self._given_transforms
+        if self._spec.transforms:
+            return list(self._spec.transforms)
         own = getattr(self, "transform", None)
         return [] if own is None else check_transforms(own)
 
     @transforms.setter
     def transforms(self, value: list[Callable[[Any], Any]]) -> None:
-        self._given_transforms = list(value)
+        self._spec = dataclasses.replace(self._spec, transforms=tuple(value))
 
     def _apply(self, sample: Any) -> Any:
         for t in self.transforms:
@@ -336,7 +310,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
     def __iter__(self) -> Generator[Any, None, None]:
         source = self._get_source()
         worker = detect_worker()
-        session = open_session(source, self._plan_args(), self._selected(), self._resume_plan(worker.num_workers))
+        session = open_session(source, self._plan_args(worker), self._selected(), self._resume_plan(worker.num_workers))
         if session.restarted:
             self._clear_resume()
             self.current_epoch = session.epoch
@@ -348,8 +322,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         with _portal.daemon_portal() as portal:
             yield from self._serve(pieces, portal)
         self._clear_resume()
-        if not _inside_worker():
-            self.current_epoch += 1
+        # In every process, as LitData: a persistent DataLoader worker keeps this copy, so its next epoch reshuffles.
+        self.current_epoch += 1
 
     def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1) -> Generator[Any, None, None]:
         """Yield the samples of ``pieces`` (as ``plan_pieces`` returns them), fetched on ``portal``'s loop.
@@ -361,8 +335,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         transform = self._apply if self.transforms else None
         # Remote chunks: at least 4 ahead, as LitData's async prefetch floor for remote data (its
         # LITDATA_ASYNC_MIN_PRE_DOWNLOAD); downloads then overlap across chunk boundaries.
-        ahead = self.max_pre_download
-        if self.cache is not None:
+        ahead = self._spec.max_pre_download
+        if self._spec.cache is not None:
             ahead = max(ahead, _REMOTE_MIN_PRE_DOWNLOAD)
         # Under a memory limit (read/_memory.py): as deep as this reader's share allows. A worker's batches
         # (torch's prefetch_factor, 2 unless StreamingDataLoader chose one) count against the share too.

@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._dataset_io import _inside_worker
-from ._distributed import DistributedEnv, detect_distributed, detect_worker
-from .read._core import ReadPlanArgs, ShuffleMode
+from ._distributed import DistributedEnv, WorkerEnv, detect_distributed, detect_worker
 from .read._plan import items_per_rank, worker_plan
+
+if TYPE_CHECKING:
+    from .read._core import ReadPlanArgs
+    from .read._spec import ReadSpec
 
 __all__ = ["PlanMixin"]
 
@@ -16,11 +19,7 @@ class PlanMixin:
     """Rank, world size and lengths of a ``StreamingDataset`` (the ``_distributed`` its resume code uses)."""
 
     _parent_env: DistributedEnv | None
-    drop_last: bool | None
-    shuffle: ShuffleMode
-    shuffle_window: int
-    _item_shuffle_window: int
-    seed: int
+    _spec: ReadSpec
     current_epoch: int
     batch_size: int
 
@@ -39,7 +38,7 @@ class PlanMixin:
         return detect_distributed()
 
     def _drop_last(self, world_size: int) -> bool:
-        return (world_size > 1) if self.drop_last is None else self.drop_last
+        return self._spec.resolved_drop_last(world_size)
 
     def get_len(self, num_workers: int, batch_size: int) -> int:
         """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
@@ -53,10 +52,11 @@ class PlanMixin:
             batch_size=batch_size,
             drop_last=self._drop_last(env.world_size),
             num_nodes=env.num_nodes,
-            shuffle=self.shuffle is not False,
-            seed=self.seed,
+            shuffle=self._spec.shuffle is not False,
+            seed=self._spec.seed,
             epoch=self.current_epoch,
             chunk_bytes=chunk_bytes,
+            max_cache_size=self._spec.plan_cache_bytes,
         )
 
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
@@ -73,29 +73,25 @@ class PlanMixin:
                 num_workers=max(num_workers, 1),
                 batch_size=batch_size,
                 drop_last=self._drop_last(env.world_size),
-                shuffle=self.shuffle is not False,
-                seed=self.seed,
+                shuffle=self._spec.shuffle is not False,
+                seed=self._spec.seed,
                 epoch=self.current_epoch,
                 num_nodes=env.num_nodes,
                 chunk_bytes=chunk_bytes,
+                max_cache_size=self._spec.plan_cache_bytes,
             )
             out.append(sum(p.end - p.start for p in plan))
         return out
 
-    def _plan_args(self) -> ReadPlanArgs:
+    def _plan_args(self, worker: WorkerEnv | None = None) -> ReadPlanArgs:
         env = self._distributed()
-        worker = detect_worker()
-        return ReadPlanArgs(
+        worker = worker or detect_worker()
+        return self._spec.plan_args(
             rank=env.rank,
             world_size=env.world_size,
             worker=worker.worker,
             num_workers=worker.num_workers,
             batch_size=self.batch_size,
-            drop_last=self._drop_last(env.world_size),
-            shuffle=self.shuffle,
-            shuffle_window=self.shuffle_window,
-            seed=self.seed,
             epoch=self.current_epoch,
             num_nodes=env.num_nodes,
-            item_shuffle_window=self._item_shuffle_window,
         )

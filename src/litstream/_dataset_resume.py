@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ._distributed import DistributedEnv
-    from .read._core import ShuffleMode
-    from .storage._resolver import Dir
 
 __all__ = ["ResumeMixin"]
 
@@ -28,11 +26,6 @@ __all__ = ["ResumeMixin"]
 class ResumeMixin(SelectionMixin):
     """Checkpoint methods of ``StreamingDataset`` (LitData's ``state_dict`` / ``load_state_dict``)."""
 
-    input_dir: Dir
-    drop_last: bool | None
-    shuffle: ShuffleMode
-    shuffle_window: int
-    _item_shuffle_window: int
     batch_size: int
 
     if TYPE_CHECKING:
@@ -83,16 +76,7 @@ class ResumeMixin(SelectionMixin):
         ).to_state()
 
     def _config(self) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "input_dir_path": self.input_dir.path,
-            "input_dir_url": self.input_dir.url,
-            "item_loader": self.item_loader.state_dict(),
-            "drop_last": self.drop_last,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "shuffle_window": self.shuffle_window,
-            "item_shuffle_window": self._item_shuffle_window,
-        }
+        config = self._spec.config()
         config.update(self._selection_config())
         return config
 
@@ -146,7 +130,7 @@ class ResumeMixin(SelectionMixin):
                 self._selected(),
                 rank=env.rank,
                 topology=topology,
-                shuffle_window=self.shuffle_window,
+                shuffle_window=self._spec.shuffle_window,
             )
             self._resume = plan
         return plan

@@ -10,16 +10,14 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .read._subset import DatasetView, Selection, check_selection_state, resolve_selection, subset_selection
+from .read._subset import Selection, check_selection_state, subset_selection
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Callable, Mapping, Sequence
 
-    from .format._serializers import Serializer
     from .read._resume import ResumePlan
     from .read._source import DatasetSource
-    from .storage._store import Store
+    from .read._spec import ReadSpec
 
 __all__ = ["SelectionMixin"]
 
@@ -30,16 +28,8 @@ class SelectionMixin:
     """Selection state and methods of ``StreamingDataset`` (see ``read._subset``)."""
 
     _selection: Selection | None  # from subset()/train_test_split, or the resolved subsample
-    subsample: float
-    _subsample_shuffle: bool  # LitData subsamples with the shuffle flag given at construction
-    seed: int
+    _spec: ReadSpec
     transforms: list[Callable[[Any], Any]]
-    serializers: dict[str, Serializer] | None
-    item_loader: Any
-    index_path: str | os.PathLike[str] | None
-    encryption: Any
-    allow_pickle: bool
-    _store: Store
     current_epoch: int
     _resume_state: dict[str, Any] | None
     _resume: ResumePlan | None
@@ -50,14 +40,8 @@ class SelectionMixin:
 
     def _selected(self) -> Selection | None:
         """The selection this dataset serves, or ``None`` for every item once in index order."""
-        if self._selection is None and self.subsample != 1.0:
-            self._selection = resolve_selection(
-                self._get_source().chunk_sizes,
-                explicit=None,
-                subsample=self.subsample,
-                shuffle=self._subsample_shuffle,
-                seed=self.seed,
-            )
+        if self._selection is None and self._spec.subsample != 1.0:
+            self._selection = self._spec.select(self._get_source().chunk_sizes)
         return self._selection
 
     def _plan_inputs(self) -> tuple[list[tuple[int, int]], list[int]]:
@@ -96,26 +80,9 @@ class SelectionMixin:
         base = self._selected() or Selection.full(self._get_source().chunk_sizes)
         return self._restricted_to(subset_selection(base, indices))
 
-    def _dataset_view(self) -> DatasetView:
-        """What ``astream(this_dataset)`` reads: the store, decoding, selection and transforms."""
-        return DatasetView(
-            store=self._store,
-            serializers=self.serializers,
-            transforms=tuple(self.transforms),
-            selection=self._selection,
-            subsample=self.subsample,
-            subsample_shuffle=self._subsample_shuffle,
-            seed=self.seed,
-            item_loader=self.item_loader,
-            index_path=self.index_path,
-            encryption=self.encryption,
-            allow_pickle=self.allow_pickle,
-            input_dir=getattr(self, "input_dir", None),
-        )
-
     def _selection_config(self) -> dict[str, Any]:
         """LitData's checkpoint keys ``subsampled_files`` / ``region_of_interest``, only when not whole."""
-        if self._selection is None and self.subsample == 1.0:
+        if self._selection is None and self._spec.subsample == 1.0:
             return {}
         source = self._get_source()
         selection = self._selected() or Selection.full(source.chunk_sizes)
@@ -123,7 +90,7 @@ class SelectionMixin:
 
     def _check_selection(self, state: Mapping[str, Any]) -> None:
         """Raise ``ConfigurationError`` unless ``state`` was saved by a dataset serving the same items."""
-        if self._selection is None and self.subsample == 1.0 and "region_of_interest" not in state:
+        if self._selection is None and self._spec.subsample == 1.0 and "region_of_interest" not in state:
             return  # both whole datasets: no need to load the index
         source = self._get_source()
         selection = self._selected() or Selection.full(source.chunk_sizes)

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import litstream
-from peer import require_peer
+from peer import require_dev, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 litdata = require_peer("litdata")
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=DeprecationWarning)
-    pyg = pytest.importorskip("torch_geometric.data")
+    pyg = require_dev("torch_geometric.data")
 from litdata.streaming.collate import litdata_collate as their_collate  # noqa: E402
 
 pytestmark = [

@@ -30,15 +30,15 @@ import torch
 import litstream
 from litstream.format._media_audio import AudioSerializer as LsAudio
 from litstream.format._media_video import VideoSerializer as LsVideo
-from peer import require_peer
+from peer import require_dev, require_peer
 
 litdata = require_peer("litdata")
-sf = pytest.importorskip("soundfile")
-nib = pytest.importorskip("nibabel")
-trimesh = pytest.importorskip("trimesh")
-pdfplumber = pytest.importorskip("pdfplumber")
-av = pytest.importorskip("av")
-tifffile = pytest.importorskip("tifffile")
+sf = require_dev("soundfile")
+nib = require_dev("nibabel")
+trimesh = require_dev("trimesh")
+pdfplumber = require_dev("pdfplumber")
+av = require_dev("av")
+tifffile = require_dev("tifffile")
 import matplotlib  # noqa: E402
 from litdata.streaming import serializers as lds  # noqa: E402
 from PIL import Image as PILImage  # noqa: E402

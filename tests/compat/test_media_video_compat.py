@@ -20,14 +20,14 @@ import pytest
 
 import litstream
 from litstream.format._media_video import VideoSerializer
-from peer import require_peer
+from peer import require_dev, require_peer
 from video_frames import assert_close, frames
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 litdata = require_peer("litdata")
-av = pytest.importorskip("av")
+av = require_dev("av")
 from litdata.streaming import serializers as lds  # noqa: E402
 
 pytestmark = pytest.mark.litdata

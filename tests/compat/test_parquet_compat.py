@@ -9,13 +9,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import litstream
-from peer import require_peer
+from peer import require_dev, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 litdata = require_peer("litdata")
-pytest.importorskip("polars")
+require_dev("polars")
 from litdata.streaming.item_loader import ParquetLoader as LitParquetLoader  # noqa: E402
 from litdata.streaming.writer import index_parquet_dataset as lit_index_parquet_dataset  # noqa: E402
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from peer import require_dev
+
 __all__: list[str] = []
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +54,7 @@ EXPECTED = {
 @pytest.mark.parametrize("recipe", sorted(EXPECTED))
 def test_modality_recipe_runs(recipe: str, tmp_path: Path) -> None:
     if recipe == "nifti_volumes":
-        pytest.importorskip("nibabel")
+        require_dev("nibabel")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
         [sys.executable, str(FOLDER / f"{recipe}.py"), "--data-dir", str(tmp_path / recipe)],

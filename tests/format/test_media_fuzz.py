@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from litstream import FormatError
 from litstream.format._serializers import default_serializers, serializer_for_format
+from peer import require_dev
 
 FORMATS = ["text", "image:png", "jpeg", "jpeg_array", "pil", "tifffile", "audio:wav", "nifti:nii", "mesh:glb", "graph"]
 PREFIXES = {
@@ -29,7 +30,7 @@ PREFIXES = {
 @given(tail=st.binary(max_size=400), prefixed=st.booleans())
 def test_garbage_payloads_raise_format_error(data_format: str, tail: bytes, prefixed: bool) -> None:
     for module in {"tifffile": "tifffile", "nifti:nii": "nibabel", "mesh:glb": "trimesh"}.get(data_format, "").split():
-        pytest.importorskip(module)
+        require_dev(module)
     payload = (PREFIXES.get(data_format, b"") if prefixed else b"") + tail
     serializer = serializer_for_format(data_format, default_serializers())
     try:

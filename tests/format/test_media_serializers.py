@@ -26,7 +26,7 @@ from PIL import Image as PILImage
 import litstream
 from litstream.format._media_video import VideoSerializer
 from litstream.format._serializers import default_serializers, select_serializer, serializer_for_format
-from peer import require_peer
+from peer import require_dev, require_peer
 from pyg_block import block_torch_geometric
 
 if TYPE_CHECKING:
@@ -35,10 +35,10 @@ if TYPE_CHECKING:
 
 litdata = require_peer("litdata")
 lds = require_peer("litdata.streaming.serializers")
-nib = pytest.importorskip("nibabel")
-trimesh = pytest.importorskip("trimesh")
-pdfplumber = pytest.importorskip("pdfplumber")
-matplotlib = pytest.importorskip("matplotlib")
+nib = require_dev("nibabel")
+trimesh = require_dev("trimesh")
+pdfplumber = require_dev("pdfplumber")
+matplotlib = require_dev("matplotlib")
 
 pytestmark = pytest.mark.litdata
 
@@ -112,7 +112,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         handle.setframerate(8000)
         handle.writeframes(tone.tobytes())
     out["flac"] = root / "tone.flac"
-    pytest.importorskip("soundfile").write(str(out["flac"]), tone, 8000)
+    require_dev("soundfile").write(str(out["flac"]), tone, 8000)
     out["glb"].write_bytes(trimesh.creation.box(extents=(1, 2, 3)).export(file_type="glb"))
     return {key: str(path) for key, path in out.items()}
 

@@ -10,17 +10,17 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pytest
 
 import litstream
 from litstream.format._media_video import VideoSerializer, encode_video_array
+from peer import require_dev
 from video_frames import assert_close, frames
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-av = pytest.importorskip("av")
-torch = pytest.importorskip("torch")
+av = require_dev("av")
+torch = require_dev("torch")
 
 
 def test_frames_round_trip_through_optimize(tmp_path: Path) -> None:

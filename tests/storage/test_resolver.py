@@ -20,6 +20,7 @@ from litstream.storage._store import (
     Store,
     TransferConfig,
 )
+from peer import require_dev
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -153,7 +154,7 @@ def test_s3_anonymous(options: dict[str, Any]) -> None:
 
 
 def test_s3_botocore_config_unsigned() -> None:
-    botocore = pytest.importorskip("botocore")
+    botocore = require_dev("botocore")
     from botocore.config import Config  # type: ignore[import-untyped]
 
     config = Config(signature_version=botocore.UNSIGNED, region_name="ap-south-1", s3={"addressing_style": "virtual"})

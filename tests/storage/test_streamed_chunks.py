@@ -9,9 +9,9 @@ test reads through SeaweedFS with small ranged GETs, so the same path runs again
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,7 +26,6 @@ from litstream.read._core import ChunkWork, ReadPlanArgs, plan_pieces, produce_c
 from litstream.read._decode import work_batches
 from litstream.read._source import DatasetSource
 from litstream.read._source_cache import CacheSettings
-from litstream.storage._transfer import Downloader
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -62,10 +61,9 @@ class HoldingStore(ScriptedStore):
 
 
 @pytest.fixture
-def one_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+def one_chunk(tmp_path: Path) -> dict[str, bytes]:
     out = tmp_path / "data"
     optimize(_sample, list(range(200)), str(out), chunk_bytes="2MB", num_workers=1, verbose=False)
-    monkeypatch.setattr(_source_cache, "Downloader", partial(Downloader, piece_size=PIECE))
     objects = {p.name: p.read_bytes() for p in out.iterdir()}
     assert sum(name.startswith("chunk-") for name in objects) == 1
     return objects
@@ -73,7 +71,7 @@ def one_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, byte
 
 async def _open(objects: dict[str, bytes], cache: Path) -> tuple[HoldingStore, DatasetSource]:
     store = HoldingStore(objects, hold_from=2 * PIECE)
-    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(cache)))  # type: ignore[arg-type]
+    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(cache), piece_size=PIECE))  # type: ignore[arg-type]
     return store, source
 
 
@@ -142,7 +140,6 @@ def test_a_remote_read_in_small_ranged_gets_yields_every_sample(
     url = f"s3://{s3_server.bucket}/streamed-{uuid.uuid4().hex[:10]}"
     optimize(_sample, list(range(600)), url, chunk_bytes="1MB", num_workers=1, verbose=False,
              storage_options=s3_server.options())  # fmt: skip
-    monkeypatch.setattr(_source_cache, "Downloader", partial(Downloader, piece_size=PIECE))
     streamed: list[bool] = []
     real = _source_cache.open_streaming
 
@@ -153,6 +150,8 @@ def test_a_remote_read_in_small_ranged_gets_yields_every_sample(
 
     monkeypatch.setattr("litstream.read._core.open_streaming", spy)
     ds = StreamingDataset(url, storage_options=s3_server.options(), cache_dir=str(tmp_path / "cache"), shuffle=shuffle)
+    assert ds.cache is not None
+    ds.cache = dataclasses.replace(ds.cache, piece_size=PIECE)  # the downloader's settings
     seen = [s["i"] for s in ds]
     assert sorted(seen) == list(range(600))
     assert (seen == list(range(600))) is not shuffle

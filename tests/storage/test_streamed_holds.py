@@ -15,7 +15,6 @@ come from the store while a request is in flight.
 from __future__ import annotations
 
 import threading
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,14 +24,12 @@ import pytest
 from test_transfer import ScriptedStore
 
 from litstream import optimize
-from litstream.read import _source_cache
 from litstream.read._cache import ChunkCache
 from litstream.read._core import ChunkWork, ReadPlanArgs, plan_pieces, produce_chunks
 from litstream.read._decode import work_batches
 from litstream.read._source import DatasetSource
 from litstream.read._source_cache import CacheSettings
 from litstream.storage import _progress
-from litstream.storage._transfer import Downloader
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,10 +44,9 @@ def _sample(i: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def one_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+def one_chunk(tmp_path: Path) -> dict[str, bytes]:
     out = tmp_path / "data"
     optimize(_sample, list(range(200)), str(out), chunk_bytes="2MB", num_workers=1, verbose=False)
-    monkeypatch.setattr(_source_cache, "Downloader", partial(Downloader, piece_size=PIECE))
     return {p.name: p.read_bytes() for p in out.iterdir()}
 
 
@@ -89,7 +85,9 @@ async def test_a_streamed_chunk_is_not_evicted_between_its_download_and_its_mapp
     one_chunk: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache_dir = tmp_path / "cache"
-    source = await DatasetSource.open(ScriptedStore(one_chunk), cache=CacheSettings(cache_dir=str(cache_dir)))  # type: ignore[arg-type]
+    source = await DatasetSource.open(
+        ScriptedStore(one_chunk), cache=CacheSettings(cache_dir=str(cache_dir), piece_size=PIECE)
+    )  # type: ignore[arg-type]
     cache = source.cache
     assert cache is not None
     released = threading.Event()
@@ -125,7 +123,7 @@ async def test_a_read_cancelled_while_its_chunk_downloads_gives_back_every_hold(
     one_chunk: dict[str, bytes], tmp_path: Path, streamed: bool
 ) -> None:
     store = CancellingStore(one_chunk, cancel_from=2 * PIECE)
-    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(tmp_path / "cache")))  # type: ignore[arg-type]
+    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(tmp_path / "cache"), piece_size=PIECE))  # type: ignore[arg-type]
     assert source.cache is not None
     pieces = plan_pieces(source, ReadPlanArgs(shuffle="window" if not streamed else False))
     send, receive = anyio.create_memory_object_stream[ChunkWork](1)

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from litstream import StreamingDataset, WorkerError, map, optimize
-from peer import require_peer
+from peer import require_dev, require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-distributed = pytest.importorskip("distributed")
+distributed = require_dev("distributed")
 
 pytestmark = [
     pytest.mark.slow,

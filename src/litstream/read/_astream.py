@@ -2,42 +2,44 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    pass
-
+from .._errors import ConfigurationError
+from .._litdata_params import check_read_params, item_shuffle_window_value
 from ..format._encrypted import check_reader_encryption
-from ..format._loaders import PyTreeLoader, TokensLoader
-from ..storage._resolver import Dir, resolve_dir, store_for
 from ._args import check_read_args, check_read_loader
-from ._core import (
-    ReadPlanArgs,
-    ShuffleMode,
-)
-from ._sample_stream import SampleStream
 from ._session import StreamPosition
-from ._subset import HasDatasetView, Selection, check_subsample, subsample_selection
-from ._transform import Transform, check_transforms, compose
+from ._spec import ReadSpec
+from ._subset import Selection, check_subsample, subsample_selection
+from ._transform import Transform, check_transforms
 from ._trust import check_allow_pickle, resolve_allow_pickle
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    import os
+    from collections.abc import Mapping, Sequence
 
     from ..format._encryption import Encryption
+    from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._parquet import ParquetLoader
     from ..format._serializers import Serializer
+    from ..storage._resolver import Dir
     from ..storage._store import Store
+    from ._core import ShuffleMode
+    from ._sample_stream import SampleStream
 
-__all__ = ["astream"]
+__all__ = ["HasReadSpec", "astream"]
+
+
+@runtime_checkable
+class HasReadSpec(Protocol):
+    """A dataset facade ``astream`` accepts as input (``StreamingDataset``): the spec of what it serves."""
+
+    def _read_spec(self) -> ReadSpec: ...
 
 
 def astream(
-    input_dir: str | os.PathLike[str] | Dir | Store | HasDatasetView,
+    input_dir: str | os.PathLike[str] | Dir | Store | HasReadSpec,
     *,
     shuffle: ShuffleMode = False,
     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
@@ -57,6 +59,10 @@ def astream(
     encryption: Encryption | None = None,
     allow_pickle: bool | None = None,
     state: Mapping[str, Any] | None = None,
+    item_shuffle_window: int | str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    max_cache_size: int | float | str | None = None,
+    hedge_delay: float | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -115,6 +121,19 @@ def astream(
             each served once, assuming every old rank had returned the same number of batches).
             A checkpoint taken after the last sample starts the next epoch. ``None`` (default):
             start ``epoch`` from its beginning.
+        item_shuffle_window: With ``shuffle=True``, the in-chunk shuffle block size, as
+            ``StreamingDataset``'s (``None``/``"auto"``: 256; ``0``/``"full"``: one permutation of each
+            slice). With a ``StreamingDataset`` input, ``None`` keeps the dataset's.
+        cache_dir: Root of the local chunk cache of a remote dataset, as ``StreamingDataset``'s. ``None``
+            (default) and no ``max_cache_size``: remote chunks are read into memory, no disk cache; with
+            ``max_cache_size`` alone the cache is under ``LITSTREAM_CACHE_DIR``, ``LITDATA_CACHE_DIR`` or
+            ``~/.cache/litstream/chunks``. With a ``StreamingDataset`` input its cache is used and this
+            must be ``None``.
+        max_cache_size: Cache budget (bytes, ``"50GB"`` or a fraction of free disk), as
+            ``StreamingDataset``'s (given alone, it turns the disk cache on); it also decides the
+            multi-node shuffle's epoch-2 order. With a ``StreamingDataset`` input, its own.
+        hedge_delay: For remote datasets, seconds after which a slow range read is sent again (see
+            ``StreamingDataset``); ``None`` derives it from observed latency.
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
@@ -127,80 +146,70 @@ def astream(
         DatasetNotFoundError: on first iteration, when ``input_dir`` holds no dataset.
     """
     check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
-    transforms = check_transforms(transform)
+    extra = check_transforms(transform)
     fraction = check_subsample(subsample)
-    view = input_dir._dataset_view() if isinstance(input_dir, HasDatasetView) else None
-    if view is not None:
-        item_loader = item_loader if item_loader is not None else view.item_loader
-        index_path = index_path if index_path is not None else view.index_path
-        encryption = encryption if encryption is not None else view.encryption
-        transforms = [*view.transforms, *transforms]
-        serializers = serializers if serializers is not None else view.serializers
+    if isinstance(input_dir, HasReadSpec):
+        if cache_dir is not None or max_cache_size is not None or hedge_delay is not None:
+            raise ConfigurationError(
+                "cache_dir, max_cache_size and hedge_delay are the StreamingDataset's own when astream() reads "
+                "a StreamingDataset; set them when constructing it, or pass its input_dir instead"
+            )
+        base = input_dir._read_spec()
+        changes: dict[str, Any] = {
+            "shuffle": shuffle,
+            "shuffle_window": shuffle_window,
+            "seed": seed,
+            "drop_last": drop_last,
+            "max_pre_download": max_pre_download,
+            "transforms": (*base.transforms, *extra),
+        }
+        if item_shuffle_window is not None:
+            check_read_params(item_shuffle_window=item_shuffle_window)
+            changes["item_shuffle_window"] = item_shuffle_window_value(item_shuffle_window)
+        for name, value in (
+            ("item_loader", item_loader),
+            ("index_path", index_path),
+            ("encryption", encryption),
+            ("serializers", serializers),
+        ):
+            if value is not None:
+                changes[name] = value
+        check_read_loader(item_loader)
+        check_reader_encryption(encryption)
+        if check_allow_pickle(allow_pickle) is not None:
+            changes["allow_pickle"] = resolve_allow_pickle(allow_pickle, base.store.url)
+        spec = base.replace(**changes)
+        chooses = base.select  # the dataset's own selection, with its own seed
+    else:
+        spec = ReadSpec.build(
+            input_dir,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            max_pre_download=max_pre_download,
+            transform=extra,
+            serializers=serializers,
+            item_loader=item_loader,
+            shuffle_window=shuffle_window,
+            storage_options=storage_options,
+            cache_dir=cache_dir,
+            max_cache_size=max_cache_size,
+            hedge_delay=hedge_delay,
+            index_path=index_path,
+            encryption=encryption,
+            item_shuffle_window=item_shuffle_window,
+            allow_pickle=allow_pickle,
+            eager=False,
+            cache_by_default=False,
+        )
+        chooses = spec.select
 
     def select(chunk_sizes: Sequence[int]) -> Selection | None:
-        base = None if view is None else view.select(chunk_sizes)
+        chosen = chooses(chunk_sizes)
         if fraction == 1.0:
-            return base
-        full = base or Selection.full(chunk_sizes)
+            return chosen
+        full = chosen or Selection.full(chunk_sizes)
         return subsample_selection(full, fraction, shuffle=shuffle is not False, seed=seed)
 
-    check_read_loader(item_loader)
-    check_reader_encryption(encryption)
-    check_allow_pickle(allow_pickle)
-    store = view.store if view is not None else store_for(input_dir, storage_options)  # type: ignore[arg-type]
-    if allow_pickle is None and view is not None:
-        allow_pickle = view.allow_pickle
-    plan = ReadPlanArgs(
-        rank=rank,
-        world_size=world_size,
-        batch_size=batch_size,
-        drop_last=drop_last,
-        shuffle=shuffle,
-        shuffle_window=shuffle_window,
-        seed=seed,
-        epoch=epoch,
-    )
-    where = view.input_dir if view is not None and view.input_dir is not None else _input_identity(input_dir, store)
-    config = {
-        "input_dir_path": where.path,
-        "input_dir_url": where.url,
-        "item_loader": (item_loader or PyTreeLoader()).state_dict(),
-        "drop_last": drop_last,
-        "seed": seed,
-        "shuffle": shuffle,
-        "shuffle_window": shuffle_window,
-        "item_shuffle_window": plan.item_shuffle_window,  # LitData 0.2.76's default in-chunk order
-    }
-    return SampleStream(
-        store,
-        plan,
-        max_pre_download=max_pre_download,
-        transform=compose(transforms),
-        serializers=serializers,
-        item_loader=item_loader,
-        select=select,
-        index_path=index_path,
-        encryption=encryption,
-        allow_pickle=resolve_allow_pickle(allow_pickle, store.url),
-        prepare=_hub_index(input_dir, store, storage_options, item_loader) if index_path is None else None,
-        position=StreamPosition(plan, config, state),
-    )
-
-
-def _hub_index(
-    input_dir: object, store: Store, storage_options: Mapping[str, Any] | None, item_loader: object
-) -> Callable[[], Awaitable[tuple[str | None, ParquetLoader | None]]] | None:
-    """For an ``hf://`` input: what indexes it on first use, as ``StreamingDataset`` does (``write/_hf.py``)."""
-    url = input_dir.url if isinstance(input_dir, Dir) else input_dir if isinstance(input_dir, str) else None
-    if url is None or not url.startswith("hf://"):
-        return None
-    from ..write._hf import ahf_dataset_index
-
-    return partial(ahf_dataset_index, store, url.rstrip("/"), None, storage_options, item_loader)
-
-
-def _input_identity(input_dir: object, store: Store) -> Dir:
-    """The ``input_dir_path`` / ``input_dir_url`` a checkpoint records, as ``StreamingDataset`` records them."""
-    if isinstance(input_dir, (str, os.PathLike, Dir)):
-        return resolve_dir(input_dir)
-    return Dir(path=None, url=store.url)
+    plan = spec.plan_args(rank=rank, world_size=world_size, batch_size=batch_size, epoch=epoch)
+    return spec.stream(plan, position=StreamPosition(plan, spec.config(), state), select=select)

@@ -16,21 +16,17 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from .._errors import raise_collapsed
 from ._core import ChunkWork, Piece, ReadPlanArgs, piece_chunks, plan_pieces, produce_chunks, works_for
 from ._decode import work_batches
-from ._source import DatasetSource
 
 if TYPE_CHECKING:
-    import os
-    from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from types import TracebackType
 
     from anyio.abc import TaskGroup
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from ..format._loaders import PyTreeLoader, TokensLoader
-    from ..format._parquet import ParquetLoader
-    from ..format._serializers import Serializer
-    from ..storage._store import Store
     from ._session import StreamPosition
+    from ._source import DatasetSource
+    from ._spec import ReadSpec
     from ._subset import Selection
 
 __all__ = ["SampleStream"]
@@ -51,35 +47,22 @@ class SampleStream:
 
     def __init__(
         self,
-        store: Store,
+        spec: ReadSpec,
         plan: ReadPlanArgs,
         *,
         max_pre_download: int,
-        transform: Callable[[Any], Any] | None,
-        serializers: Mapping[str, Serializer] | None,
-        item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
         select: Callable[[Sequence[int]], Selection | None] | None = None,
         pieces: Sequence[Piece] | None = None,
-        index_path: str | os.PathLike[str] | None = None,
-        encryption: Any = None,
-        allow_pickle: bool = True,
-        prepare: Callable[[], Awaitable[tuple[str | None, ParquetLoader | None]]] | None = None,
         position: StreamPosition | None = None,
     ) -> None:
-        self._store = store
-        self._prepare = prepare  # finds (index_path, item_loader) first: an hf:// Parquet dataset's index
+        self._spec = spec  # what to read and how (``read._spec``): opened on first use
         self._position = position  # astream's own reader: its checkpoint (state_dict())
         self._returned = 0  # samples returned by __anext__
-        self._encryption = encryption
-        self._allow_pickle = allow_pickle
-        self._item_loader = item_loader
-        self._index_path = index_path
         self._select = select
         self._given_pieces = pieces  # a composite's member stream; None: plan them from ``plan``
         self._plan = plan
         self._max_pre_download = max_pre_download
-        self._transform = transform
-        self._serializers = serializers
+        self._transform = spec.transform
         self._source: DatasetSource | None = None
         self._pieces: deque[Piece] | None = None
         self._ready: deque[ChunkWork] = deque()
@@ -92,19 +75,7 @@ class SampleStream:
 
     async def _open(self) -> DatasetSource:
         if self._source is None:
-            if self._prepare is not None:
-                index_path, loader = await self._prepare()
-                self._prepare = None
-                if index_path is not None:
-                    self._index_path, self._item_loader = index_path, loader
-            self._source = await DatasetSource.open(
-                self._store,
-                self._serializers,
-                item_loader=self._item_loader,
-                index_path=self._index_path,
-                encryption=self._encryption,
-                allow_pickle=self._allow_pickle,
-            )
+            self._source = await self._spec.open()
             if self._given_pieces is not None:
                 self._pieces = deque(self._given_pieces)
             else:

@@ -62,7 +62,10 @@ def _open_cache(store: Store, index: Index, settings: CacheSettings) -> tuple[Ch
     # Hedging is for small random reads (ds[i]); duplicating 8 MB chunk pieces would only add load
     # (and an abandoned duplicate keeps downloading in its thread), so chunks bypass it.
     plain = store.inner if isinstance(store, HedgedStore) else store
-    return ChunkCache(directory, max_cache_size=size), Downloader(plain, directory)
+    tuning = {
+        k: v for k, v in (("piece_size", settings.piece_size), ("max_concurrency", settings.max_concurrency)) if v
+    }
+    return ChunkCache(directory, max_cache_size=size), Downloader(plain, directory, **tuning)
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,14 @@ class CacheSettings:
             ``<root>/<md5(url)>/<updated_at>/``, as in LitData.
         max_cache_size: Bytes (int or ``"50GB"``), a fraction of free disk in (0, 1], or ``None`` for
             75 % of the free disk (LitData's default). Chunks held by a reader are never evicted.
+        piece_size: Bytes per ranged GET of a chunk download (the ``Downloader``'s); ``None``: its default.
+        max_concurrency: Ranged GETs in flight (the ``Downloader``'s); ``None``: its default.
     """
 
     cache_dir: str | None = None
     max_cache_size: int | float | str | None = None
+    piece_size: int | None = None
+    max_concurrency: int | None = None
 
 
 def streamable(source: DatasetSource, chunk_index: int) -> bool:

@@ -26,7 +26,7 @@ import math
 import operator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol, SupportsIndex, runtime_checkable
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 
@@ -35,15 +35,11 @@ from ._core import ChunkWindow
 from ._plan import ChunkSlice
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
-    from ..format._serializers import Serializer
-    from ..storage._store import Store
     from ._core import Piece
 
 __all__ = [
-    "DatasetView",
-    "HasDatasetView",
     "Region",
     "Selection",
     "check_selection_state",
@@ -327,39 +323,3 @@ def resolve_selection(
     if math.isclose(subsample, 1.0):
         return None
     return subsample_selection(Selection.full(chunk_sizes), subsample, shuffle=shuffle, seed=seed)
-
-
-@dataclass(frozen=True)
-class DatasetView:
-    """What ``astream`` takes from a ``StreamingDataset`` passed as its input: where the data is,
-    how to decode it, which items it serves and its transforms (not its iteration arguments)."""
-
-    store: Store
-    serializers: Mapping[str, Serializer] | None
-    transforms: tuple[Callable[[Any], Any], ...]
-    selection: Selection | None
-    subsample: float
-    subsample_shuffle: bool
-    seed: int
-    item_loader: Any = None
-    index_path: Any = None
-    encryption: Any = None
-    allow_pickle: bool = True
-    input_dir: Any = None  # the dataset's ``Dir`` (what its checkpoints record), if known
-
-    def select(self, chunk_sizes: Sequence[int]) -> Selection | None:
-        """The dataset's selection (see :func:`resolve_selection`)."""
-        return resolve_selection(
-            chunk_sizes,
-            explicit=self.selection,
-            subsample=self.subsample,
-            shuffle=self.subsample_shuffle,
-            seed=self.seed,
-        )
-
-
-@runtime_checkable
-class HasDatasetView(Protocol):
-    """A dataset facade ``astream`` accepts as input (``StreamingDataset``)."""
-
-    def _dataset_view(self) -> DatasetView: ...

@@ -1,0 +1,386 @@
+"""``ReadSpec``: what to read and how, built and validated once, opened by every face of the reader.
+
+``StreamingDataset``, :func:`litstream.astream` (of a path or of a dataset), the Combined / Parallel
+wrappers (sync and ``.astream()``) all hold one :class:`ReadSpec` per dataset: the location and store,
+the cache directory and byte budget, the item loader, serializers, encryption, the resolved
+``allow_pickle``, ``index_path``, transforms, the selection (subset, split) and subsample, the shuffle
+mode, seed, ``drop_last``, both shuffle windows and the prefetch depth. :meth:`ReadSpec.build` turns
+LitData's keyword arguments into one (every check runs there); :meth:`ReadSpec.open` opens the
+dataset (indexing an ``hf://`` Parquet dataset first when needed); :meth:`ReadSpec.plan_args` gives the
+read plan of one reader; :meth:`ReadSpec.stream` the async stream of given pieces. A face keeps only
+its own counters (epoch, batch size, workers) and resume state beside it.
+
+The spec is frozen and picklable (it holds no client, portal or open file); a setter of a face
+replaces it with :meth:`ReadSpec.replace`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from .._litdata_params import check_read_params, item_shuffle_window_value
+from .._local_remote import check_local_dataset, local_remote_source
+from ..format._encrypted import check_reader_encryption
+from ..format._loaders import PyTreeLoader, TokensLoader
+from ..format._parquet import ParquetLoader
+from ..storage._files import local_path
+from ..storage._resolver import Dir, resolve_dir, store_for
+from ..storage._store import HedgedStore, Store
+from ._args import check_read_args, check_read_loader
+from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
+from ._cache_dirs import default_cache_root, parse_cache_size
+from ._compose import MemberSpec
+from ._core import ReadPlanArgs, ShuffleMode
+from ._source import DatasetSource
+from ._source_cache import CacheSettings
+from ._subset import Selection, check_subsample, resolve_selection
+from ._transform import Transform, check_transforms, compose
+from ._trust import check_allow_pickle, resolve_allow_pickle
+from ._window import DEFAULT_SHUFFLE_WINDOW
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from ..format._encryption import Encryption
+    from ..format._serializers import Serializer
+    from ._core import Piece
+    from ._sample_stream import SampleStream
+    from ._session import StreamPosition
+
+__all__ = ["Loader", "ReadSpec", "SpecAttribute"]
+
+T = TypeVar("T")
+
+Loader = PyTreeLoader | TokensLoader | ParquetLoader
+"""The item loaders a reader accepts."""
+
+
+def _plan_cache_bytes(max_cache_size: int | float | str | None, cache: CacheSettings | None) -> int | None:
+    """``max_cache_size`` in bytes for the multi-node shuffle's "does a node's shard fit" test (``read._plan``).
+
+    ``None`` (LitData: 75 % of the free disk) is no limit here, as before; a fraction is measured on the
+    cache root, as the cache measures it.
+    """
+    if max_cache_size is None:
+        return None
+    directory = (cache.cache_dir if cache is not None else None) or default_cache_root()
+    return parse_cache_size(max_cache_size, directory=directory)
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """Everything that decides what a reader serves and in which order (see the module docstring).
+
+    Attributes:
+        input_dir: The dataset's location as checkpoints record it (``input_dir_path`` / ``_url``).
+        store: Where the chunks are read from (a ``HedgedStore`` over the remote store when cached).
+        cache: The local chunk cache of a remote dataset (directory and byte budget), ``None`` when read in place.
+        item_loader: ``PyTreeLoader()``, ``TokensLoader(block_size)`` or ``ParquetLoader()``.
+        serializers: Extra serializers by registry key, or ``None``.
+        encryption: The encryption the dataset was written with, or ``None``.
+        allow_pickle: The resolved decision (``read._trust``).
+        index_path: A local ``index.json`` used instead of the dataset's own, or ``None``.
+        transforms: Applied to each decoded sample, in order.
+        selection: The items served (a subset or split), or ``None``: the subsample of every chunk.
+        subsample: LitData's ``subsample`` fraction (``> 0``).
+        subsample_shuffle: Whether the subsample is a random choice (LitData uses the ``shuffle`` of ``__init__``).
+        shuffle: A :data:`~litstream.read._core.ShuffleMode`, checked.
+        seed: The shuffle seed.
+        drop_last: ``None`` means ``world_size > 1``.
+        shuffle_window: Chunks mixed with ``shuffle="window"``.
+        item_shuffle_window: The resolved in-chunk shuffle block size of ``shuffle=True``.
+        max_pre_download: Chunks fetched ahead.
+        plan_cache_bytes: ``max_cache_size`` in bytes as the multi-node plan uses it (``None``: no limit).
+        hub: ``(url, storage_options, item_loader as given)`` of an ``hf://`` location indexed on first
+            :meth:`open`, else ``None``.
+    """
+
+    input_dir: Dir
+    store: Store
+    cache: CacheSettings | None = None
+    item_loader: Loader = field(default_factory=PyTreeLoader)
+    serializers: Mapping[str, Serializer] | None = None
+    encryption: Encryption | None = None
+    allow_pickle: bool = True
+    index_path: str | os.PathLike[str] | None = None
+    transforms: tuple[Callable[[Any], Any], ...] = ()
+    selection: Selection | None = None
+    subsample: float = 1.0
+    subsample_shuffle: bool = False
+    shuffle: ShuffleMode = False
+    seed: int = 42
+    drop_last: bool | None = None
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
+    item_shuffle_window: int = DEFAULT_ITEM_SHUFFLE_WINDOW
+    max_pre_download: int = 2
+    plan_cache_bytes: int | None = None
+    hub: tuple[str, Mapping[str, Any] | None, Loader | None] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        input_dir: str | os.PathLike[str] | Dir | Store,
+        *,
+        shuffle: ShuffleMode = False,
+        seed: int = 42,
+        drop_last: bool | None = None,
+        max_pre_download: int = 2,
+        transform: Transform = None,
+        serializers: Mapping[str, Serializer] | None = None,
+        item_loader: Loader | None = None,
+        shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+        storage_options: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        max_cache_size: int | float | str | None = None,
+        hedge_delay: float | None = None,
+        subsample: float = 1.0,
+        index_path: str | os.PathLike[str] | None = None,
+        encryption: Encryption | None = None,
+        item_shuffle_window: int | str | None = None,
+        allow_pickle: bool | None = None,
+        eager: bool = True,
+        cache_by_default: bool = True,
+    ) -> ReadSpec:
+        """Check LitData's read arguments and resolve them into a spec (see ``StreamingDataset`` for each).
+
+        Args:
+            eager: ``True`` (``StreamingDataset``): a local dataset must exist now and an ``hf://`` Parquet
+                dataset is indexed now. ``False`` (``astream``): both happen on first :meth:`open`.
+            cache_by_default: ``True`` (``StreamingDataset``): a remote dataset is cached on local disk.
+                ``False`` (``astream``): only when ``cache_dir`` or ``max_cache_size`` is given; chunks are
+                read into memory otherwise.
+
+        Raises:
+            ConfigurationError: a bad argument, naming it.
+            DatasetNotFoundError: with ``eager``, a local ``input_dir`` that holds no dataset.
+        """
+        check_read_params(item_shuffle_window=item_shuffle_window)
+        check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
+        transforms = check_transforms(transform)
+        fraction = check_subsample(subsample)
+        check_read_loader(item_loader)
+        check_reader_encryption(encryption)
+        check_allow_pickle(allow_pickle)
+        if max_cache_size is not None:
+            parse_cache_size(max_cache_size, directory=os.fspath(cache_dir or default_cache_root()))
+        local_source = None
+        hub = None
+        if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
+            store: Store = input_dir
+            where = Dir(path=None, url=input_dir.url)
+        else:
+            where = resolve_dir(input_dir)
+            local_source = local_remote_source(where)
+            if local_source is not None and cache_dir is None:
+                cache_dir = where.path  # LitData caches a local "remote" in Dir.path
+            store = store_for(local_source) if local_source else store_for(where, storage_options)
+            url = where.url
+            if index_path is None and local_source is None and url is not None and url.startswith("hf://"):
+                if eager:  # hf:// Parquet: index once, kept
+                    from ..write._hf import hf_dataset_index
+
+                    hf_index, hf_loader = hf_dataset_index(store, url, cache_dir, storage_options, item_loader)
+                    index_path, item_loader = hf_index, hf_loader or item_loader
+                else:
+                    hub = (url.rstrip("/"), storage_options, item_loader)
+        remote = where.path is None and where.url is not None and "://" in where.url
+        remote = remote or local_source is not None
+        wanted = cache_by_default or cache_dir is not None or max_cache_size is not None
+        if eager and index_path is None and (root := local_path(store, "")) is not None:
+            check_local_dataset(str(root))
+        cache = (
+            CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
+            if remote and wanted and not (where.url or "").startswith("memory://")
+            else None
+        )
+        if cache is not None:
+            store = HedgedStore(store, hedge_delay)
+        return cls(
+            input_dir=where,
+            store=store,
+            cache=cache,
+            item_loader=item_loader or PyTreeLoader(),
+            serializers=dict(serializers) if serializers else None,
+            encryption=encryption,
+            allow_pickle=resolve_allow_pickle(allow_pickle, where.url or where.path),
+            index_path=index_path,
+            transforms=tuple(transforms),
+            subsample=fraction,
+            subsample_shuffle=shuffle is not False,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            shuffle_window=shuffle_window,
+            item_shuffle_window=item_shuffle_window_value(item_shuffle_window),
+            max_pre_download=max_pre_download,
+            plan_cache_bytes=_plan_cache_bytes(max_cache_size, cache),
+            hub=hub,
+        )
+
+    def replace(self, **changes: Any) -> ReadSpec:
+        """A copy with ``changes``; ``shuffle``, ``seed``, ``drop_last`` and the prefetch are checked again.
+
+        Raises:
+            ConfigurationError: a bad value, naming it.
+        """
+        new = dataclasses.replace(self, **changes)
+        check_read_args(new.shuffle, new.seed, new.drop_last, new.max_pre_download, new.shuffle_window)
+        return new
+
+    # -- opening ----------------------------------------------------------------------------------------
+    async def open(self) -> DatasetSource:
+        """Open the dataset: load its index (after indexing an ``hf://`` Parquet dataset) and prepare its decoder.
+
+        Raises:
+            DatasetNotFoundError, FormatError, ConfigurationError, EncryptionError, PickleRefusedError:
+                as :meth:`DatasetSource.open`.
+        """
+        index_path, item_loader = self.index_path, self.item_loader
+        if self.hub is not None and index_path is None:
+            from ..write._hf import ahf_dataset_index
+
+            url, options, given = self.hub
+            cache_dir = None if self.cache is None else self.cache.cache_dir
+            found, loader = await ahf_dataset_index(self.store, url, cache_dir, options, given)
+            if found is not None:
+                index_path, item_loader = found, loader or item_loader
+        return await DatasetSource.open(
+            self.store,
+            self.serializers,
+            self.cache,
+            item_loader,
+            index_path,
+            self.allow_pickle,
+            encryption=self.encryption,
+        )
+
+    def select(self, chunk_sizes: Sequence[int]) -> Selection | None:
+        """The items served: the explicit selection, else the subsample of every chunk (``None``: all, once)."""
+        return resolve_selection(
+            chunk_sizes,
+            explicit=self.selection,
+            subsample=self.subsample,
+            shuffle=self.subsample_shuffle,
+            seed=self.seed,
+        )
+
+    # -- planning ---------------------------------------------------------------------------------------
+    def resolved_drop_last(self, world_size: int) -> bool:
+        """``drop_last`` for ``world_size`` ranks (``None``: ``True`` above one rank, as in LitData)."""
+        return (world_size > 1) if self.drop_last is None else self.drop_last
+
+    def plan_args(
+        self,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        worker: int = 0,
+        num_workers: int = 1,
+        batch_size: int = 1,
+        epoch: int = 1,
+        num_nodes: int = 1,
+    ) -> ReadPlanArgs:
+        """The read plan arguments of one reader: (rank, world, worker, workers, batch, epoch) and this spec."""
+        return ReadPlanArgs(
+            rank=rank,
+            world_size=world_size,
+            worker=worker,
+            num_workers=num_workers,
+            batch_size=batch_size,
+            drop_last=self.resolved_drop_last(world_size),
+            shuffle=self.shuffle,
+            seed=self.seed,
+            epoch=epoch,
+            shuffle_window=self.shuffle_window,
+            num_nodes=num_nodes,
+            max_cache_size=self.plan_cache_bytes,
+            item_shuffle_window=self.item_shuffle_window,
+        )
+
+    def member(self, chunk_sizes: Sequence[int]) -> MemberSpec:
+        """What this dataset's plan depends on as a Combined / Parallel member (``read._compose``)."""
+        return MemberSpec(
+            tuple(chunk_sizes),
+            self.shuffle,
+            self.seed,
+            self.drop_last,
+            self.shuffle_window,
+            self.item_shuffle_window,
+        )
+
+    def config(self, drop_last: bool | None = None) -> dict[str, Any]:
+        """The keys a checkpoint of this dataset must match (``read._resume.check_config``), without the
+        selection keys (those need the index). ``drop_last``: the value recorded, default the spec's."""
+        return {
+            "input_dir_path": self.input_dir.path,
+            "input_dir_url": self.input_dir.url,
+            "item_loader": self.item_loader.state_dict(),
+            "drop_last": self.drop_last if drop_last is None else drop_last,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "shuffle_window": self.shuffle_window,
+            "item_shuffle_window": self.item_shuffle_window,
+        }
+
+    @property
+    def transform(self) -> Callable[[Any], Any] | None:
+        """The transforms as one callable, or ``None`` when there are none."""
+        return compose(list(self.transforms))
+
+    def stream(
+        self,
+        plan: ReadPlanArgs | None = None,
+        *,
+        pieces: Sequence[Piece] | None = None,
+        position: StreamPosition | None = None,
+        select: Callable[[Sequence[int]], Selection | None] | None = None,
+        max_pre_download: int | None = None,
+    ) -> SampleStream:
+        """The async stream of this dataset: ``plan``'s pieces (or the given ``pieces`` of a composite member).
+
+        Args:
+            plan: The reader (default: one reader, epoch 1).
+            pieces: Serve these pieces instead of planning them (a Combined / Parallel member).
+            position: The reader's checkpoint position (``astream``).
+            select: The items served, when not :meth:`select` (``astream``'s own subsample on top).
+            max_pre_download: Overrides the spec's prefetch depth.
+        """
+        from ._sample_stream import SampleStream
+
+        return SampleStream(
+            self,
+            plan or self.plan_args(),
+            pieces=pieces,
+            position=position,
+            select=select or self.select,
+            max_pre_download=self.max_pre_download if max_pre_download is None else max_pre_download,
+        )
+
+
+class SpecAttribute(Generic[T]):
+    """A facade attribute kept in its ``_spec`` (``ds.seed`` is ``ds._spec.seed``); setting it replaces the spec."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> SpecAttribute[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+    def __get__(self, obj: object, owner: type | None = None) -> T | SpecAttribute[T]:
+        if obj is None:
+            return self
+        spec = obj.__dict__.get("_spec")
+        if spec is None:
+            raise AttributeError(f"{type(obj).__name__} has no {self.name} before its __init__ ran")
+        value: T = getattr(spec, self.name)
+        return value
+
+    def __set__(self, obj: object, value: T) -> None:
+        spec = obj.__dict__.get("_spec")
+        if spec is None:  # a subclass setting it before calling __init__, which sets it again
+            return
+        obj.__dict__["_spec"] = dataclasses.replace(spec, **{self.name: value})
