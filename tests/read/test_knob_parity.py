@@ -31,9 +31,10 @@ READ_KNOBS = {
     "allow_pickle": "allow_pickle",
 }
 
-# LitData's arguments that change nothing a reader serves (speed knobs, refused behaviour switches).
+# LitData's arguments that change nothing a reader serves (speed knobs, refused behaviour switches), and
+# max_memory: a memory budget for the loader's buffers (prefetch depth), never what is served or its order.
 NOT_READ_KNOBS = {"session_options", "force_override_state_dict", "num_canonical_nodes", "batch_decode",
-                  "window_direct_io"}  # fmt: skip
+                  "window_direct_io", "max_memory"}  # fmt: skip
 
 # Defaults that differ, and why the meaning is still the same.
 DIFFERENT_DEFAULTS = {
