@@ -36,6 +36,7 @@ import anyio
 import anyio.lowlevel
 
 from .._errors import ObjectNotFoundError, RetriesExhaustedError, StorageError
+from ..storage._safe_files import UnsafeFileError
 from ..storage._budget import ByteBudget
 
 if TYPE_CHECKING:
@@ -233,7 +234,7 @@ class RawFetcher:
                         data = await self.store.get(key)
                     else:
                         data = await self.store.get_range(key, start, length)
-            except (ObjectNotFoundError, RetriesExhaustedError):
+            except (ObjectNotFoundError, RetriesExhaustedError, UnsafeFileError):  # not transient
                 self._failures += 1
                 raise
             except (StorageError, TimeoutError) as exc:
