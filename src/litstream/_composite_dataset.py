@@ -83,8 +83,8 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         override = check_allow_pickle(allow_pickle)
         if override is not None:
             for d in datasets:  # one switch for every member (docs/security.md)
-                if d.allow_pickle != override:
-                    d.allow_pickle, d._source = override, None
+                if d.allow_pickle != override or d._pickle_choice() != override:
+                    d.allow_pickle, d._pickle_arg, d._source = override, override, None
         self._datasets = list(datasets)
         self._force_override_state_dict = force_override_state_dict
         self.current_epoch = 1
@@ -272,7 +272,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
                     serializers=d.serializers,
                     pieces=pieces,
                     encryption=d.encryption,
-                    allow_pickle=d.allow_pickle,
+                    allow_pickle=d._pickle_choice(),
                 )
                 for d, pieces in zip(
                     self._datasets, member_pieces(composer, session.streams, session.count, batch_size), strict=True

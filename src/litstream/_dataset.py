@@ -36,7 +36,7 @@ from .read._source import DatasetSource
 from .read._source_cache import CacheSettings
 from .read._subset import check_subsample
 from .read._transform import Transform, check_transforms
-from .read._trust import check_allow_pickle, resolve_allow_pickle
+from .read._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
 from .read._window import DEFAULT_SHUFFLE_WINDOW
 from .storage._files import local_path
 from .storage._resolver import Dir, resolve_dir, store_for
@@ -215,6 +215,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         self.index_path = index_path
         self.encryption = encryption
         self.allow_pickle = resolve_allow_pickle(allow_pickle, self.input_dir.url or self.input_dir.path)
+        # None: only the location allowed pickles, so the dataset's trust marker decides (format/_trust_marker.py)
+        self._pickle_arg = reader_pickle(allow_pickle, self.input_dir.url or self.input_dir.path)
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -257,7 +259,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
     def _get_source(self) -> DatasetSource:
         if self._source is None and self.cache is None and self.index_path is None:
             self._source = _open_now(
-                self._store, self.serializers, self.item_loader, self.allow_pickle, self.encryption
+                self._store, self.serializers, self.item_loader, self._pickle_choice(), self.encryption
             )
         if self._source is None:
             self._source = _portal.call(
@@ -267,9 +269,14 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
                 self.cache,
                 self.item_loader,
                 self.index_path,
-                self.allow_pickle,
+                self._pickle_choice(),
             )
         return self._source
+
+    def _pickle_choice(self) -> bool | None:
+        """``allow_pickle`` for ``DatasetSource.open``: ``None`` while only the location allowed pickles."""
+        arg: bool | None = getattr(self, "_pickle_arg", self.allow_pickle)
+        return None if arg is None and self.allow_pickle else self.allow_pickle
 
     def __len__(self) -> int:
         return self.get_len(self.num_workers, self.batch_size)

@@ -22,7 +22,7 @@ from ._sample_stream import SampleStream
 from ._session import StreamPosition
 from ._subset import HasDatasetView, Selection, check_subsample, subsample_selection
 from ._transform import Transform, check_transforms, compose
-from ._trust import check_allow_pickle, resolve_allow_pickle
+from ._trust import check_allow_pickle, reader_pickle
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def astream(
         select=select,
         index_path=index_path,
         encryption=encryption,
-        allow_pickle=resolve_allow_pickle(allow_pickle, store.url),
+        allow_pickle=reader_pickle(allow_pickle, store.url),  # None: the dataset's trust marker decides
         prepare=_hub_index(input_dir, store, storage_options, item_loader) if index_path is None else None,
         position=StreamPosition(plan, config, state),
     )

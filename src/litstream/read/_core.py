@@ -235,7 +235,7 @@ def piece_chunks(piece: ChunkSlice | ChunkWindow) -> tuple[int, ...]:
 def works_for(
     piece: ChunkSlice | ChunkWindow,
     views: Sequence[ChunkView],
-    order: list[int],
+    order: Sequence[int],
     ready: Callable[[int], None] | None = None,
 ) -> list[ChunkWork]:
     """The messages that serve ``order`` of ``piece``, given the views of :func:`piece_chunks`.

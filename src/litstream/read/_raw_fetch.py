@@ -36,8 +36,8 @@ import anyio
 import anyio.lowlevel
 
 from .._errors import ObjectNotFoundError, RetriesExhaustedError, StorageError
-from ..storage._safe_files import UnsafeFileError
 from ..storage._budget import ByteBudget
+from ..storage._safe_files import UnsafeFileError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

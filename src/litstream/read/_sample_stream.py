@@ -62,7 +62,7 @@ class SampleStream:
         pieces: Sequence[Piece] | None = None,
         index_path: str | os.PathLike[str] | None = None,
         encryption: Any = None,
-        allow_pickle: bool = True,
+        allow_pickle: bool | None = True,
         prepare: Callable[[], Awaitable[tuple[str | None, ParquetLoader | None]]] | None = None,
         position: StreamPosition | None = None,
     ) -> None:
