@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio.to_thread
 
-from .._errors import FormatError, ObjectNotFoundError, StorageError
+from .._errors import FormatError, LitstreamError, ObjectNotFoundError, StorageError
 from ._base import mapped_errors
 from ._safe_files import open_regular
 
@@ -73,6 +73,8 @@ def _mapped_sync(operation: str, path: Path) -> Iterator[None]:
     """:func:`~litstream.storage._base.mapped_errors` for a local file, usable without an event loop."""
     try:
         yield
+    except LitstreamError:  # already ours (a refused link or special file)
+        raise
     except FileNotFoundError as exc:
         raise ObjectNotFoundError(f"{operation}: {path} does not exist") from exc
     except OSError as exc:

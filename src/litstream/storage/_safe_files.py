@@ -20,6 +20,8 @@ The resolution and the open are two steps; a link swapped in between for the fil
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -32,6 +34,7 @@ __all__ = ["UnsafeFileError", "contained", "open_regular", "read_regular", "regu
 class UnsafeFileError(StorageError):
     """A dataset's local file is a link out of the dataset or not a regular file. Never transient: a
     reader does not retry it (catch it as :class:`~litstream.StorageError`)."""
+
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -84,7 +87,12 @@ def open_regular(path: str | os.PathLike[str]) -> int:
         UnsafeFileError: ``path`` is a FIFO, device, socket or directory (named in the message).
         OSError: it cannot be opened (``FileNotFoundError`` when missing, ``ELOOP`` for a final link).
     """
-    fd = os.open(path, _FLAGS)
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:  # a socket cannot be opened (ENXIO): say what it is
+        if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):
+            _refuse_special(path, exc)
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -97,6 +105,18 @@ def open_regular(path: str | os.PathLike[str]) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _refuse_special(path: str | os.PathLike[str], cause: OSError) -> None:
+    kind = None
+    with contextlib.suppress(OSError):
+        mode = os.lstat(path).st_mode
+        kind = next((name for test, name in _KINDS if test(mode)), None)
+    if kind is not None:
+        raise UnsafeFileError(
+            f"{os.fspath(path)} is {kind}, not a regular file; a dataset holds only regular files — "
+            "remove it or point the reader at the real data"
+        ) from cause
 
 
 def read_regular(path: str | os.PathLike[str]) -> bytes:

@@ -32,6 +32,7 @@ from ..format._compression import compression_from_config
 from ..format._index import INDEX_FILENAME, ChunkInfo, DatasetConfig, Index
 from ..format._keys import KeyTable, shard_name
 from ..format._trust_marker import is_untrusted_location, untrusted_sources, with_untrusted
+from ..storage._listing import list_retrying
 from ..storage._resolver import store_for
 from ._keys import load_sidecar, merge_key_tables, write_sidecar
 
@@ -166,7 +167,7 @@ def _check_compatible(indexes: Sequence[Index], stores: Sequence[Store]) -> Data
 async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> None:
     indexes = [await _read_index(store, f"input_dirs[{i}]") for i, store in enumerate(inputs)]
     config = _check_compatible(indexes, inputs)
-    present = await output.list()
+    present = await list_retrying(output)
     if present:
         names = ", ".join(m.path for m in present[:3])
         raise OutputNotEmptyError(
