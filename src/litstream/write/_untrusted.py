@@ -32,7 +32,8 @@ def reader_sources(inputs: object) -> list[str]:
     seen: set[int] = set()
 
     def visit(obj: object, depth: int) -> None:
-        if depth > 4 or id(obj) in seen or not type(obj).__module__.startswith("litstream."):
+        module = type(obj).__module__
+        if depth > 4 or id(obj) in seen or not (module == "litstream" or module.startswith("litstream.")):
             return
         seen.add(id(obj))
         state: dict[str, Any] = getattr(obj, "__dict__", {})
