@@ -71,7 +71,7 @@ def merged_from_http(tmp_path: Path) -> Iterator[tuple[Path, Path, list[str]]]:
     with hub_http_server(tmp_path / "hub") as hub:
         urls = [f"{hub.url}/static/a", f"{hub.url}/static/b"]
         merge_datasets(urls, str(tmp_path / "merged"))
-    yield tmp_path / "merged", marker, urls
+    return tmp_path / "merged", marker, urls
 
 
 @pytest.mark.parametrize("path", ["iterate", "getitem", "len", "astream"])
