@@ -8,6 +8,7 @@ audit hook checks that no file outside the dataset (and its cache) was opened.
 
 from __future__ import annotations
 
+import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
@@ -138,3 +139,21 @@ def test_raw_datasets_do_not_descend_into_linked_folders(tmp_path: Path, item_ty
         got = [ds[i] for i in range(len(ds))]
     assert got in ([b"hello"], [str(folder / "a.txt")])
     assert outside(opened, folder, tmp_path / "cache") == []
+
+
+def _sample(i: int) -> dict[str, int]:
+    return {"i": i}
+
+
+@pytest.mark.parametrize("path", ["iterate", "getitem"])
+def test_a_fifo_chunk_of_a_dataset_with_checksums_is_refused_not_hashed(tmp_path: Path, path: str) -> None:
+    """Checked chunks are hashed as files first: the hash must not open a FIFO either."""
+    from litstream import optimize
+
+    ds = tmp_path / "ds"
+    optimize(_sample, list(range(6)), output_dir=str(ds), chunk_size=3, num_workers=1, checksum="sha256")
+    (ds / "chunk-0-0.bin").unlink()
+    os.mkfifo(ds / "chunk-0-0.bin")
+    with pytest.raises(UnsafeFileError, match="is a FIFO") as info:
+        _read(ds, path)
+    assert str(ds / "chunk-0-0.bin") in str(info.value)

@@ -28,6 +28,7 @@ from ..format._temporal import TemporalDecoder
 from ..format._tokens import TokenLayout, check_item_loader
 from ..format._trust_marker import untrusted_sources
 from ..storage._files import local_path, map_object, read_span_at
+from ..storage._safe_files import UnsafeFileError, regular_size
 from ._decoder_choice import _sample_decoder
 from ._headers import OffsetTables
 from ._index_load import load_index, load_local_index
@@ -369,7 +370,10 @@ class DatasetSource:
         if path is not None:  # a local file: both reads in one thread call
             if has_checksum(info):  # the whole file, once per process
                 try:
+                    await anyio.to_thread.run_sync(regular_size, path)  # never hash a FIFO (it would block)
                     await anyio.to_thread.run_sync(check_chunk_file, path, info)
+                except UnsafeFileError:  # a refused special file: already ours
+                    raise
                 except FileNotFoundError as exc:
                     raise ObjectNotFoundError(f"get: {path} does not exist") from exc
                 except OSError as exc:
