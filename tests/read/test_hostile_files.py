@@ -94,8 +94,11 @@ def test_follow_symlinks_is_an_explicit_opt_in(tmp_path: Path, layout: str) -> N
         return [s["i"] async for s in astream(store)]
 
     assert anyio.run(read, LocalFileStore(ds, follow_symlinks=True)) == [0, 1, 2, 3, 4, 5]
+    assert [s["i"] for s in StreamingDataset(LocalFileStore(ds, follow_symlinks=True))] == [0, 1, 2, 3, 4, 5]
     with pytest.raises(UnsafeFileError):
         anyio.run(read, LocalFileStore(ds))
+    with pytest.raises(UnsafeFileError):
+        [s for s in StreamingDataset(LocalFileStore(ds))]
 
 
 def test_follow_symlinks_still_refuses_special_files(tmp_path: Path) -> None:
