@@ -80,8 +80,9 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         override = check_allow_pickle(allow_pickle)
         if override is not None:
             for d in datasets:  # one switch for every member (docs/security.md)
-                if d.allow_pickle != override:
-                    d.allow_pickle, d._source = override, None
+                if d._pickle_choice() != override:
+                    d._spec = d._spec.replace(allow_pickle=override, pickle_from_marker=False)
+                    d._source = None
         self._datasets = list(datasets)
         self._force_override_state_dict = force_override_state_dict
         self.current_epoch = 1

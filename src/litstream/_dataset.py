@@ -245,12 +245,19 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         spec = self._spec
         opened = self._source is None
         if self._source is None and spec.cache is None and spec.index_path is None:
-            self._source = _open_now(spec.store, spec.serializers, spec.item_loader, spec.allow_pickle, spec.encryption)
+            self._source = _open_now(
+                spec.store, spec.serializers, spec.item_loader, spec.pickle_choice, spec.encryption
+            )
         if self._source is None:
             self._source = _portal.call(spec.open)
         if opened:  # under a memory limit, ds[i]'s cache of decompressed chunks fits this reader's share
             fit_decoded_cache(self._source, self.max_memory, detect_worker().num_workers)
         return self._source
+
+    def _pickle_choice(self) -> bool | None:
+        """``allow_pickle`` for ``DatasetSource.open``: ``None`` while only the location allowed pickles (the
+        dataset's trust marker then decides, ``format/_trust_marker.py``)."""
+        return self._spec.pickle_choice
 
     def _read_spec(self) -> ReadSpec:
         """What ``astream(this_dataset)`` and the Combined / Parallel wrappers read: the spec, with this

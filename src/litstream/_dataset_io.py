@@ -30,7 +30,7 @@ def _open_now(
     store: Store,
     serializers: Mapping[str, Serializer] | None,
     item_loader: Any,
-    allow_pickle: bool = True,
+    allow_pickle: bool | None = True,
     encryption: Any = None,
 ) -> DatasetSource | None:
     """``DatasetSource.open`` of a dataset in local files (``storage/_files.py``) run to completion in this

@@ -43,8 +43,8 @@ def check_local_dataset(root: str) -> None:
         raise DatasetNotFoundError(
             f"input_dir={root!r} does not exist or is not a directory; pass the output_dir of optimize()"
         )
-    if os.path.isfile(os.path.join(root, INDEX_FILENAME)):
-        return
+    if os.path.lexists(os.path.join(root, INDEX_FILENAME)):
+        return  # a link or a special file named index.json is refused, naming it, when it is read
     with os.scandir(root) as entries:
         if any(entry.is_file() and is_partial_index_name(entry.name) for entry in entries):
             return

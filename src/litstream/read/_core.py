@@ -22,6 +22,7 @@ never more, whatever the dataset's size.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
@@ -30,12 +31,13 @@ import anyio.to_thread
 
 from .._errors import PlanError
 from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
-from ._plan import ChunkSlice, item_order, resume_position, worker_plan
+from ._lazy_order import LazyOrder, resolve_order
+from ._plan import ChunkSlice, resume_position, worker_plan
 from ._source_cache import open_streaming, streamable
 from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
     from anyio.streams.memory import MemoryObjectSendStream
 
@@ -109,7 +111,7 @@ class ChunkWindow:
         return self.chunks[0]
 
 
-Piece: TypeAlias = tuple[ChunkSlice | ChunkWindow, list[int]]
+Piece: TypeAlias = tuple[ChunkSlice | ChunkWindow, Sequence[int]]
 """One unit of a worker's plan: what to fetch and the item ids to serve from it, in order."""
 
 
@@ -133,6 +135,10 @@ class ChunkWork:
     items: Sequence[int]
     more: tuple[tuple[int, ChunkView], ...] = ()
     ready: Callable[[int], None] | None = None
+
+    def __post_init__(self) -> None:
+        # a work exists only once its views do (checked against their headers): make a lazy order's ids now
+        object.__setattr__(self, "items", resolve_order(self.items))
 
 
 def _shuffle_mode(shuffle: object) -> str:
@@ -186,7 +192,7 @@ def _plan_pieces(source: DatasetSource, args: ReadPlanArgs, selection: Selection
     pieces: list[Piece] = []
     for position in range(start, len(plan)):
         piece = plan[position]
-        order = item_order(
+        order: Sequence[int] = LazyOrder(  # ids made once the chunk is read and checked, never from a claim
             piece,
             num_chunks=len(regions),
             shuffle=mode != "none",
@@ -229,7 +235,7 @@ def piece_chunks(piece: ChunkSlice | ChunkWindow) -> tuple[int, ...]:
 def works_for(
     piece: ChunkSlice | ChunkWindow,
     views: Sequence[ChunkView],
-    order: list[int],
+    order: Sequence[int],
     ready: Callable[[int], None] | None = None,
 ) -> list[ChunkWork]:
     """The messages that serve ``order`` of ``piece``, given the views of :func:`piece_chunks`.

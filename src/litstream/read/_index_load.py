@@ -12,6 +12,8 @@ from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_
 from ..format._mds import read_index
 from ..storage._base import mapped_errors
 from ..storage._files import local_path
+from ..storage._listing import list_retrying
+from ..storage._safe_files import read_regular
 
 if TYPE_CHECKING:
     from ..storage._store import Store
@@ -30,13 +32,13 @@ async def load_index(store: Store) -> Index:
         path = local_path(store, INDEX_FILENAME)
         if path is not None:  # one small local file: read on the loop, no thread hop
             with mapped_errors("get", str(path)):
-                raw = path.read_bytes()
+                raw = read_regular(path)  # a regular file inside the dataset, never a FIFO
         else:
             raw = await store.get(INDEX_FILENAME)
         return read_index(raw, f"{store.url}/{INDEX_FILENAME}")
     except ObjectNotFoundError:
         pass
-    names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
+    names = [m.path for m in await list_retrying(store) if "/" not in m.path and is_partial_index_name(m.path)]
     if not names:
         raise DatasetNotFoundError(
             f"{store.url} holds no index.json; is it the output_dir of optimize()? "

@@ -37,6 +37,7 @@ import anyio.lowlevel
 
 from .._errors import ObjectNotFoundError, RetriesExhaustedError, StorageError
 from ..storage._budget import ByteBudget
+from ..storage._safe_files import UnsafeFileError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -233,7 +234,7 @@ class RawFetcher:
                         data = await self.store.get(key)
                     else:
                         data = await self.store.get_range(key, start, length)
-            except (ObjectNotFoundError, RetriesExhaustedError):
+            except (ObjectNotFoundError, RetriesExhaustedError, UnsafeFileError):  # not transient
                 self._failures += 1
                 raise
             except (StorageError, TimeoutError) as exc:

@@ -14,6 +14,7 @@ objects are local files (``storage/_files.py::local_path``), the file itself (no
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ import anyio.to_thread
 
 from .._errors import ObjectNotFoundError, StorageError
 from ..storage._files import local_path
+from ..storage._safe_files import read_regular
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -70,13 +72,15 @@ class RawFiles:
                     ) from exc
                 out.append(None)
                 continue
+            if self.local and not stat.S_ISREG(st.st_mode):
+                read_regular(path)  # raises StorageError naming what the file is (a FIFO, a device, ...)
             if not self.local and size > 0 and st.st_size != size:
                 out.append(None)  # partial or stale copy: fetch again
             elif self.as_path:
                 out.append(str(path))
             else:
                 try:
-                    out.append(path.read_bytes())
+                    out.append(read_regular(path) if self.local else path.read_bytes())
                 except FileNotFoundError:  # removed since the stat
                     out.append(None)
         return out

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError
 from .._sync import run_sync
+from ..storage._listing import list_retrying
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -101,7 +102,7 @@ def key_of(path: str, root: str) -> str:
 
 def list_files(store: Store, root: str) -> list[FileMetadata]:
     """Every file of ``store`` except ``index.json.zstd``, sorted by key, as :class:`FileMetadata` (blocking)."""
-    listing = sorted(run_sync(store.list), key=lambda meta: meta.path)
+    listing = sorted(run_sync(list_retrying, store), key=lambda meta: meta.path)
     out: list[FileMetadata] = []
     for meta in listing:
         key = check_key(meta.path, root)

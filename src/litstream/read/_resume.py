@@ -272,7 +272,7 @@ def _pieces(spec: EpochSpec, stream: Sequence[Segment]) -> list[Piece]:
         previous = out[-1][0] if out else None
         if isinstance(previous, ChunkSlice) and previous.chunk_index == unit.chunk_index:
             merged = ChunkSlice(unit.chunk_index, min(previous.start, *order), max(previous.end, max(order) + 1))
-            out[-1] = (merged, out[-1][1] + order)
+            out[-1] = (merged, [*out[-1][1], *order])
         else:
             out.append((ChunkSlice(unit.chunk_index, min(order), max(order) + 1), order))
     return out

@@ -26,7 +26,9 @@ from ..format._mds_encodings import MdsDecoder
 from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._temporal import TemporalDecoder
 from ..format._tokens import TokenLayout, check_item_loader
+from ..format._trust_marker import untrusted_sources
 from ..storage._files import local_path, map_object, read_span_at
+from ..storage._safe_files import UnsafeFileError, regular_size
 from ._decoder_choice import _sample_decoder
 from ._headers import OffsetTables
 from ._index_load import load_index, load_local_index
@@ -111,7 +113,7 @@ class DatasetSource:
         cache: CacheSettings | None = None,
         item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
         index_path: str | os.PathLike[str] | None = None,
-        allow_pickle: bool = True,
+        allow_pickle: bool | None = True,
         encryption: Any = None,
     ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
@@ -126,7 +128,8 @@ class DatasetSource:
             index_path: Read the index from this local file (or directory holding ``index.json``)
                 instead of from ``store`` — for a Parquet directory indexed elsewhere.
             allow_pickle: ``False`` refuses a dataset with pickled leaves here, before any chunk is
-                read (:class:`~litstream.PickleRefusedError`; see ``read/_trust.py``). Default ``True``.
+                read (:class:`~litstream.PickleRefusedError`; see ``read/_trust.py``); ``None``: allowed
+                unless ``index.json`` carries the trust marker (``format/_trust_marker.py``). Default ``True``.
             encryption: The ``FernetEncryption`` / ``RSAEncryption`` an encrypted dataset was written
                 with (``format/_encryption.py``); ``None`` for a plain dataset.
 
@@ -138,6 +141,12 @@ class DatasetSource:
             FileNotFoundError: nothing at ``index_path``.
         """
         index = await (load_index(store) if index_path is None else load_local_index(index_path))
+        where = f"the dataset {store.url}"
+        if allow_pickle is None:  # left to the location, which allows: the dataset's own trust marker decides
+            marked = untrusted_sources(index.extra)
+            allow_pickle = not marked
+            if marked:
+                where += f" (written from {', '.join(marked[:3])}, which index.json marks as untrusted)"
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
         if not is_mds_config(index.config):
@@ -153,7 +162,7 @@ class DatasetSource:
         if is_mds_config(index.config):  # a Mosaic MDS directory: its own decoder and codecs
             if item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
                 raise ConfigurationError(f"item_loader={item_loader!r} cannot read the MDS dataset at {store.url}")
-            mds = MdsDecoder(index.config, allow_pickle=allow_pickle, where=f"the dataset {store.url}")
+            mds = MdsDecoder(index.config, allow_pickle=allow_pickle, where=where)
             source = cls(store, index, mds, unpack=decompress_shard)
         elif parquet is not None:
             source = cls(store, index, RowDecoder(), parquet=parquet)
@@ -169,9 +178,7 @@ class DatasetSource:
             decoder = (
                 tokens
                 if tokens is not None
-                else _sample_decoder(
-                    index.config, serializers, allow_pickle=allow_pickle, where=f"the dataset {store.url}"
-                )
+                else _sample_decoder(index.config, serializers, allow_pickle=allow_pickle, where=where)
             )
             source = cls(store, index, decoder, tokens=tokens)
         if not is_mds_config(index.config):  # MDS shard codecs go through ``unpack``
@@ -363,7 +370,10 @@ class DatasetSource:
         if path is not None:  # a local file: both reads in one thread call
             if has_checksum(info):  # the whole file, once per process
                 try:
+                    await anyio.to_thread.run_sync(regular_size, path)  # never hash a FIFO (it would block)
                     await anyio.to_thread.run_sync(check_chunk_file, path, info)
+                except UnsafeFileError:  # a refused special file: already ours
+                    raise
                 except FileNotFoundError as exc:
                     raise ObjectNotFoundError(f"get: {path} does not exist") from exc
                 except OSError as exc:

@@ -38,7 +38,7 @@ from ._source import DatasetSource
 from ._source_cache import CacheSettings
 from ._subset import Selection, check_subsample, resolve_selection
 from ._transform import Transform, check_transforms, compose
-from ._trust import check_allow_pickle, resolve_allow_pickle
+from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
@@ -82,6 +82,9 @@ class ReadSpec:
         serializers: Extra serializers by registry key, or ``None``.
         encryption: The encryption the dataset was written with, or ``None``.
         allow_pickle: The resolved decision (``read._trust``).
+        pickle_from_marker: ``True`` when only the dataset's location allowed pickles (no argument, global
+            setting or environment value chose): the dataset's trust marker (``format/_trust_marker.py``)
+            may still refuse them when its index is read.
         index_path: A local ``index.json`` used instead of the dataset's own, or ``None``.
         transforms: Applied to each decoded sample, in order.
         selection: The items served (a subset or split), or ``None``: the subsample of every chunk.
@@ -105,6 +108,7 @@ class ReadSpec:
     serializers: Mapping[str, Serializer] | None = None
     encryption: Encryption | None = None
     allow_pickle: bool = True
+    pickle_from_marker: bool = False
     index_path: str | os.PathLike[str] | None = None
     transforms: tuple[Callable[[Any], Any], ...] = ()
     selection: Selection | None = None
@@ -206,6 +210,7 @@ class ReadSpec:
             serializers=dict(serializers) if serializers else None,
             encryption=encryption,
             allow_pickle=resolve_allow_pickle(allow_pickle, where.url or where.path),
+            pickle_from_marker=reader_pickle(allow_pickle, where.url or where.path) is None,
             index_path=index_path,
             transforms=tuple(transforms),
             subsample=fraction,
@@ -253,9 +258,15 @@ class ReadSpec:
             self.cache,
             item_loader,
             index_path,
-            self.allow_pickle,
+            self.pickle_choice,
             encryption=self.encryption,
         )
+
+    @property
+    def pickle_choice(self) -> bool | None:
+        """``allow_pickle`` as ``DatasetSource.open`` takes it: ``None`` while only the location allowed
+        pickles (the dataset's trust marker then decides), else the resolved decision."""
+        return None if self.pickle_from_marker and self.allow_pickle else self.allow_pickle
 
     def select(self, chunk_sizes: Sequence[int]) -> Selection | None:
         """The items served: the explicit selection, else the subsample of every chunk (``None``: all, once)."""

@@ -10,7 +10,8 @@ Leaves a writer could store with no other serializer are stored with ``pickle`` 
    read here and nowhere else;
 4. by where the data is: refused for ``hf://``, ``http://`` and ``https://`` datasets (published by others),
    allowed for local directories and object stores (``s3://``, ``gs://``, ``azure://``, ... — your own
-   buckets; LitData's behaviour).
+   buckets; LitData's behaviour) unless the dataset's ``index.json`` carries the trust marker (written
+   from such data by ``merge_datasets`` or ``optimize``; ``format/_trust_marker.py``).
 
 The decision is made when the reader is built, in the process that builds it, and travels with it to
 DataLoader workers. A refused dataset raises :class:`~litstream.PickleRefusedError` when it is opened,
@@ -21,11 +22,11 @@ from __future__ import annotations
 
 from .._environ import environ
 from .._errors import ConfigurationError
+from ..format._trust_marker import is_untrusted_location
 
-__all__ = ["ENV_ALLOW_PICKLE", "check_allow_pickle", "resolve_allow_pickle", "set_allow_pickle"]
+__all__ = ["ENV_ALLOW_PICKLE", "check_allow_pickle", "reader_pickle", "resolve_allow_pickle", "set_allow_pickle"]
 
 ENV_ALLOW_PICKLE = "LITSTREAM_ALLOW_PICKLE"
-_UNTRUSTED_SCHEMES = ("hf://", "http://", "https://")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -92,5 +93,22 @@ def resolve_allow_pickle(allow_pickle: bool | None, url: str | None) -> bool:
     if chosen is None:
         chosen = _from_environment()
     if chosen is None:
-        chosen = not (url or "").lower().startswith(_UNTRUSTED_SCHEMES)
+        chosen = not is_untrusted_location((url or "").lower())
+    return chosen
+
+
+def reader_pickle(allow_pickle: bool | None, url: str | None) -> bool | None:
+    """:func:`resolve_allow_pickle`, except ``None`` where only the location allowed pickles (step 4): the
+    dataset's own trust marker (``format/_trust_marker.py``) then decides, when its index is read.
+
+    Raises:
+        ConfigurationError: a bad ``allow_pickle`` or environment value.
+    """
+    chosen = check_allow_pickle(allow_pickle)
+    if chosen is None:
+        chosen = _global
+    if chosen is None:
+        chosen = _from_environment()
+    if chosen is None:
+        return None if not is_untrusted_location((url or "").lower()) else False
     return chosen

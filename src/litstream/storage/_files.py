@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio.to_thread
 
-from .._errors import FormatError, ObjectNotFoundError, StorageError
+from .._errors import FormatError, LitstreamError, ObjectNotFoundError, StorageError
 from ._base import mapped_errors
+from ._safe_files import open_regular
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -72,6 +73,8 @@ def _mapped_sync(operation: str, path: Path) -> Iterator[None]:
     """:func:`~litstream.storage._base.mapped_errors` for a local file, usable without an event loop."""
     try:
         yield
+    except LitstreamError:  # already ours (a refused link or special file)
+        raise
     except FileNotFoundError as exc:
         raise ObjectNotFoundError(f"{operation}: {path} does not exist") from exc
     except OSError as exc:
@@ -85,7 +88,7 @@ def map_file(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
     process yet (so a chunk fetched ahead costs no memory); ``populate`` (``read/_source.py``) maps them
     when a reader starts on the chunk. The mapping stays valid if the file is then deleted or evicted.
     """
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:  # a regular file, never a FIFO or device
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return b""
@@ -118,7 +121,7 @@ def read_span(path: Path, pointer: int) -> bytes:
         OSError: the file is missing or shorter than ``pointer + 8``.
         FormatError: the offsets read point outside the file.
     """
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
         span = os.pread(f.fileno(), 8, pointer)
         if len(span) != 8:
             raise OSError(f"{path} ends before byte {pointer + 8}")

@@ -168,6 +168,11 @@ class HTTPStore:
         return self._url
 
     @property
+    def transfer(self) -> TransferConfig:
+        """The timeouts and retry settings; listings retry by them too (``storage/_listing.py``)."""
+        return self._transfer
+
+    @property
     def base_url(self) -> str:
         """The root that keys are appended to."""
         return self._base

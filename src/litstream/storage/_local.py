@@ -11,15 +11,17 @@ import shutil
 import uuid
 from functools import partial
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from .._errors import ObjectNotFoundError
+from .._errors import ConfigurationError, ObjectNotFoundError
 from ._base import ObjectMeta, loop_limiter, mapped_errors, put_size
 from ._files import read_span
 from ._keys import check_key
+from ._safe_files import contained, open_regular, read_regular
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -39,18 +41,30 @@ class LocalFileStore:
     Writes go to a temporary name beside the target and are renamed into place, so readers see the old
     file or the new one, never a partial file.
 
+    Reads open regular files only (a FIFO, device or socket is refused, never waited on) and follow a
+    symbolic link only when its target lies inside ``root`` (``storage/_safe_files.py``, docs/security.md).
+
     Args:
         root: The directory. It is created on the first ``put`` if missing.
         max_threads: Concurrent blocking file operations (default 8).
+        follow_symlinks: Also follow symbolic links that lead out of ``root`` (default ``False``: such a
+            file is refused with a ``StorageError`` naming it). Pass ``True`` only for a directory you
+            laid out with links yourself, e.g. a Hugging Face cache snapshot.
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, max_threads: int = 8) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, max_threads: int = 8, follow_symlinks: bool = False) -> None:
+        if not isinstance(follow_symlinks, bool):
+            raise ConfigurationError(f"follow_symlinks must be True or False, got {follow_symlinks!r}")
         self._root = Path(root).absolute()
         self._max_threads = max_threads
+        self._follow = follow_symlinks
         self._limiter_obj: tuple[object, anyio.CapacityLimiter] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_root": self._root, "_max_threads": self._max_threads, "_limiter_obj": None}
+        return {"_root": self._root, "_max_threads": self._max_threads, "_follow": self._follow, "_limiter_obj": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({"_follow": False, **state})
 
     def __repr__(self) -> str:
         return f"LocalFileStore({str(self._root)!r})"
@@ -70,8 +84,9 @@ class LocalFileStore:
 
         Raises:
             ConfigurationError: ``key`` would leave the root.
+            StorageError: a symbolic link leads out of the root (without ``follow_symlinks=True``).
         """
-        return self._root if key == "" else self._full(key)
+        return self._root if key == "" else self._readable(key)
 
     def _limiter(self) -> anyio.CapacityLimiter:
         self._limiter_obj = loop_limiter(self._limiter_obj, self._max_threads)
@@ -80,13 +95,17 @@ class LocalFileStore:
     def _full(self, path: str) -> Path:
         return self._root / check_key(path, str(self._root))  # never outside the root, whatever the caller
 
+    def _readable(self, path: str) -> Path:
+        """The file to read for ``path``: inside the root after resolving links (``_safe_files.contained``)."""
+        return contained(self._root, self._full(path), follow_symlinks=self._follow)
+
     async def _run(self, operation: str, path: str, fn: Callable[[], T]) -> T:
         with mapped_errors(operation, str(self._root / path)):  # for the message; fn checked the key
             return await anyio.to_thread.run_sync(fn, limiter=self._limiter())
 
     async def get(self, path: str) -> bytes:
         """See :meth:`litstream.Store.get`."""
-        return await self._run("get", path, self._full(path).read_bytes)
+        return await self._run("get", path, partial(read_regular, self._readable(path)))
 
     async def get_range(self, path: str, start: int, length: int) -> bytes:
         """See :meth:`litstream.Store.get_range`; a ``start`` past the end gives ``b""``."""
@@ -94,10 +113,10 @@ class LocalFileStore:
 
     async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
         """See :meth:`litstream.Store.get_ranges`."""
-        full = self._full(path)
+        full = self._readable(path)
 
         def read() -> list[bytes]:
-            with open(full, "rb") as f:
+            with os.fdopen(open_regular(full), "rb") as f:
                 size = os.fstat(f.fileno()).st_size  # never allocate more than the file holds
                 return [
                     os.pread(f.fileno(), max(0, min(length, size - start)), start) if start < size else b""
@@ -114,7 +133,7 @@ class LocalFileStore:
             ObjectNotFoundError: the file does not exist. StorageError: it is shorter than ``pointer + 8``.
             FormatError: the offsets read point outside the file.
         """
-        full = self._full(path)
+        full = self._readable(path)
         return await self._run("get_range", path, partial(read_span, full, pointer))
 
     async def put(self, path: str, data: PutData) -> None:
@@ -168,10 +187,10 @@ class LocalFileStore:
 
     async def head(self, path: str) -> ObjectMeta:
         """See :meth:`litstream.Store.head`."""
-        full = self._full(path)
+        full = self._readable(path)
         stat = await self._run("head", path, full.stat)
-        if not full.is_file():
-            raise ObjectNotFoundError(f"head: {full} is not a file")
+        if not S_ISREG(stat.st_mode):
+            raise ObjectNotFoundError(f"head: {full} is not a regular file")
         return ObjectMeta(path, stat.st_size)
 
     async def list(self, prefix: str = "") -> list[ObjectMeta]:

@@ -107,6 +107,11 @@ class ObstoreStore:
         return self._url
 
     @property
+    def transfer(self) -> TransferConfig:
+        """The retry and multipart settings (``storage_options``' retry keys); listings retry by them too."""
+        return self._transfer
+
+    @property
     def spec(self) -> ObstoreSpec | None:
         """The configuration this store builds its client from (``None`` for a wrapped obstore store)."""
         return self._spec

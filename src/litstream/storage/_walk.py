@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError
 from .._sync import run_sync
+from ._listing import list_retrying
 from ._resolver import Dir, resolve_dir, store_for
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def _walk_local(top: str, topdown: bool) -> Iterator[tuple[str, list[str], list[
 
 
 def _walk_remote(top: str, store: Store, topdown: bool) -> Iterator[tuple[str, list[str], list[str]]]:
-    listing: list[ObjectMeta] = run_sync(store.list)
+    listing: list[ObjectMeta] = run_sync(list_retrying, store)  # a listing cut short is asked for again
     if not listing:
         return
     root = _Node()

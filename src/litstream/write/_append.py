@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..storage._listing import list_retrying
+
 if TYPE_CHECKING:
     from ..format._index import DatasetConfig
     from ..format._loaders import PyTreeLoader
@@ -53,7 +55,7 @@ async def next_chunk_number(store: Store, rank: int, start: int = 0) -> int:
     uploading chunks it never committed)."""
     numbers = [
         int(match.group(2))
-        for meta in await store.list()
+        for meta in await list_retrying(store)
         if "/" not in meta.path and (match := _CHUNK_NAME.match(meta.path)) is not None and int(match.group(1)) == rank
     ]
     return max([start - 1, *numbers]) + 1

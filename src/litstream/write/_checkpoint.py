@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigurationError, ObjectNotFoundError
 from ..format._index import ChunkInfo, DatasetConfig
 from ..storage._files import remove_empty_folder
+from ..storage._listing import list_retrying
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -169,7 +170,7 @@ async def load_checkpoints(
 async def clear_checkpoints(store: Store, node_rank: int | None = None, ranks: Sequence[int] = ()) -> None:
     """Delete checkpoint files: those of ``node_rank`` and ``ranks``, or all of them when ``node_rank`` is None."""
     if node_rank is None:
-        for meta in await store.list(CHECKPOINT_DIR + "/"):
+        for meta in await list_retrying(store, CHECKPOINT_DIR + "/"):
             await store.delete(meta.path)
     else:
         for rank in ranks:

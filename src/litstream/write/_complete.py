@@ -32,6 +32,7 @@ from ..format._index import (
     is_partial_index_name,
     merge_partial_indexes,
 )
+from ..storage._listing import list_retrying
 from ..storage._resolver import store_for
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ async def _has_index(store: Store) -> bool:
 
 
 async def _complete(store: Store) -> Index | None:
-    listing = await store.list()
+    listing = await list_retrying(store)
     if not listing:
         raise DatasetNotFoundError(f"{store.url} does not exist or holds no files: there is no dataset to complete")
     sizes = {meta.path: meta.size for meta in listing}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
+from ..storage._listing import list_retrying
 
 if TYPE_CHECKING:
     from ..storage._store import Store
@@ -24,7 +25,7 @@ async def merge_index(store: Store, *, existing: Index | None = None, now: float
     Raises:
         FormatError: the partial configs differ.
     """
-    names = [m.path for m in await store.list() if "/" not in m.path and is_partial_index_name(m.path)]
+    names = [m.path for m in await list_retrying(store) if "/" not in m.path and is_partial_index_name(m.path)]
     partials = [(name, Index.from_json(await store.get(name), source=name)) for name in names]
     merged = merge_partial_indexes(partials, existing=existing).stamped(now)
     await store.put(INDEX_FILENAME, merged.to_json().encode())

@@ -1,5 +1,8 @@
 """``merge_datasets``: several optimized datasets copied into one (LitData's function of that name).
 
+Inputs published by others (``hf://``, ``http(s)://``) or already marked untrusted make the output
+carry the trust marker (``format/_trust_marker.py``): a default local read then refuses its pickled leaves.
+
 Flow: resolve every location → read every input's ``index.json`` → check that the inputs can be
 served as one dataset and that the output holds nothing → copy the chunk files under their new names
 (``chunk-0-{k}[.{compression}].bin``, consecutive in input order), at most ``max_workers`` at once →
@@ -28,6 +31,8 @@ from ..format._chunk import chunk_filename
 from ..format._compression import compression_from_config
 from ..format._index import INDEX_FILENAME, ChunkInfo, DatasetConfig, Index
 from ..format._keys import KeyTable, shard_name
+from ..format._trust_marker import is_untrusted_location, untrusted_sources, with_untrusted
+from ..storage._listing import list_retrying
 from ..storage._resolver import store_for
 from ._keys import load_sidecar, merge_key_tables, write_sidecar
 
@@ -162,7 +167,7 @@ def _check_compatible(indexes: Sequence[Index], stores: Sequence[Store]) -> Data
 async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> None:
     indexes = [await _read_index(store, f"input_dirs[{i}]") for i, store in enumerate(inputs)]
     config = _check_compatible(indexes, inputs)
-    present = await output.list()
+    present = await list_retrying(output)
     if present:
         names = ", ".join(m.path for m in present[:3])
         raise OutputNotEmptyError(
@@ -195,10 +200,13 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
                     tg.start_soon(copy, source, old, new)
         except BaseExceptionGroup as group:
             raise_collapsed(group)
-        merged = Index(chunks=tuple(chunks), config=config).stamped()
+        # trust travels: inputs published by others (or already marked) make the merged dataset untrusted
+        sources = [s.url for s in inputs if is_untrusted_location(s.url)]
+        sources += [url for index in indexes for url in untrusted_sources(index.extra)]
+        merged = Index(chunks=tuple(chunks), config=config, extra=with_untrusted({}, sources)).stamped()
         if keys is not None:
             written.append(shard_name(0))
-            merged = replace(merged, extra={"keys": await write_sidecar(output, keys, merged, 1)})
+            merged = replace(merged, extra={**merged.extra, "keys": await write_sidecar(output, keys, merged, 1)})
         await output.put(INDEX_FILENAME, merged.to_json().encode())
     except BaseException:
         with anyio.CancelScope(shield=True):

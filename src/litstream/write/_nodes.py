@@ -23,6 +23,7 @@ import anyio
 
 from .._errors import ObjectNotFoundError, StorageError, WorkerError
 from ..format._index import INDEX_FILENAME, Index, merge_partial_indexes, partial_index_name
+from ..storage._listing import list_retrying
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -144,11 +145,11 @@ async def merge_nodes(
     wanted = [node_index_name(k) for k in range(env.num_nodes)]
     with anyio.move_on_after(env.timeout):
         while True:
-            present = {m.path for m in await store.list()}
+            present = {m.path for m in await list_retrying(store)}
             if all(name in present for name in wanted):
                 break
             await anyio.sleep(poll_interval)
-    present = {m.path for m in await store.list()}
+    present = {m.path for m in await list_retrying(store)}
     missing = [name for name in wanted if name not in present]
     if missing:
         raise StorageError(
@@ -178,7 +179,7 @@ async def sweep_orphans(store: Store, ranks: Collection[int], keep: Collection[s
     """
     ranks = set(ranks)
     deleted = []
-    for meta in await store.list():
+    for meta in await list_retrying(store):
         name = meta.path
         if "/" in name or name in keep:
             continue

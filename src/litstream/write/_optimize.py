@@ -26,6 +26,7 @@ from ..format._compression import resolve_compression
 from ..format._encrypted import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
+from ..format._trust_marker import untrusted_sources
 from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._chunk_pack import check_chunking
@@ -35,6 +36,7 @@ from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
 from ._runner import run_jobs
 from ._summary import summarize
+from ._untrusted import marking_hook, reader_sources
 from ._worker import OptimizeJob
 from ._writer_lock import WriterLock
 
@@ -235,6 +237,7 @@ def optimize(
         if isinstance(item_loader, TokensLoader):
             raise ConfigurationError("chunk_format='arrow' stores dict samples; it cannot be used with TokensLoader()")
         pyarrow_module()  # fail now, naming the extra, rather than in a worker
+    untrusted = reader_sources(inputs)  # before a loader becomes a queue: trust travels (write/_untrusted.py)
     plan, num_workers = plan_inputs(
         inputs,
         queue,
@@ -286,6 +289,10 @@ def optimize(
         if key_fn_pickle is not None:
             jobs = [replace(job, key_fn_pickle=key_fn_pickle) for job in jobs]
         before_index = None if key_fn is None else run_sync(keys_hook, store, prepared.existing)
+        if prepared.existing is not None:
+            untrusted += untrusted_sources(prepared.existing.extra)  # appending to a marked dataset keeps the mark
+        if untrusted:
+            before_index = marking_hook(before_index, untrusted)
         if not allow_pickle:
             for job in jobs:
                 job.writer_kwargs["allow_pickle"] = False

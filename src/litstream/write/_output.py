@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from .._errors import OutputNotEmptyError
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
 from ..storage._files import remove_stale_temporaries
+from ..storage._listing import list_retrying
 from ._checkpoint import CHECKPOINT_DIR, RunConfig, WorkerCheckpoint, clear_checkpoints, load_checkpoints
 from ._nodes import chunk_rank, node_index_name
 from ._writer_lock import is_lock_name
@@ -117,7 +118,7 @@ async def prepare_output(
             dataset while resuming.
         ConfigurationError: the saved checkpoints do not match this run.
     """
-    names = [m.path for m in await store.list() if not is_lock_name(m.path)]  # writer leases are not data
+    names = [m.path for m in await list_retrying(store) if not is_lock_name(m.path)]  # writer leases are not data
     has_checkpoint = f"{CHECKPOINT_DIR}/config-{env.node_rank}.json" in names
     if mode is None:
         mine = names if env.num_nodes == 1 else [n for n in names if _belongs_to_node(n, ranks, env)]
