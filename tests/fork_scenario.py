@@ -1,4 +1,4 @@
-"""One fork-matrix scenario, run as ``python fork_scenario.py '<json>'`` in a fresh process (tests/storage/test_fork_matrix.py).
+"""One scenario of tests/storage/test_fork_matrix.py, run as ``python fork_scenario.py '<json>'`` in a fresh process.
 
 The scenario writes its data (an ``optimize`` in this process; to S3 through obstore when the source is
 S3, and always one upload through obstore to S3), builds one dataset and reads it with torch's own

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from clean_process import run_clean
 from storage_backends import unique
 
+from clean_process import run_clean
 from litstream.storage._resolver import store_for
 from litstream.storage._store import ObstoreStore, Store
 
@@ -39,7 +39,7 @@ def in_forked_child(fn: Callable[[], Any]) -> tuple[str, Any]:
         os.close(read_end)
         try:
             outcome: tuple[str, Any] = ("ok", fn())
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        except BaseException as exc:
             outcome = (type(exc).__name__, str(exc))
         with os.fdopen(write_end, "wb") as out:
             out.write(pickle.dumps(outcome))
@@ -73,8 +73,8 @@ def _used_s3_store_in_children(url: str, options: dict[str, str]) -> list[tuple[
         fresh = store_for(url, options)  # a store made in the child works too
         anyio.run(fresh.put, "y.bin", b"from the child")
         grandchild = in_forked_child(lambda: (_get(store), _get(fresh, "y.bin")))  # and one level further down
-        module = _obstore_fork.native()
-        return _get(store), _get(fresh, "y.bin"), module is _obstore_fork._original(), _obstore_fork.obstore_used(), grandchild
+        ordinary = _obstore_fork.native() is _obstore_fork._original()
+        return _get(store), _get(fresh, "y.bin"), ordinary, _obstore_fork.obstore_used(), grandchild
 
     first = in_forked_child(child_work)
     again = in_forked_child(lambda: _get(store))  # the parent still works, and so does a second child

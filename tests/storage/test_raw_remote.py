@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from clean_process import run_clean
 from storage_backends import unique
 
+from clean_process import run_clean
 from litstream import StreamingRawDataset
 from litstream.storage._resolver import store_for
 
@@ -62,11 +62,13 @@ def _loader(ds: StreamingRawDataset, workers: int) -> Any:
     from torch.utils.data import DataLoader
 
     context = "fork" if workers else None
-    return DataLoader(ds, batch_size=4, shuffle=True, num_workers=workers, collate_fn=list, multiprocessing_context=context)
+    return DataLoader(
+        ds, batch_size=4, shuffle=True, num_workers=workers, collate_fn=list, multiprocessing_context=context
+    )
 
 
 def _two_forked_workers(url: str, options: dict[str, Any], cache: Path) -> list[bytes]:
-    """In the clean process: make the dataset (this process then has used the store), read it with 2 forked workers."""
+    """In the clean process: make the dataset (this process then has used obstore), read with 2 forked workers."""
     ds = StreamingRawDataset(url, cache_dir=cache, storage_options=options)
     assert ds[0]  # the parent reads before the workers fork
     return sorted(item for batch in _loader(ds, 2) for item in batch)

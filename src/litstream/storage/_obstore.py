@@ -347,6 +347,7 @@ class ObstoreStore:
 
     async def head(self, path: str) -> ObjectMeta:
         """See :meth:`litstream.Store.head`."""
+
         def stat(ob: ModuleType, store: Any, key: str) -> ObjectMeta:
             meta = ob.head(store, key)
             return ObjectMeta(path, int(meta["size"]), meta.get("e_tag"))
@@ -355,6 +356,7 @@ class ObstoreStore:
 
     async def list(self, prefix: str = "") -> list[ObjectMeta]:
         """See :meth:`litstream.Store.list`."""
+
         def collect(ob: ModuleType, store: Any) -> list[ObjectMeta]:
             out: list[ObjectMeta] = []
             # obstore lists whole path segments ("a" finds "a/x", not "ab"): list the folder, filter here.
@@ -367,6 +369,7 @@ class ObstoreStore:
 
     async def delete(self, path: str) -> None:
         """See :meth:`litstream.Store.delete`."""
+
         def remove(ob: ModuleType, store: Any, key: str) -> None:
             try:
                 ob.delete(store, key)
