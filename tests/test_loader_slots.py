@@ -134,7 +134,7 @@ def _by_label(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(batches, key=lambda b: int(b["label"][0]))
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("context", [pytest.param("fork", marks=pytest.mark.forks), "spawn", "forkserver"])
 def test_batches_kept_by_the_user_equal_those_without_workers(
     data: str, context: str, unpacked: list[int], semaphores: list[str]
 ) -> None:
@@ -154,7 +154,7 @@ def test_batches_kept_by_the_user_equal_those_without_workers(
     _nothing_left(semaphores, maps)
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", [pytest.param("fork", marks=pytest.mark.forks), "spawn"])
 def test_an_early_break_leaves_no_shared_memory_or_process(
     data: str, context: str, unpacked: list[int], semaphores: list[str]
 ) -> None:
@@ -173,6 +173,7 @@ def test_an_early_break_leaves_no_shared_memory_or_process(
     assert sum(len(b["label"]) for b in loader) == ITEMS
 
 
+@pytest.mark.forks
 def test_shared_memory_is_counted_once_torchs_queue_threads_have_ended(
     data: str, semaphores: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -346,7 +347,6 @@ def test_pin_memory_copies_into_pinned_tensors(exchange: SlotExchange) -> None:
     pinned = batch.pin_memory()
     assert pinned["x"].is_pinned()
     _same(pinned, _batch(0))
-
 
 
 def test_scratch_memory_is_reused_only_when_nothing_refers_to_it() -> None:
