@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +46,32 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     last = [item for item in items if late(item)]
     if last and len(last) < len(items):
         items[:] = [item for item in items if not late(item)] + last
+
+
+IN_CLEAN_PROCESS = "LITSTREAM_TEST_IN_CLEAN_PROCESS"
+"""Set in the fresh pytest process that runs a ``forks`` test (see :func:`pytest_pyfunc_call`)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run a test marked ``forks`` in a fresh pytest process of its own, which is then what forks.
+
+    A pytest worker has threads (xdist's I/O thread, in-process servers, obstore's runtime): a child
+    forked from it can hang on a lock one of them held at the fork. The fresh process runs only this
+    test (no xdist, no other test's threads); its failure fails this test with its report.
+    """
+    if pyfuncitem.get_closest_marker("forks") is None or os.environ.get(IN_CLEAN_PROCESS):
+        return None
+    env = {**os.environ, IN_CLEAN_PROCESS: "1"}
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "--no-header", "-x", pyfuncitem.nodeid]
+    done = subprocess.run(
+        args, cwd=pyfuncitem.config.rootpath, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    if done.returncode == 0 and "1 skipped" in done.stdout:
+        pytest.skip(f"skipped in the clean pytest process: {done.stdout[-2000:]}")
+    if done.returncode != 0 or "1 passed" not in done.stdout:
+        pytest.fail(f"in a clean pytest process: {done.stdout[-6000:]}{done.stderr[-2000:]}", pytrace=False)
+    return True
 
 
 @pytest.fixture

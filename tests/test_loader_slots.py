@@ -135,7 +135,7 @@ def _by_label(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(batches, key=lambda b: int(b["label"][0]))
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("context", [pytest.param("fork", marks=pytest.mark.forks), "spawn", "forkserver"])
 def test_batches_kept_by_the_user_equal_those_without_workers(
     data: str, context: str, unpacked: list[int], semaphores: list[str]
 ) -> None:
@@ -155,7 +155,7 @@ def test_batches_kept_by_the_user_equal_those_without_workers(
     _nothing_left(semaphores, maps)
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", [pytest.param("fork", marks=pytest.mark.forks), "spawn"])
 def test_an_early_break_leaves_no_shared_memory_or_process(
     data: str, context: str, unpacked: list[int], semaphores: list[str]
 ) -> None:
@@ -174,6 +174,7 @@ def test_an_early_break_leaves_no_shared_memory_or_process(
     assert sum(len(b["label"]) for b in loader) == ITEMS
 
 
+@pytest.mark.forks
 def test_shared_memory_is_counted_once_torchs_queue_threads_have_ended(
     data: str, semaphores: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

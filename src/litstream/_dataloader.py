@@ -17,8 +17,9 @@ path (new shared memory per tensor) is used with ``persistent_workers=True``, an
 no slot is free.
 
 Worker start method: when ``num_workers > 0`` and no ``multiprocessing_context`` is given, the
-platform default is used unless this process has used obstore (which hangs in forked children),
-in which case ``forkserver`` (or ``spawn``) is chosen.
+platform default is used unless this process has used obstore (forked children then need a private
+copy of obstore's native module and the parent has obstore's threads), in which case ``forkserver``
+(or ``spawn``) is chosen.
 """
 
 from __future__ import annotations

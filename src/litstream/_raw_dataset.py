@@ -63,9 +63,8 @@ class StreamingRawDataset(_Base):
     every worker reuse it. Items are sorted by path (LitData keeps its listing's order). Use with a plain
     ``torch.utils.data.DataLoader`` (any ``shuffle``, ``num_workers``, fork or spawn): the loader asks for a
     whole batch at once (``__getitems__``), fetched concurrently, and the next batch of this worker is
-    prefetched meanwhile. With ``S3``/``GCS``/``Azure`` and ``fork``, make the dataset before anything else
-    uses obstore in the process (obstore hangs in forked children); otherwise pass
-    ``multiprocessing_context="spawn"``.
+    prefetched meanwhile. Every start method works, also after the parent read (forked workers rebuild
+    their clients); the constructor starts no process.
 
     Override :meth:`setup` to group or filter files: an item that is a list of files yields a list of bytes
     (or paths). Pass a :class:`BaseIndexer` subclass as ``indexer`` to choose the files yourself.

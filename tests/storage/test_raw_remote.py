@@ -9,8 +9,8 @@ import anyio
 import pytest
 from storage_backends import unique
 
+from clean_process import run_clean
 from litstream import StreamingRawDataset
-from litstream.storage._obstore_fork import obstore_used
 from litstream.storage._resolver import store_for
 
 if TYPE_CHECKING:
@@ -39,8 +39,6 @@ def upload(url: str, options: dict[str, Any], files: dict[str, bytes]) -> None:
 
 def check_everything(url: str, options: dict[str, Any], files: dict[str, bytes], cache: Path) -> None:
     """len, ds[i], the loader with 0 and 2 workers, and the async form on asyncio and trio: every file once."""
-    from torch.utils.data import DataLoader
-
     ds = StreamingRawDataset(url, cache_dir=cache, storage_options=options)
     assert len(ds) == len(files)
     keys = sorted(files)
@@ -48,17 +46,9 @@ def check_everything(url: str, options: dict[str, Any], files: dict[str, bytes],
     assert ds[0] == files[keys[0]]
     assert ds[len(ds) - 1] == files[keys[-1]]
     expected = sorted(files.values())
-    context = "spawn" if obstore_used() else None  # obstore hangs in children forked after use
-    for workers in (0, 2):
-        loader = DataLoader(
-            ds,
-            batch_size=4,
-            shuffle=True,
-            num_workers=workers,
-            collate_fn=list,
-            multiprocessing_context=context if workers else None,
-        )
-        assert sorted(item for batch in loader for item in batch) == expected
+    assert sorted(item for batch in _loader(ds, 0) for item in batch) == expected
+    # workers: forked from a clean helper process (never from the threaded pytest worker)
+    assert run_clean(_two_forked_workers, url, options, cache) == expected
 
     async def consume() -> list[bytes]:
         async with ds.astream(shuffle=True, window=7) as items:
@@ -66,6 +56,22 @@ def check_everything(url: str, options: dict[str, Any], files: dict[str, bytes],
 
     for backend in ("asyncio", "trio"):
         assert sorted(anyio.run(consume, backend=backend)) == expected
+
+
+def _loader(ds: StreamingRawDataset, workers: int) -> Any:
+    from torch.utils.data import DataLoader
+
+    context = "fork" if workers else None
+    return DataLoader(
+        ds, batch_size=4, shuffle=True, num_workers=workers, collate_fn=list, multiprocessing_context=context
+    )
+
+
+def _two_forked_workers(url: str, options: dict[str, Any], cache: Path) -> list[bytes]:
+    """In the clean process: make the dataset (this process then has used obstore), read with 2 forked workers."""
+    ds = StreamingRawDataset(url, cache_dir=cache, storage_options=options)
+    assert ds[0]  # the parent reads before the workers fork
+    return sorted(item for batch in _loader(ds, 2) for item in batch)
 
 
 def test_s3(s3_server: S3Server, tmp_path: Path) -> None:
@@ -122,7 +128,7 @@ def test_a_server_restart_mid_epoch_loses_nothing(tmp_path: Path) -> None:
     assert sorted(seen) == sorted(files.values())
 
 
-_FORK_SCRIPT = """
+_NO_MAIN_GUARD_SCRIPT = """
 import sys
 from torch.utils.data import DataLoader
 from litstream import StreamingRawDataset
@@ -130,22 +136,25 @@ from litstream.storage._obstore_fork import obstore_used
 url, endpoint, key, secret, cache = sys.argv[1:]
 options = {"endpoint_url": endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret}
 ds = StreamingRawDataset(url, cache_dir=cache, storage_options=options)
-assert not obstore_used(), "the listing ran in this process"
+assert obstore_used(), "the listing did not run in this process"
 loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=list, multiprocessing_context="fork")
 print(sum(len(item) for batch in loader for item in batch))
 """
 
 
-def test_s3_listing_keeps_fork_safe(s3_server: S3Server, tmp_path: Path) -> None:
-    """A fresh process lists S3 in a spawned helper, so DataLoader workers forked afterwards can read."""
+def test_a_script_without_a_main_guard_lists_s3_and_forks_workers(s3_server: S3Server, tmp_path: Path) -> None:
+    """No constructor starts a process: a script without ``if __name__ == "__main__":`` (spawned children
+    would run it again) makes the dataset (listing S3 in this process), then forked workers read it."""
     import subprocess
     import sys
 
     url, options, files = f"s3://{s3_server.bucket}/{unique()}", s3_server.options(), contents()
     upload(url, options, files)
+    script = tmp_path / "train.py"
+    script.write_text(_NO_MAIN_GUARD_SCRIPT)
     args = [url, s3_server.endpoint, s3_server.access_key, s3_server.secret_key, str(tmp_path / "cache")]
     done = subprocess.run(
-        [sys.executable, "-c", _FORK_SCRIPT, *args], capture_output=True, text=True, timeout=600, check=False
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.split()[-1]) == sum(map(len, files.values()))

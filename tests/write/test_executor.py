@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from clean_process import run_clean
 from litstream import StreamingDataset, WorkerError, map, optimize
 from peer import require_dev, require_peer
 
@@ -98,7 +99,8 @@ def test_map_on_a_dask_cluster(tmp_path: Path, dask_client: Any) -> None:
     assert (out / "file-4.txt").read_text() == "content 4\n"
 
 
-def test_optimize_on_a_process_pool_resumes_with_checkpoints(tmp_path: Path) -> None:
+def _resume_on_a_fork_pool(tmp_path: Path) -> None:
+    """In a clean helper process (it forks the pool's workers)."""
     out = tmp_path / "ds"
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
         with pytest.raises(WorkerError, match=r"fn failed on input 13 \(index 13, worker 1\)"):
@@ -109,3 +111,8 @@ def test_optimize_on_a_process_pool_resumes_with_checkpoints(tmp_path: Path) -> 
         optimize(sample, range(20), out, chunk_size=3, num_workers=2, executor=pool, use_checkpoint=True, verbose=False)
     assert list(StreamingDataset(out)) == [sample(i) for i in range(20)]
     assert not (out / ".checkpoints").exists()
+
+
+def test_optimize_on_a_process_pool_resumes_with_checkpoints(tmp_path: Path) -> None:
+    run_clean(_resume_on_a_fork_pool, tmp_path)
+    assert (tmp_path / "ds" / "index.json").is_file()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 import pytest
 
+from clean_process import run_clean
 from litstream import WorkerError, optimize
 from litstream.write._args import plan_inputs
 from litstream.write._feed import END
@@ -147,6 +148,21 @@ def _sample(i: int) -> dict[str, Any]:
     return {"i": i, "s": str(i) * (i % 7)}
 
 
+def _fed_and_carried(tmp_path: Path, inputs: Any, kwargs: Any) -> None:
+    """In a clean helper process (it forks the workers and the pool's)."""
+
+    def fn(x: Any) -> dict[str, Any]:
+        return _sample(len(x) if isinstance(x, list) else int(x))
+
+    common = {"chunk_size": 37, "num_workers": 3, "verbose": False, **kwargs}
+    optimize(fn, inputs, tmp_path / "fed", **common)
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("fork")) as pool:
+        optimize(fn, inputs, tmp_path / "carried", executor=pool, **common)
+    fed, carried = _written(tmp_path / "fed"), _written(tmp_path / "carried")
+    assert len(fed["chunks"]) > 3
+    assert fed == carried
+
+
 @pytest.mark.parametrize(
     ("inputs", "kwargs"),
     [
@@ -158,13 +174,4 @@ def _sample(i: int) -> dict[str, Any]:
     ids=["range", "list", "weights", "batch_size"],
 )
 def test_fed_workers_write_what_workers_given_their_inputs_write(tmp_path: Path, inputs: Any, kwargs: Any) -> None:
-    def fn(x: Any) -> dict[str, Any]:
-        return _sample(len(x) if isinstance(x, list) else int(x))
-
-    common = {"chunk_size": 37, "num_workers": 3, "verbose": False, **kwargs}
-    optimize(fn, inputs, tmp_path / "fed", **common)
-    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("fork")) as pool:
-        optimize(fn, inputs, tmp_path / "carried", executor=pool, **common)
-    fed, carried = _written(tmp_path / "fed"), _written(tmp_path / "carried")
-    assert len(fed["chunks"]) > 3
-    assert fed == carried
+    run_clean(_fed_and_carried, tmp_path, inputs, kwargs)

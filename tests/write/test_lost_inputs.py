@@ -24,6 +24,7 @@ import pytest
 import sniffio
 from write_targets import TARGETS, Target, make_target
 
+from clean_process import run_clean
 from litstream import LocalFileStore, RunSummary, StreamingDataset, WorkerError, WorkerSummary, map, optimize
 from litstream._sync import run_sync
 from litstream.write._env import OptimizerEnv
@@ -210,12 +211,17 @@ def test_a_worker_process_killed(target: Target) -> None:
     assert_nothing_committed(target)
 
 
-def test_the_one_worker_of_a_process_pool_killed(target: Target) -> None:
+def _killed_pool_worker(target: Target) -> None:
+    """In a clean helper process (it starts the pool's worker)."""
     context = multiprocessing.get_context("spawn" if target.name == "s3" else "fork")
     with ProcessPoolExecutor(1, mp_context=context) as pool:
         with pytest.raises(WorkerError, match=r"optimize worker 0 failed: BrokenProcessPool"):
             run(target, killed_on_7, list(range(N)), 1, executor=pool, start_method=None)
     assert_nothing_committed(target)
+
+
+def test_the_one_worker_of_a_process_pool_killed(target: Target) -> None:
+    run_clean(_killed_pool_worker, target)
 
 
 @pytest.mark.parametrize("workers", WORKERS)

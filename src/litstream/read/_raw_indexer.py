@@ -8,35 +8,29 @@ Where the list comes from, first found wins (LitData's order):
    LitData: a location that refuses the write, such as read-only credentials, gets a ``UserWarning`` once
    per process; ``hf://`` and ``http(s)://`` locations are read-only and are not written to).
 
-``recompute_index=True`` skips 1 and 2. Obstore work (listing, reading or writing the kept list) in a
-process that has not used obstore yet runs in a short-lived spawned process, so that DataLoader workers
-forked later can still use obstore (it hangs in children forked after use).
+``recompute_index=True`` skips 1 and 2. Everything runs in the calling process: no process is started
+(DataLoader workers forked afterwards rebuild their own obstore clients, see ``storage/_obstore_fork.py``).
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import warnings
 from abc import ABC, abstractmethod
-from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, ObjectNotFoundError, StorageError
 from .._sync import run_sync
-from ..storage._obstore import ObstoreStore
-from ..storage._obstore_fork import obstore_used
 from ._raw_index import INDEX_NAME, FileMetadata, decode_index, encode_index, key_of, list_files, save_index
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
     from pathlib import Path
 
     from ..storage._base import Store
 
 __all__ = ["BaseIndexer", "FileIndexer", "build_or_load_index"]
 
-T = TypeVar("T")
 _WARNED: set[tuple[int, str]] = set()
 
 
@@ -116,14 +110,6 @@ class FileIndexer(BaseIndexer):
         return self.keep(list_files(store, root), root, remote=resolved.url is not None)
 
 
-def _in_clean_process(store: Store, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(store, *args)``, in a spawned process when it would be this process's first obstore use."""
-    if isinstance(store, ObstoreStore) and not obstore_used():
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return pool.submit(fn, store, *args).result()
-    return fn(store, *args)
-
-
 def _fetch_kept(store: Store) -> bytes | None:
     try:
         return run_sync(store.get, INDEX_NAME)
@@ -199,21 +185,19 @@ def build_or_load_index(
     if not recompute and local.is_file():
         return decode_index(local.read_bytes(), str(local))
     upload_error: str | None = None
-    if type(indexer) is FileIndexer:  # list, filter and keep in one (possibly spawned) call
-        kept, files, blob, upload_error = _in_clean_process(
-            store, _list_and_keep, root, indexer, remote, not recompute, upload
-        )
+    if type(indexer) is FileIndexer:  # list, filter and keep in one call
+        kept, files, blob, upload_error = _list_and_keep(store, root, indexer, remote, not recompute, upload)
     else:
-        kept = None if recompute else _in_clean_process(store, _fetch_kept)
+        kept = None if recompute else _fetch_kept(store)
         files, blob = [], None
         if kept is None:
             if isinstance(indexer, FileIndexer) and type(indexer).discover_files is FileIndexer.discover_files:
-                files = indexer.keep(_in_clean_process(store, list_files, root), root, remote=remote)
+                files = indexer.keep(list_files(store, root), root, remote=remote)
             else:
                 files = _validated(indexer.discover_files(root, storage_options), root, indexer)
             blob = encode_index(files, root) if files else None
             if blob is not None and upload:
-                upload_error = _in_clean_process(store, _put_kept, blob)
+                upload_error = _put_kept(store, blob)
     if kept is not None:
         save_index(local, kept)
         return decode_index(kept, f"{root}/{INDEX_NAME}")

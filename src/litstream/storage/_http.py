@@ -187,6 +187,12 @@ class HTTPStore:
 
         box = self._box
         pid = os.getpid()
+        if box.client is not None and box.pid == pid:
+            return box.client
+        if box.pid not in (0, pid):  # inherited across fork: its lock may be held by a thread the child lacks
+            box = _ClientBox()
+            weakref.finalize(self, _close, box)
+            self._box = box
         with box.lock:
             if box.client is None or box.pid != pid:
                 # A client inherited across fork shares its parent's sockets: leave it alone, make a new one.

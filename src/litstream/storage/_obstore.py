@@ -6,17 +6,17 @@ one run in ``anyio.to_thread.run_sync`` with this store's ``CapacityLimiter``: t
 thread finishes in the background and its result is dropped), so a hedged read's loser or a cancelled
 stream does not wait; writes and deletes are waited for.
 
-After a process has used obstore, obstore hangs in a forked child. A store built from an
+obstore's runtime does not survive fork (see :mod:`._obstore_fork`). A store built from an
 :class:`ObstoreSpec` therefore holds configuration only: it pickles as that configuration and builds its
-obstore client lazily, in the process that first uses it. A store refuses, with
-:class:`~litstream.StorageError` instead of a hang, to run in a process forked after its client was built
-or after this process's parent used obstore.
+obstore client lazily, once in each process that uses it (a forked child builds its own, through a
+private copy of obstore's native module when the parent had used obstore). A store that wraps a ready
+obstore store cannot be rebuilt: it refuses, with :class:`~litstream.StorageError` instead of a hang, to
+run in a process forked after it was made or after the parent used obstore.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -30,10 +30,11 @@ from .._errors import ConfigurationError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
 from ._faults import explain_failure
 from ._keys import check_key
-from ._obstore_fork import _OBSTORE_USED_IN, _fork_error, _used_by_ancestor
+from ._obstore_fork import build_lock, fork_error, forked_from_user, native, note_used
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from types import ModuleType
 
     from obstore import GetOptions
 
@@ -80,22 +81,19 @@ class ObstoreStore:
         self._spec = spec
         self._transfer = spec.transfer if spec is not None else (transfer or TransferConfig())
         self._url = url or (spec.url if spec is not None else repr(store))
-        self._pid: int | None = os.getpid() if store is not None else None
+        self._pid: int | None = os.getpid() if store is not None else None  # where a wrapped store was made
+        self._held: tuple[int, ModuleType, Any] | None = None  # (pid, obstore native module, client) in use
         self._max_threads = max_threads
         self._limiter_obj: tuple[object, anyio.CapacityLimiter] | None = None
-        self._build_lock = threading.Lock()
         self.native_async = False  # get() through obstore's asyncio API under asyncio (see _get_native)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_limiter_obj=None, _build_lock=None, _pid=None)
-        if self._spec is not None:
-            state["_store"] = None  # configuration only: the client is rebuilt where it is used
+        state.update(_limiter_obj=None, _held=None, _pid=None)  # configuration only: clients are per process
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._build_lock = threading.Lock()
         if self._store is not None:  # an unpickled obstore store is a new client, made in this process
             self._pid = os.getpid()
 
@@ -116,25 +114,37 @@ class ObstoreStore:
         """The configuration this store builds its client from (``None`` for a wrapped obstore store)."""
         return self._spec
 
-    def _client(self) -> Any:
-        """This process's obstore store, built on first use; refuses across fork."""
+    def _client(self) -> tuple[ModuleType, Any]:
+        """This process's obstore native module and client, built on first use in each process.
+
+        Raises:
+            StorageError: a wrapped obstore store is used in a process forked after it was made, or after
+                the parent used obstore (it cannot be rebuilt there).
+        """
         pid = os.getpid()
-        if self._pid is not None and self._pid != pid:
-            raise StorageError(
-                f"{self._url}: this store was created in process {self._pid} and used in forked process {pid}; "
-                "obstore cannot be used across fork: create stores inside the worker, or use "
-                "multiprocessing_context='spawn' or 'forkserver'"
-            )
-        if self._store is None:
-            assert self._spec is not None
-            ancestor = _used_by_ancestor()
+        held = self._held
+        if held is not None and held[0] == pid:
+            return held[1], held[2]
+        if self._spec is None:
+            if self._pid != pid:
+                raise StorageError(
+                    f"{self._url}: this store was created in process {self._pid} and used in forked process "
+                    f"{pid}; obstore cannot be used across fork: create stores inside the worker, or use "
+                    "multiprocessing_context='spawn' or 'forkserver' (or pass a URL, whose store is rebuilt)"
+                )
+            ancestor = forked_from_user()
             if ancestor is not None:
-                raise _fork_error(self._url, ancestor)
-            with self._build_lock:
-                if self._store is None:
-                    self._store = self._spec.build()
-                    self._pid = pid
-        return self._store
+                raise fork_error(self._url, ancestor, "an obstore store made in this process does not work here")
+            module = native()
+            self._held = (pid, module, self._store)
+            return module, self._store
+        module = native()
+        with build_lock():
+            held = self._held
+            if held is None or held[0] != pid:
+                held = (pid, module, self._spec.build(module))
+                self._held = held
+        return held[1], held[2]
 
     async def _call(
         self, operation: str, path: str, fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = True
@@ -144,7 +154,7 @@ class ObstoreStore:
         Args:
             operation: The name used in error messages.
             path: The key, for error messages.
-            fn: Called as ``fn(obstore_store, *args)`` in a worker thread.
+            fn: Called as ``fn(obstore_native_module, obstore_store, *args)`` in a worker thread.
             abandon_on_cancel: When the caller is cancelled, return at once and let the thread finish in
                 the background (reads); ``False`` waits for the call to finish (writes, deletes).
         """
@@ -153,17 +163,17 @@ class ObstoreStore:
         where = f"{self._url}/{path}"
         started: list[float] = []  # when the call began in its thread (not counting the wait for one)
 
-        def timed(client: Any) -> T:
+        def timed(module: ModuleType, client: Any) -> T:
             started.append(time.monotonic())
-            return fn(client, *args)
+            return fn(module, client, *args)
 
         try:
             with mapped_errors(operation, where):
-                client = self._client()
+                module, client = self._client()
                 self._limiter_obj = loop_limiter(self._limiter_obj, self._max_threads)
-                _OBSTORE_USED_IN.add(os.getpid())
+                note_used(module)
                 return await anyio.to_thread.run_sync(
-                    partial(timed, client), limiter=self._limiter_obj[1], abandon_on_cancel=abandon_on_cancel
+                    partial(timed, module, client), limiter=self._limiter_obj[1], abandon_on_cancel=abandon_on_cancel
                 )
         except StorageError as exc:
             if exc.__cause__ is None or not started:
@@ -183,13 +193,11 @@ class ObstoreStore:
 
     async def get(self, path: str) -> bytes:
         """See :meth:`litstream.Store.get`."""
-        import obstore
-
         if self.native_async and sniffio.current_async_library() == "asyncio":
             return await self._get_native(path)
 
-        def fetch(store: Any, key: str) -> bytes:
-            return bytes(obstore.get(store, key).bytes())
+        def fetch(ob: ModuleType, store: Any, key: str) -> bytes:
+            return bytes(ob.get(store, key).bytes())
 
         return await self._call("get", path, fetch, path)
 
@@ -198,15 +206,13 @@ class ObstoreStore:
 
         Used when ``native_async`` is set (``StreamingRawDataset``: many small GETs).
         """
-        import obstore
-
         where = f"{self._url}/{path}"
         started = time.monotonic()
         try:
             with mapped_errors("get", where):
-                client = self._client()
-                _OBSTORE_USED_IN.add(os.getpid())
-                answer = await obstore.get_async(client, path)
+                module, client = self._client()
+                note_used(module)
+                answer = await module.get_async(client, path)
                 return bytes(await answer.bytes_async())
         except StorageError as exc:
             spec = self._spec
@@ -226,13 +232,11 @@ class ObstoreStore:
 
     async def get_range(self, path: str, start: int, length: int) -> bytes:
         """See :meth:`litstream.Store.get_range`; a ``start`` past the end raises StorageError."""
-        import obstore
-
         if length <= 0:
             return b""
 
-        def fetch(store: Any, key: str) -> bytes:
-            return bytes(obstore.get_range(store, key, start=start, length=length))
+        def fetch(ob: ModuleType, store: Any, key: str) -> bytes:
+            return bytes(ob.get_range(store, key, start=start, length=length))
 
         return await self._call("get_range", path, fetch, path)
 
@@ -245,19 +249,17 @@ class ObstoreStore:
             ``(bytes, etag)``, or ``None`` when ``version`` is given and the object has changed since
             (the server refused ``If-Match``).
         """
-        import obstore
-        from obstore.exceptions import PreconditionError
 
         if length <= 0:
             return b"", version
 
-        def fetch(store: Any, key: str) -> tuple[bytes, str | None] | None:
+        def fetch(ob: ModuleType, store: Any, key: str) -> tuple[bytes, str | None] | None:
             options: GetOptions = {"range": (start, start + length)}
             if version is not None:
                 options["if_match"] = version
             try:
-                result = obstore.get(store, key, options=options)
-            except PreconditionError:
+                result = ob.get(store, key, options=options)
+            except ob.exceptions.PreconditionError:
                 return None
             return bytes(result.bytes()), result.meta.get("e_tag")
 
@@ -266,13 +268,11 @@ class ObstoreStore:
     async def get_range_buffer(self, path: str, start: int, length: int) -> memoryview:
         """Like :meth:`get_range`, but the answer stays in obstore's own buffer (no copy into a ``bytes``):
         for the :class:`~litstream.storage.Downloader`, which writes it straight to a file."""
-        import obstore
-
         if length <= 0:
             return memoryview(b"")
 
-        def fetch(store: Any, key: str) -> memoryview:
-            return memoryview(obstore.get_range(store, key, start=start, length=length))
+        def fetch(ob: ModuleType, store: Any, key: str) -> memoryview:
+            return memoryview(ob.get_range(store, key, start=start, length=length))
 
         return await self._call("get_range", path, fetch, path)
 
@@ -292,14 +292,12 @@ class ObstoreStore:
             ObjectNotFoundError: the object does not exist.
             StorageError: the request failed, or writing ``file`` failed (``file`` named in the message).
         """
-        import obstore
-
         options: GetOptions = {} if length is None else {"range": (start, start + length)}
         if length == 0:
             return 0
 
-        def fetch(store: Any, key: str) -> int:
-            result = obstore.get(store, key, options=options)
+        def fetch(ob: ModuleType, store: Any, key: str) -> int:
+            result = ob.get(store, key, options=options)
             try:
                 fd = os.open(file, os.O_WRONLY | os.O_CLOEXEC)
             except OSError as exc:
@@ -322,13 +320,11 @@ class ObstoreStore:
 
     async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
         """See :meth:`litstream.Store.get_ranges`; obstore merges nearby ranges into fewer requests."""
-        import obstore
-
         if len(starts) != len(lengths):
             raise ValueError(f"get_ranges: {len(starts)} starts but {len(lengths)} lengths")
 
-        def fetch(store: Any, key: str) -> list[bytes]:
-            return [bytes(b) for b in obstore.get_ranges(store, key, starts=list(starts), lengths=list(lengths))]
+        def fetch(ob: ModuleType, store: Any, key: str) -> list[bytes]:
+            return [bytes(b) for b in ob.get_ranges(store, key, starts=list(starts), lengths=list(lengths))]
 
         return await self._call("get_ranges", path, fetch, path)
 
@@ -337,15 +333,13 @@ class ObstoreStore:
 
         A multipart upload is committed only when every part has arrived, so it is atomic too.
         """
-        import obstore
-
         size = put_size(data)
         t = self._transfer
         multipart = size >= t.multipart_threshold
         payload: Any = Path(os.fspath(data)) if isinstance(data, os.PathLike) else data
 
-        def upload(store: Any, key: str) -> None:
-            obstore.put(
+        def upload(ob: ModuleType, store: Any, key: str) -> None:
+            ob.put(
                 store,
                 key,
                 payload,
@@ -358,23 +352,21 @@ class ObstoreStore:
 
     async def head(self, path: str) -> ObjectMeta:
         """See :meth:`litstream.Store.head`."""
-        import obstore
 
-        def stat(store: Any, key: str) -> ObjectMeta:
-            meta = obstore.head(store, key)
+        def stat(ob: ModuleType, store: Any, key: str) -> ObjectMeta:
+            meta = ob.head(store, key)
             return ObjectMeta(path, int(meta["size"]), meta.get("e_tag"))
 
         return await self._call("head", path, stat, path)
 
     async def list(self, prefix: str = "") -> list[ObjectMeta]:
         """See :meth:`litstream.Store.list`."""
-        import obstore
 
-        def collect(store: Any) -> list[ObjectMeta]:
+        def collect(ob: ModuleType, store: Any) -> list[ObjectMeta]:
             out: list[ObjectMeta] = []
             # obstore lists whole path segments ("a" finds "a/x", not "ab"): list the folder, filter here.
             folder = prefix.rsplit("/", 1)[0] if "/" in prefix else None
-            for batch in obstore.list(store, prefix=folder):
+            for batch in ob.list(store, prefix=folder):
                 out.extend(ObjectMeta(str(m["path"]), int(m["size"]), m.get("e_tag")) for m in batch)
             return sorted((m for m in out if m.path.startswith(prefix)), key=lambda m: m.path)
 
@@ -382,11 +374,10 @@ class ObstoreStore:
 
     async def delete(self, path: str) -> None:
         """See :meth:`litstream.Store.delete`."""
-        import obstore
 
-        def remove(store: Any, key: str) -> None:
+        def remove(ob: ModuleType, store: Any, key: str) -> None:
             try:
-                obstore.delete(store, key)
+                ob.delete(store, key)
             except FileNotFoundError:
                 pass
 

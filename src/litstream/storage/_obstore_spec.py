@@ -13,6 +13,7 @@ from ._faults import obstore_retry_config
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from types import ModuleType
 
     from .._environ import Environ
 
@@ -78,15 +79,23 @@ class ObstoreSpec:
         """obstore's ``RetryConfig``: the one ``transfer`` describes, with ``retry_config`` applied key by key."""
         return obstore_retry_config(self.transfer, self.retry_config)
 
-    def build(self) -> Any:
+    def build(self, native: ModuleType | None = None) -> Any:
         """A new obstore store for this spec (cheap; no request is made).
+
+        Args:
+            native: The obstore native module to build it with (what
+                :func:`~litstream.storage._obstore_fork.native` gives; default: that one). Only that
+                module's functions accept the store.
 
         Raises:
             ConfigurationError: obstore rejects a configuration key or value.
         """
-        from obstore.store import AzureStore, GCSStore, S3Store
+        if native is None:
+            from ._obstore_fork import native as current
 
-        cls = {"s3": S3Store, "gcs": GCSStore, "azure": AzureStore}[self.kind]
+            native = current()
+        classes = native._store
+        cls = {"s3": classes.S3Store, "gcs": classes.GCSStore, "azure": classes.AzureStore}[self.kind]
         try:
             return cls(
                 self.bucket,

@@ -6,7 +6,7 @@ directly. This module gathers the names the rest of litstream imports:
 * :class:`Store`, :class:`ObjectMeta`, :class:`TransferConfig` — ``_base.py``.
 * :class:`LocalFileStore` — a directory on this machine (``_local.py``); safe in forked workers.
 * :class:`ObstoreStore` — S3, GCS, Azure and obstore's memory/local stores (``_obstore.py``); the
-  asyncio/trio bridge is its ``_call``. Not usable across fork: it raises StorageError instead of hanging.
+  asyncio/trio bridge is its ``_call``. Rebuilds its client in each process (see ``_obstore_fork.py``).
 * :class:`HTTPStore` — read-only HTTP(S) and the Hugging Face Hub (``_http.py``); safe in forked workers.
 * :class:`HedgedStore` — hedged range reads over any store (``_hedged.py``).
 

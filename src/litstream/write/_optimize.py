@@ -144,7 +144,7 @@ def optimize(
             1-D token array (then ``chunk_size`` counts tokens; see :class:`~litstream.TokensLoader`).
         serializers: Extra serializers by registry key, tried before the built-ins.
         start_method: Multiprocessing start method. Default: ``"fork"`` where available and safe
-            (this process has not used obstore, which hangs in forked children), else ``"spawn"``.
+            (this process has not used obstore, whose threads a fork would not copy), else ``"spawn"``.
         executor: Any ``concurrent.futures.Executor`` (a Dask ``Client.get_executor()``, Ray's, a
             ``ProcessPoolExecutor``) to run the per-worker jobs on instead of our processes; each job
             writes straight to ``output_dir``, which its workers must reach.
