@@ -32,6 +32,7 @@ from ._version import __version__ as __version__
 
 if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY)
     from ._affinity import NumaAffinity as NumaAffinity
+    from ._litdata_cache import Cache as Cache
     from ._affinity import get_gpu_affinity as get_gpu_affinity
     from ._affinity import get_numa_affinity as get_numa_affinity
     from ._combined_dataset import CombinedStreamingDataset as CombinedStreamingDataset
@@ -98,6 +99,7 @@ _LAZY = {
     "AsyncUploader": ".write._uploader",
     "Audio": ".format._media_audio",
     "BaseIndexer": "._raw_dataset",
+    "Cache": "._litdata_cache",
     "ChunkWriter": ".write._writer",
     "CombinedStreamingDataset": "._combined_dataset",
     "Dir": ".storage._resolver",
@@ -161,6 +163,7 @@ __all__ = [
     "AsyncUploader",
     "Audio",
     "BaseIndexer",
+    "Cache",
     "ChunkWaitTimeoutError",
     "ChunkWriter",
     "CombinedStreamingDataset",
