@@ -8,6 +8,7 @@ def test_public_names_are_exactly_these() -> None:
     assert litstream.__all__ == [
         "AsyncUploader",
         "Audio",
+        "AudioSerializer",
         "BaseIndexer",
         "Cache",
         "ChunkWaitTimeoutError",
@@ -47,6 +48,7 @@ def test_public_names_are_exactly_these() -> None:
         "RetriesExhaustedError",
         "RunSummary",
         "SampleStream",
+        "Serializer",
         "StorageError",
         "Store",
         "StreamingDataLoader",
@@ -59,6 +61,7 @@ def test_public_names_are_exactly_these() -> None:
         "TokensLoader",
         "UploaderStatistics",
         "Video",
+        "VideoSerializer",
         "WorkerError",
         "WorkerSummary",
         "astream",

@@ -32,13 +32,13 @@ from ._version import __version__ as __version__
 
 if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY)
     from ._affinity import NumaAffinity as NumaAffinity
-    from ._litdata_cache import Cache as Cache
     from ._affinity import get_gpu_affinity as get_gpu_affinity
     from ._affinity import get_numa_affinity as get_numa_affinity
     from ._combined_dataset import CombinedStreamingDataset as CombinedStreamingDataset
     from ._dataloader import StreamingDataLoader as StreamingDataLoader
     from ._dataset import StreamingDataset as StreamingDataset
     from ._debug import breakpoint as breakpoint
+    from ._litdata_cache import Cache as Cache
     from ._media_collate import litdata_collate as litdata_collate
     from ._media_folder import iter_webdataset_tar as iter_webdataset_tar
     from ._media_folder import list_media_folder as list_media_folder
@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .format._loaders import PyTreeLoader as PyTreeLoader
     from .format._loaders import TokensLoader as TokensLoader
     from .format._media_audio import Audio as Audio
+    from .format._media_audio import AudioSerializer as AudioSerializer
     from .format._media_graph import Graph as Graph
     from .format._media_image import Image as Image
     from .format._media_image import Jpeg as Jpeg
@@ -67,7 +68,9 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .format._media_text import File as File
     from .format._media_text import Text as Text
     from .format._media_video import Video as Video
+    from .format._media_video import VideoSerializer as VideoSerializer
     from .format._parquet import ParquetLoader as ParquetLoader
+    from .format._serializer_base import Serializer as Serializer
     from .format._temporal import TemporalArrayLoader as TemporalArrayLoader
     from .read._astream import astream as astream
     from .read._sample_stream import SampleStream as SampleStream
@@ -98,6 +101,7 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
 _LAZY = {
     "AsyncUploader": ".write._uploader",
     "Audio": ".format._media_audio",
+    "AudioSerializer": ".format._media_audio",
     "BaseIndexer": "._raw_dataset",
     "Cache": "._litdata_cache",
     "ChunkWriter": ".write._writer",
@@ -125,6 +129,7 @@ _LAZY = {
     "RSAEncryption": ".format._encryption",
     "RunSummary": ".write._summary",
     "SampleStream": ".read._sample_stream",
+    "Serializer": ".format._serializer_base",
     "Store": ".storage._store",
     "StreamingDataLoader": "._dataloader",
     "StreamingDataset": "._dataset",
@@ -136,6 +141,7 @@ _LAZY = {
     "TokensLoader": ".format._loaders",
     "UploaderStatistics": ".write._uploader_stats",
     "Video": ".format._media_video",
+    "VideoSerializer": ".format._media_video",
     "WorkerSummary": ".write._summary",
     "astream": ".read._astream",
     "breakpoint": "._debug",
@@ -162,6 +168,7 @@ _LAZY = {
 __all__ = [
     "AsyncUploader",
     "Audio",
+    "AudioSerializer",
     "BaseIndexer",
     "Cache",
     "ChunkWaitTimeoutError",
@@ -201,6 +208,7 @@ __all__ = [
     "RetriesExhaustedError",
     "RunSummary",
     "SampleStream",
+    "Serializer",
     "StorageError",
     "Store",
     "StreamingDataLoader",
@@ -213,6 +221,7 @@ __all__ = [
     "TokensLoader",
     "UploaderStatistics",
     "Video",
+    "VideoSerializer",
     "WorkerError",
     "WorkerSummary",
     "astream",

@@ -271,6 +271,16 @@ class StreamingDataLoader(DataLoader[Any]):
         self._start = start
         self.latest_worker_idx = (start - 1) % len(counts)
 
+    @property
+    def restore(self) -> bool:
+        """LitData's flag: ``True`` from :meth:`load_state_dict` (with part of an epoch left to serve) until
+        the resumed epoch has been served; the next ``iter()`` then continues the checkpoint's epoch."""
+        return self._restoring
+
+    @restore.setter
+    def restore(self, value: bool) -> None:
+        self._restoring = bool(value)
+
     def state_dict(self) -> dict[str, Any]:
         """The position in the current epoch, as plain values (picklable; safe to ``torch.save``).
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
+    from ._litdata_cache import Cache
     from .format._encryption import Encryption
     from .format._parquet import ParquetLoader
     from .format._serializers import Serializer
@@ -194,14 +195,14 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         remote = remote or local_source is not None
         if index_path is None and (root := local_path(self._store, "")) is not None:
             check_local_dataset(str(root))
-        self.cache = (
+        self._cache_settings = (
             CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
             if remote and not (self.input_dir.url or "").startswith("memory://")
             else None
         )
         if max_cache_size is not None:
             parse_cache_size(max_cache_size)  # reject a bad value now, not in a worker
-        if self.cache is not None:
+        if self._cache_settings is not None:
             self._store = HedgedStore(self._store, hedge_delay)
         self.shuffle: ShuffleMode = shuffle
         self.shuffle_window = shuffle_window
@@ -255,7 +256,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
 
     # -- index ------------------------------------------------------------------------------------
     def _get_source(self) -> DatasetSource:
-        if self._source is None and self.cache is None and self.index_path is None:
+        if self._source is None and self._cache_settings is None and self.index_path is None:
             self._source = _open_now(
                 self._store, self.serializers, self.item_loader, self.allow_pickle, self.encryption
             )
@@ -264,12 +265,20 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
                 partial(DatasetSource.open, encryption=self.encryption),
                 self._store,
                 self.serializers,
-                self.cache,
+                self._cache_settings,
                 self.item_loader,
                 self.index_path,
                 self.allow_pickle,
             )
         return self._source
+
+    @property
+    def cache(self) -> Cache:
+        """LitData's ``ds.cache``: a :class:`~litstream.Cache` over the local directory this dataset reads (see
+        ``_litdata_cache.dataset_cache``); ``ds.cache.cache_dir`` is that directory. Opens the index."""
+        from ._litdata_cache import dataset_cache
+
+        return dataset_cache(self, self._get_source(), self._cache_settings)
 
     def __len__(self) -> int:
         return self.get_len(self.num_workers, self.batch_size)
@@ -349,7 +358,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         # Remote chunks: at least 4 ahead, as LitData's async prefetch floor for remote data (its
         # LITDATA_ASYNC_MIN_PRE_DOWNLOAD); downloads then overlap across chunk boundaries.
         ahead = self.max_pre_download
-        if self.cache is not None:
+        if self._cache_settings is not None:
             ahead = max(ahead, _REMOTE_MIN_PRE_DOWNLOAD)
         send, receive = portal.call(_make_stream)
         future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))

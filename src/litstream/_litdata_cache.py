@@ -33,10 +33,12 @@ if TYPE_CHECKING:
     from ._dataset import StreamingDataset
     from .format._encryption import Encryption
     from .format._serializers import Serializer
+    from .read._source import DatasetSource
+    from .read._source_cache import CacheSettings
     from .storage._resolver import Dir
     from .write._writer import ChunkWriter, EncodedSample
 
-__all__ = ["Cache"]
+__all__ = ["Cache", "dataset_cache"]
 
 _POLL_S = 0.01  # how often merge() looks for the other ranks' files (LitData polls as often)
 
@@ -254,6 +256,30 @@ class Cache:
     def __len__(self) -> int:
         """Items in the merged dataset (token windows with ``TokensLoader``)."""
         return len(self._reader()._get_source())
+
+
+def dataset_cache(dataset: StreamingDataset, source: DatasetSource, settings: CacheSettings | None) -> Cache:
+    """A :class:`Cache` over the local directory ``dataset`` reads from, for LitData's ``ds.cache``.
+
+    The directory is the dataset itself when it is local, else its folder in the chunk cache
+    (``<cache root>/<md5 of the URL>/<updated_at>``, LitData's layout), read through from the URL.
+    """
+    from .storage._files import local_path
+    from .storage._resolver import Dir
+
+    if source.cache is not None:
+        directory = Dir(path=str(source.cache.directory), url=dataset.input_dir.url)
+    else:
+        root = local_path(dataset._store, "")
+        directory = Dir(path=str(root) if root is not None else dataset.input_dir.path)
+    return Cache(
+        directory,
+        encryption=dataset.encryption,
+        item_loader=dataset.item_loader,
+        serializers=dataset.serializers,
+        max_cache_size=None if settings is None else settings.max_cache_size,
+        storage_options=getattr(dataset, "storage_options", None),
+    )
 
 
 class _WriteSession:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from torch.utils.data import Dataset
 
     from .read._raw import RawItem
+    from .read._raw_cache_view import RawCacheManager
 
     _Base = Dataset[Any]  # for type checkers: a map-style torch Dataset (torch is not imported at run time)
 else:
@@ -191,6 +192,13 @@ class StreamingRawDataset(_Base):
         self._fetcher = RawFetcher(store, self.config, remote=resolved.url is not None)
         self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size, self._disk)
         self._pid = os.getpid()
+
+    @property
+    def cache_manager(self) -> RawCacheManager:
+        """LitData's ``cache_manager``: the dataset's cache folder and file mapping (``read._raw_cache_view``)."""
+        from .read._raw_cache_view import RawCacheManager
+
+        return RawCacheManager(self.input_dir, self.cache_dir, bool(self.cache_files), dict(self.storage_options))
 
     def setup(self, files: list[FileMetadata]) -> list[FileMetadata] | list[list[FileMetadata]]:
         """Arrange the listed files into items (override point; default: one item per file).
