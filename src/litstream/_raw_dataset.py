@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import _portal
 from ._errors import ConfigurationError
+from ._litdata_env import warn_ignored
 from .read._cache_dirs import default_cache_root
 from .read._raw import RawReader, RawStream, epoch_order
 from .read._raw_fetch import FetchConfig, FetchStatistics, RawFetcher
@@ -127,6 +128,7 @@ class StreamingRawDataset(_Base):
         range_parallel_threshold: int = 0,
         range_chunk_size: int = 8 * MiB,
     ) -> None:
+        warn_ignored()  # LITDATA_* variables litstream does not read
         if item_type not in ("bytes", "path"):
             raise ConfigurationError(f"item_type={item_type!r}: use 'bytes' or 'path'")
         if item_type == "path" and not cache_files:
