@@ -28,7 +28,7 @@ from ._local_remote import check_local_dataset, local_remote_source
 from .format._encrypted import check_reader_encryption
 from .format._loaders import PyTreeLoader, TokensLoader
 from .read._args import check_read_args, check_read_loader
-from .read._cache_dirs import parse_cache_size
+from .read._cache_dirs import check_cache_size
 from .read._core import ShuffleMode, produce_chunks
 from .read._decode import iter_work
 from .read._session import open_session, split_head
@@ -200,8 +200,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             if remote and not (self.input_dir.url or "").startswith("memory://")
             else None
         )
-        if max_cache_size is not None:
-            parse_cache_size(max_cache_size)  # reject a bad value now, not in a worker
+        check_cache_size(max_cache_size)  # reject a bad value now, not in a worker; warn under 25 GB
         if self._cache_settings is not None:
             self._store = HedgedStore(self._store, hedge_delay)
         self.shuffle: ShuffleMode = shuffle

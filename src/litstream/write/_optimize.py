@@ -12,6 +12,7 @@ without ``use_checkpoint`` the files of this run are removed, with it they stay 
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -147,7 +148,8 @@ def optimize(
             writes straight to ``output_dir``, which its workers must reach.
         storage_options: Credentials and client options when ``output_dir`` is an object-store URL;
             chunks are uploaded as they are written and ``index.json`` last.
-        verbose: Show a tqdm progress bar.
+        verbose: Show a tqdm progress bar and print (stderr, beside the bar) the workers started, their
+            end and what was written, as LitData does.
         checksum: ``None`` (default, as LitData) or ``"sha256"``/``"blake2b"``: record each chunk file's digest
             in ``index.json`` (under a key LitData ignores); litstream's readers verify it when a chunk is
             downloaded or first opened in a process and raise ``FormatError`` naming a corrupt chunk.
@@ -306,7 +308,15 @@ def optimize(
             run_sync(_discard, store, assignment.global_ranks, prepared)
         raise
     run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint, before_index)
-    return summarize(workers, seconds=time.monotonic() - started, output=store.url)
+    summary = summarize(workers, seconds=time.monotonic() - started, output=store.url)
+    if verbose:
+        print(
+            f"optimize: wrote {summary.samples} samples in {summary.chunks} chunks to {summary.output} "
+            f"in {summary.seconds:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return summary
 
 
 def _jobs(
