@@ -211,3 +211,21 @@ def test_media_serializers_are_public_and_take_litdatas_arguments() -> None:
         assert issubclass(ours, litstream.Serializer)
         their_params = set(inspect.signature(theirs.__init__).parameters) - {"self"}
         assert their_params <= set(inspect.signature(ours.__init__).parameters)
+
+
+def test_litdata_submodules_are_not_there_and_their_names_are_top_level() -> None:
+    import importlib
+
+    for name in ("litstream.streaming", "litstream.utilities", "litstream.processing"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(name)
+    for name in ("Cache", "ParquetLoader", "FernetEncryption", "Dir", "Serializer", "VideoSerializer"):
+        assert name in litstream.__all__
+    assert litdata.streaming.Cache.__name__ == litstream.Cache.__name__ == "Cache"
+
+
+def test_what_is_not_available_yet() -> None:
+    # LitData's ParquetReader (for map(reader=...)) and StreamingDataset.shuffler (its Shuffle object).
+    assert hasattr(litdata.processing.readers, "ParquetReader")
+    assert not hasattr(litstream, "ParquetReader")
+    assert not hasattr(litstream.StreamingDataset, "shuffler")
