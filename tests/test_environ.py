@@ -149,3 +149,16 @@ def test_a_bad_litdata_item_shuffle_window_names_the_variable(monkeypatch: pytes
     with pytest.raises(litstream.ConfigurationError, match="LITDATA_ITEM_SHUFFLE_WINDOW='lots' is not understood"):
         item_shuffle_window_value(None)
     assert item_shuffle_window_value(7) == 7  # an explicit argument wins, as in LitData
+
+
+def test_litdata_posix_fast_off_is_litstreams_behaviour_and_not_warned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import warnings
+
+    out = str(tmp_path / "ds")
+    litstream.optimize(fn=_item, inputs=list(range(4)), output_dir=out, chunk_size=2, num_workers=1)
+    monkeypatch.setenv("LITDATA_POSIX_FAST", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        litstream.StreamingDataset(out)

@@ -117,10 +117,10 @@ def environ() -> Environ:
     return Environ(**values)
 
 
-def litdata_variables_set() -> tuple[str, ...]:
-    """The names (not the values) of the ``LITDATA_*`` variables that are set and not empty, sorted; for the
+def litdata_variables_set() -> tuple[tuple[str, str], ...]:
+    """``(name, value)`` of the ``LITDATA_*`` variables that are set and not empty, sorted by name; for the
     warning that litstream ignores those it does not read (``_litdata_env.py``)."""
-    return tuple(sorted(n for n, v in os.environ.items() if n.startswith("LITDATA_") and v))
+    return tuple(sorted((n, v) for n, v in os.environ.items() if n.startswith("LITDATA_") and v))
 
 
 def export(values: Mapping[str, str]) -> None:

@@ -9,7 +9,8 @@ or written, and litstream honours them with LitData's meaning (through ``_enviro
 
 Every other one tunes LitData's speed, logging or housekeeping. litstream does not read its value;
 when one is set, :func:`warn_ignored` warns once per process and variable, naming what to use instead
-(:data:`IGNORED`). ``docs/environment.md`` lists both groups (a test keeps it in step, and another
+(:data:`IGNORED`), unless its value makes LitData behave as litstream does (:data:`AS_LITSTREAM`:
+``LITDATA_POSIX_FAST=0``). ``docs/environment.md`` lists both groups (a test keeps it in step, and another
 checks that the two groups cover every ``LITDATA_*`` name in the installed LitData).
 """
 
@@ -52,7 +53,8 @@ IGNORED: dict[str, str] = {
     "LITDATA_OPTIMIZE_DOWNLOAD_CONCURRENCY": _WRITERS,
     "LITDATA_OPTIMIZE_SPLIT_WRITERS": _WRITERS,
     "LITDATA_OPTIMIZE_UPLOAD_BATCH": _WRITERS,
-    "LITDATA_POSIX_FAST": _MMAP,
+    "LITDATA_POSIX_FAST": "shuffle='window' with shuffle_window=N for a windowed order (LitData's fast path on "
+    "parallel file systems); litstream serves LitData's FullShuffle order and memory-maps local chunks",
     "LITDATA_POSIX_MAX_WORKERS": _MMAP,
     "LITDATA_POSIX_PAGE_BYTES": _MMAP,
     "LITDATA_POSIX_RAM_FRACTION": _MMAP,
@@ -67,6 +69,9 @@ IGNORED: dict[str, str] = {
 }
 """Each LitData variable litstream ignores, and what to use instead."""
 
+AS_LITSTREAM: dict[str, frozenset[str]] = {"LITDATA_POSIX_FAST": frozenset({"0", "false", "False"})}
+"""Values that make LitData behave as litstream does (its fast path off): no warning for them."""
+
 _WARNED: set[str] = set()
 _LOCK = threading.Lock()
 
@@ -78,7 +83,11 @@ def warn_ignored(stacklevel: int = 3) -> None:
     A ``LITDATA_*`` name LitData 0.2.76 does not know is named too.
     """
     with _LOCK:
-        fresh = [name for name in litdata_variables_set() if name not in HONOURED and name not in _WARNED]
+        fresh = [
+            name
+            for name, value in litdata_variables_set()
+            if name not in HONOURED and name not in _WARNED and value.strip() not in AS_LITSTREAM.get(name, ())
+        ]
         _WARNED.update(fresh)
     for name in fresh:
         instead = IGNORED.get(name, "see docs/environment.md for the variables litstream reads")
