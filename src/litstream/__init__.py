@@ -88,6 +88,8 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .write._merge_datasets import merge_datasets as merge_datasets
     from .write._optimize import optimize as optimize
     from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
+    from .write._readers import BaseReader as BaseReader
+    from .write._readers import ParquetReader as ParquetReader
     from .write._summary import RunSummary as RunSummary
     from .write._summary import WorkerSummary as WorkerSummary
     from .write._update import build_keys_index as build_keys_index
@@ -103,6 +105,7 @@ _LAZY = {
     "Audio": ".format._media_audio",
     "AudioSerializer": ".format._media_audio",
     "BaseIndexer": "._raw_dataset",
+    "BaseReader": ".write._readers",
     "Cache": "._litdata_cache",
     "ChunkWriter": ".write._writer",
     "CombinedStreamingDataset": "._combined_dataset",
@@ -123,6 +126,7 @@ _LAZY = {
     "ObstoreStore": ".storage._store",
     "ParallelStreamingDataset": "._parallel_dataset",
     "ParquetLoader": ".format._parquet",
+    "ParquetReader": ".write._readers",
     "Pdf": ".format._media_mesh",
     "Pil": ".format._media_image",
     "PyTreeLoader": ".format._loaders",
@@ -170,6 +174,7 @@ __all__ = [
     "Audio",
     "AudioSerializer",
     "BaseIndexer",
+    "BaseReader",
     "Cache",
     "ChunkWaitTimeoutError",
     "ChunkWriter",
@@ -200,6 +205,7 @@ __all__ = [
     "OutputNotEmptyError",
     "ParallelStreamingDataset",
     "ParquetLoader",
+    "ParquetReader",
     "Pdf",
     "PickleRefusedError",
     "Pil",

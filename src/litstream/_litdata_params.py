@@ -68,7 +68,6 @@ def check_write_params(
         "and DATA_OPTIMIZER_NODE_RANK and run optimize on each node instead, see docs/environment.md",
     )
     _refuse("machine", machine, None, "it selects a Lightning AI machine; run on the machine you want instead")
-    _refuse("reader", reader, None, "custom LitData readers are not supported; read the input in fn instead")
     _refuse("broadcast_paths", broadcast_paths, False, "it resolves Lightning Studio paths across nodes")
     _refuse(
         "align_chunking",

@@ -225,7 +225,62 @@ def test_litdata_submodules_are_not_there_and_their_names_are_top_level() -> Non
 
 
 def test_what_is_not_available_yet() -> None:
-    # LitData's ParquetReader (for map(reader=...)) and StreamingDataset.shuffler (its Shuffle object).
-    assert hasattr(litdata.processing.readers, "ParquetReader")
-    assert not hasattr(litstream, "ParquetReader")
+    # StreamingDataset.shuffler (LitData's Shuffle object).
     assert not hasattr(litstream.StreamingDataset, "shuffler")
+
+
+def _rows_of(table: Any) -> list[int]:
+    return [int(v) for v in table.column("v").to_pylist()]
+
+
+def _parquet_files(tmp_path: Path) -> list[str]:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    paths = []
+    for f, n in enumerate([25, 7]):
+        path = tmp_path / f"part-{f}.parquet"
+        pq.write_table(pa.table({"v": list(range(100 * f, 100 * f + n))}), path, row_group_size=4)
+        paths.append(str(path))
+    return paths
+
+
+def test_parquet_reader_reshards_as_litdata(tmp_path: Path) -> None:
+    from litdata.processing.readers import ParquetReader as LitParquetReader
+
+    files = _parquet_files(tmp_path)
+    ours = litstream.ParquetReader(str(tmp_path / "ours"), num_rows=10, to_pandas=False, columns=["v"])
+    theirs = LitParquetReader(str(tmp_path / "theirs"), num_rows=10, to_pandas=False, columns=["v"])
+    our_items = ours.remap_items(files, 2)
+    their_items = theirs.remap_items(files, 2)
+    assert [os.path.basename(p) for p in our_items] == [os.path.basename(p) for p in their_items]
+    assert [os.path.basename(p) for p in our_items][:3] == [
+        "0_10_part-0.parquet",
+        "10_20_part-0.parquet",
+        "20_25_part-0.parquet",
+    ]
+    for mine, other in zip(our_items, their_items, strict=True):
+        assert _rows_of(ours.read(mine)) == _rows_of(theirs.read(other))
+    assert ours.remap_items(files, 2) == our_items  # shards are reused
+
+
+def _sum_rows(parquet: Any) -> dict[str, int]:
+    values = parquet.read().column("v").to_pylist()  # a pyarrow.parquet.ParquetFile (to_pandas=False)
+    return {"n": len(values), "total": sum(values)}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_optimize_with_a_parquet_reader(tmp_path: Path, workers: int) -> None:
+    files = _parquet_files(tmp_path)
+    out = str(tmp_path / "out")
+    litstream.optimize(
+        fn=_sum_rows,
+        inputs=files,
+        output_dir=out,
+        chunk_size=2,
+        num_workers=workers,
+        reader=litstream.ParquetReader(str(tmp_path / "shards"), num_rows=10, to_pandas=False),
+        verbose=False,
+    )
+    got = sorted((s["n"], s["total"]) for s in litstream.StreamingDataset(out))
+    want = sorted([(10, sum(range(10))), (10, sum(range(10, 20))), (5, sum(range(20, 25))), (7, sum(range(100, 107)))])
+    assert got == want

@@ -34,6 +34,7 @@ from ._inputs import Picked, split_inputs
 from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
+from ._readers import with_reader
 from ._runner import run_jobs
 from ._summary import summarize
 from ._worker import OptimizeJob
@@ -167,8 +168,10 @@ def optimize(
             argument (it picks Arrow itself); this one is litstream's.
         align_chunking: LitData's single-worker chunk layout; only its default (``False``), else
             ``ConfigurationError``.
-        num_nodes, machine, reader, broadcast_paths: LitData's Lightning-job and reader switches; only
-            their defaults (``None``, ``None``, ``None``, ``False``), else ``ConfigurationError``.
+        reader: LitData's input reader (``ParquetReader(...)`` or a ``BaseReader`` subclass): the inputs
+            become ``reader.remap_items(inputs, num_workers)`` and ``fn`` gets ``reader.read(item)``.
+        num_nodes, machine, broadcast_paths: LitData's Lightning-job switches; only their defaults
+            (``None``, ``None``, ``False``), else ``ConfigurationError``.
         num_downloaders, num_uploaders, optimize_dns: LitData's I/O tuning (``None`` or an int >= 1; a
             bool): accepted without effect (``optimize_dns`` only matters on Lightning AI).
         keep_data_ordered: ``None``, ``True`` or ``False``, without effect: litstream always gives each
@@ -211,6 +214,9 @@ def optimize(
         align_chunking=align_chunking,
         item_loader=item_loader,
     )
+    if reader is not None:  # LitData's readers (``_readers.py``): remap the inputs, read each item before fn
+        fn, inputs = with_reader(reader, fn, inputs, num_workers)
+        fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     resolve_compression(compression, compression_level, compression_batch_size, default_level="chunk")
     compression_args = {
