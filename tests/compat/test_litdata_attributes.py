@@ -113,9 +113,11 @@ def test_raw_cache_manager_and_build_or_load_index(tmp_path: Path) -> None:
     for name in ("a.txt", "sub/b.txt", "c.bin"):
         (root / name).write_bytes(name.encode())
     ds = litstream.StreamingRawDataset(str(root), cache_dir=str(tmp_path / "cache"))
+    theirs_manager = litdata.StreamingRawDataset(str(root), cache_dir=str(tmp_path / "cache")).cache_manager
     manager = ds.cache_manager
-    assert manager.cache_dir == ds.cache_dir
+    assert manager.cache_dir == ds.cache_dir == theirs_manager.cache_dir
     assert manager.get_local_path(f"{root}/sub/b.txt") == os.path.join(ds.cache_dir, "sub", "b.txt")
+    assert manager.get_local_path(f"{root}/sub/b.txt") == theirs_manager.get_local_path(f"{root}/sub/b.txt")
     with pytest.raises(ValueError, match="not below the dataset's input_dir"):
         manager.get_local_path("/elsewhere/b.txt")
 
