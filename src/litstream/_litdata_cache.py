@@ -57,7 +57,9 @@ class Cache:
         subsampled_files: LitData's subset of chunk files; only ``None`` (all chunks) is supported.
         region_of_interest: LitData's per-chunk item ranges; only ``None`` is supported.
         compression: ``None``, ``"zstd"`` or ``"zstd:N"``.
-        compression_level: ``"chunk"`` (default: whole-file ``.zstd.bin``), ``"batch"`` or ``"sample"``.
+        compression_level: ``"batch"`` (default with ``compression``, as LitData's ``Cache``: zstd frames
+            inside ``.bin`` files), ``"chunk"`` (whole-file ``.zstd.bin``) or ``"sample"``; token datasets
+            use ``"chunk"``.
         compression_batch_size: Items per zstd frame for ``"batch"`` (default 256).
         encryption: A ``FernetEncryption`` / ``RSAEncryption``, used to write and to read.
         chunk_size: Items per chunk. Exactly one of ``chunk_size`` and ``chunk_bytes`` is needed to write.
@@ -118,7 +120,8 @@ class Cache:
             "chunk_size": chunk_size,
             "chunk_bytes": chunk_bytes,
             "compression": compression,
-            "compression_level": compression_level,
+            # LitData's writer frames zstd inside ``.bin`` files ("batch") when no level is given.
+            "compression_level": compression_level or _default_level(compression, item_loader),
             "compression_batch_size": compression_batch_size,
             "encryption": encryption,
             "serializers": serializers,
@@ -256,6 +259,14 @@ class Cache:
     def __len__(self) -> int:
         """Items in the merged dataset (token windows with ``TokensLoader``)."""
         return len(self._reader()._get_source())
+
+
+def _default_level(compression: str | None, item_loader: Any) -> str | None:
+    from .format._loaders import TokensLoader
+
+    if compression is None or isinstance(item_loader, TokensLoader):
+        return None
+    return "batch"
 
 
 def dataset_cache(dataset: StreamingDataset, source: DatasetSource, settings: CacheSettings | None) -> Cache:

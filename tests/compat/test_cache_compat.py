@@ -48,7 +48,7 @@ def check(got: Any, i: int) -> None:
 
 
 CHUNKING = [{"chunk_size": 4}, {"chunk_bytes": 300}]
-COMPRESSION = [{}, {"compression": "zstd", "compression_level": "chunk"}]
+COMPRESSION = [{}, {"compression": "zstd"}, {"compression": "zstd", "compression_level": "chunk"}]
 
 
 def write(cache: Any) -> list[str]:
@@ -65,7 +65,7 @@ def chunk_table(path: Path) -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("chunking", CHUNKING, ids=["chunk_size", "chunk_bytes"])
-@pytest.mark.parametrize("compression", COMPRESSION, ids=["raw", "zstd"])
+@pytest.mark.parametrize("compression", COMPRESSION, ids=["raw", "zstd", "zstd-chunk"])
 def test_both_caches_write_the_same_chunks_and_read_each_other(
     tmp_path: Path, chunking: dict[str, Any], compression: dict[str, Any]
 ) -> None:
