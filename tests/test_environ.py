@@ -82,6 +82,7 @@ def test_no_other_module_touches_the_environment() -> None:
 DOCS_IGNORED = "## LitData's other `LITDATA_*` variables: ignored, with a warning"
 
 
+@pytest.mark.litdata
 def test_litdata_variables_are_honoured_or_listed_as_ignored() -> None:
     """The two groups cover every LITDATA_* name of the installed LitData, and the docs list the ignored ones."""
     from litstream._litdata_env import HONOURED, IGNORED
@@ -124,6 +125,7 @@ def _item(i: int) -> dict[str, int]:
     return {"i": i}
 
 
+@pytest.mark.litdata
 @pytest.mark.parametrize("window", ["3", "5"])
 def test_litdata_item_shuffle_window_orders_items_as_litdata(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, window: str
