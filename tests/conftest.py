@@ -100,6 +100,8 @@ def _clean_distributed_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: py
     """Tests start as a single process, whatever the shell exported, with a private chunk cache."""
     for name in ("WORLD_SIZE", "RANK", "GLOBAL_RANK", "LOCAL_RANK", "NNODES", "MAX_CACHE_SIZE", "LITDATA_CACHE_DIR"):
         monkeypatch.delenv(name, raising=False)
+    for name in [n for n in os.environ if n.startswith("LITDATA_")]:  # LitData's knobs: read or warned about
+        monkeypatch.delenv(name)
     monkeypatch.setenv("LITSTREAM_CACHE_DIR", str(tmp_path_factory.mktemp("chunk-cache")))
     yield
     os.environ.pop("DATA_OPTIMIZER_GLOBAL_RANK", None)

@@ -40,6 +40,10 @@ def test_cache_path_and_clear(
     root = tmp_path / "cache-root"
     monkeypatch.setenv("LITSTREAM_CACHE_DIR", str(root))
     assert main(["cache", "path"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"Chunk cache directory (default for remote datasets): {root} (set by LITSTREAM_CACHE_DIR)"
+    )
+    assert main(["cache", "path", "--plain"]) == 0
     assert capsys.readouterr().out.strip() == str(root)
     (root / "abc" / "1").mkdir(parents=True)
     (root / "abc" / "1" / "chunk-0-0.bin").write_bytes(b"x")
@@ -65,8 +69,10 @@ def test_cache_clear_keeps_litdata_cache_unless_asked(
     monkeypatch.setenv("LITDATA_CACHE_DIR", str(litdata))
     _fill(own / "litstream" / "chunks", b"12345")
     _fill(litdata, b"abc")
-    assert main(["cache", "path"]) == 0
+    assert main(["cache", "path", "--plain"]) == 0
     assert capsys.readouterr().out.strip() == str(litdata)  # litstream reads LitData's cache when it is set
+    assert main(["cache", "path"]) == 0
+    assert capsys.readouterr().out.strip().endswith(f": {litdata} (LitData's, set by LITDATA_CACHE_DIR)")
     assert main(["cache", "clear"]) == 0
     out = capsys.readouterr().out
     assert not (own / "litstream" / "chunks").exists()

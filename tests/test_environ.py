@@ -77,3 +77,90 @@ def test_no_other_module_touches_the_environment() -> None:
         if path.name != "_environ.py" and re.search(r"os\.environ|getenv|putenv", path.read_text())
     ]
     assert offenders == []
+
+
+DOCS_IGNORED = "## LitData's other `LITDATA_*` variables: ignored, with a warning"
+
+
+@pytest.mark.litdata
+def test_litdata_variables_are_honoured_or_listed_as_ignored() -> None:
+    """The two groups cover every LITDATA_* name of the installed LitData, and the docs list the ignored ones."""
+    from litstream._litdata_env import HONOURED, IGNORED
+    from peer import require_peer
+
+    litdata = require_peer("litdata")
+    source = Path(litdata.__file__).parent
+    names = {m for path in source.rglob("*.py") for m in re.findall(r"LITDATA_[A-Z0-9_]*[A-Z0-9]", path.read_text())}
+    assert names == set(HONOURED) | set(IGNORED)
+    assert set(HONOURED) <= set(variables())  # honoured through environ()
+    section = DOCS.read_text().split(DOCS_IGNORED, 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"LITDATA_[A-Z0-9_]*[A-Z0-9]", section)) == set(IGNORED)
+
+
+def test_an_ignored_litdata_variable_warns_once_naming_the_replacement(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out = str(tmp_path / "ds")
+    litstream.optimize(fn=_item, inputs=list(range(4)), output_dir=out, chunk_size=2, num_workers=1)
+    monkeypatch.setenv("LITDATA_POSIX_WILLNEED", "1")
+    monkeypatch.setenv("LITDATA_NOT_A_LITDATA_NAME_27", "x")
+    with pytest.warns(UserWarning, match="litstream ignores it") as caught:
+        litstream.StreamingDataset(out)
+    messages = sorted(str(w.message) for w in caught)
+    assert messages == [
+        "LITDATA_NOT_A_LITDATA_NAME_27 is set, but litstream ignores it (a LitData setting); use see "
+        "docs/environment.md for the variables litstream reads",
+        "LITDATA_POSIX_WILLNEED is set, but litstream ignores it (a LitData setting); use nothing: local chunks "
+        "are memory-mapped by litstream",
+    ]
+    assert caught[0].filename == __file__  # points at the user's call
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        litstream.StreamingDataset(out)  # once per process: no second warning
+
+
+def _item(i: int) -> dict[str, int]:
+    return {"i": i}
+
+
+@pytest.mark.litdata
+@pytest.mark.parametrize("window", ["3", "5"])
+def test_litdata_item_shuffle_window_orders_items_as_litdata(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, window: str
+) -> None:
+    from peer import require_peer
+
+    litdata = require_peer("litdata")
+    out = str(tmp_path / "ds")
+    litstream.optimize(fn=_item, inputs=list(range(40)), output_dir=out, chunk_size=20, num_workers=1)
+    default = [s["i"] for s in litstream.StreamingDataset(out, shuffle=True)]
+    monkeypatch.setenv("LITDATA_ITEM_SHUFFLE_WINDOW", window)
+    ours = [s["i"] for s in litstream.StreamingDataset(out, shuffle=True)]
+    theirs = [int(s["i"]) for s in litdata.StreamingDataset(out, shuffle=True)]
+    assert ours == theirs
+    assert ours != default  # the variable changed the order
+    assert [s["i"] for s in litstream.StreamingDataset(out, shuffle=True, item_shuffle_window=256)] == default
+
+
+def test_a_bad_litdata_item_shuffle_window_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from litstream._litdata_params import item_shuffle_window_value
+
+    monkeypatch.setenv("LITDATA_ITEM_SHUFFLE_WINDOW", "lots")
+    with pytest.raises(litstream.ConfigurationError, match="LITDATA_ITEM_SHUFFLE_WINDOW='lots' is not understood"):
+        item_shuffle_window_value(None)
+    assert item_shuffle_window_value(7) == 7  # an explicit argument wins, as in LitData
+
+
+def test_litdata_posix_fast_off_is_litstreams_behaviour_and_not_warned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import warnings
+
+    out = str(tmp_path / "ds")
+    litstream.optimize(fn=_item, inputs=list(range(4)), output_dir=out, chunk_size=2, num_workers=1)
+    monkeypatch.setenv("LITDATA_POSIX_FAST", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        litstream.StreamingDataset(out)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from ._dataloader import StreamingDataLoader as StreamingDataLoader
     from ._dataset import StreamingDataset as StreamingDataset
     from ._debug import breakpoint as breakpoint
+    from ._litdata_cache import Cache as Cache
     from ._media_collate import litdata_collate as litdata_collate
     from ._media_folder import iter_webdataset_tar as iter_webdataset_tar
     from ._media_folder import list_media_folder as list_media_folder
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .format._loaders import PyTreeLoader as PyTreeLoader
     from .format._loaders import TokensLoader as TokensLoader
     from .format._media_audio import Audio as Audio
+    from .format._media_audio import AudioSerializer as AudioSerializer
     from .format._media_graph import Graph as Graph
     from .format._media_image import Image as Image
     from .format._media_image import Jpeg as Jpeg
@@ -67,7 +69,9 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .format._media_text import File as File
     from .format._media_text import Text as Text
     from .format._media_video import Video as Video
+    from .format._media_video import VideoSerializer as VideoSerializer
     from .format._parquet import ParquetLoader as ParquetLoader
+    from .format._serializer_base import Serializer as Serializer
     from .format._temporal import TemporalArrayLoader as TemporalArrayLoader
     from .read._astream import astream as astream
     from .read._sample_stream import SampleStream as SampleStream
@@ -85,6 +89,8 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .write._merge_datasets import merge_datasets as merge_datasets
     from .write._optimize import optimize as optimize
     from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
+    from .write._readers import BaseReader as BaseReader
+    from .write._readers import ParquetReader as ParquetReader
     from .write._summary import RunSummary as RunSummary
     from .write._summary import WorkerSummary as WorkerSummary
     from .write._update import build_keys_index as build_keys_index
@@ -98,7 +104,10 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
 _LAZY = {
     "AsyncUploader": ".write._uploader",
     "Audio": ".format._media_audio",
+    "AudioSerializer": ".format._media_audio",
     "BaseIndexer": "._raw_dataset",
+    "BaseReader": ".write._readers",
+    "Cache": "._litdata_cache",
     "ChunkWriter": ".write._writer",
     "CombinedStreamingDataset": "._combined_dataset",
     "Dir": ".storage._resolver",
@@ -118,12 +127,14 @@ _LAZY = {
     "ObstoreStore": ".storage._store",
     "ParallelStreamingDataset": "._parallel_dataset",
     "ParquetLoader": ".format._parquet",
+    "ParquetReader": ".write._readers",
     "Pdf": ".format._media_mesh",
     "Pil": ".format._media_image",
     "PyTreeLoader": ".format._loaders",
     "RSAEncryption": ".format._encryption",
     "RunSummary": ".write._summary",
     "SampleStream": ".read._sample_stream",
+    "Serializer": ".format._serializer_base",
     "Store": ".storage._store",
     "StreamingDataLoader": "._dataloader",
     "StreamingDataset": "._dataset",
@@ -135,6 +146,7 @@ _LAZY = {
     "TokensLoader": ".format._loaders",
     "UploaderStatistics": ".write._uploader_stats",
     "Video": ".format._media_video",
+    "VideoSerializer": ".format._media_video",
     "WorkerSummary": ".write._summary",
     "astream": ".read._astream",
     "breakpoint": "._debug",
@@ -161,7 +173,10 @@ _LAZY = {
 __all__ = [
     "AsyncUploader",
     "Audio",
+    "AudioSerializer",
     "BaseIndexer",
+    "BaseReader",
+    "Cache",
     "ChunkWaitTimeoutError",
     "ChunkWriter",
     "CombinedStreamingDataset",
@@ -192,6 +207,7 @@ __all__ = [
     "OutputNotEmptyError",
     "ParallelStreamingDataset",
     "ParquetLoader",
+    "ParquetReader",
     "Pdf",
     "PickleRefusedError",
     "Pil",
@@ -200,6 +216,7 @@ __all__ = [
     "RetriesExhaustedError",
     "RunSummary",
     "SampleStream",
+    "Serializer",
     "StorageError",
     "Store",
     "StreamingDataLoader",
@@ -212,6 +229,7 @@ __all__ = [
     "TokensLoader",
     "UploaderStatistics",
     "Video",
+    "VideoSerializer",
     "WorkerError",
     "WorkerSummary",
     "astream",

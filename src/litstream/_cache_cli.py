@@ -1,5 +1,6 @@
 """``litstream cache path`` and ``litstream cache clear``: show and empty the local chunk cache.
 
+``path`` prints the cache root in use, and which variable chose it (``--plain``: the path alone).
 ``clear`` removes litstream's own cache root (``LITSTREAM_CACHE_DIR``, else ``~/.cache/litstream/chunks``)
 and nothing else unless told: LitData's cache (``LITDATA_CACHE_DIR``, which litstream reads from and writes
 into when ``LITSTREAM_CACHE_DIR`` is unset) only with ``--include-litdata``, any other directory (a
@@ -14,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._environ import environ
 from ._errors import ConfigurationError
 from .read._cache_dirs import default_cache_root, litdata_cache_root, own_cache_root
 
@@ -27,7 +29,8 @@ def add_cache_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     """Add ``cache path`` and ``cache clear`` to the ``litstream`` parser."""
     cache = commands.add_parser("cache", help="the local chunk cache of remote datasets")
     cache_commands = cache.add_subparsers(dest="cache_command", required=True)
-    cache_commands.add_parser("path", help="print the cache root in use")
+    path = cache_commands.add_parser("path", help="print the cache root in use and where it comes from")
+    path.add_argument("--plain", action="store_true", help="print only the path (for scripts)")
     clear = cache_commands.add_parser(
         "clear", help="delete litstream's cache root (LITSTREAM_CACHE_DIR or ~/.cache/litstream/chunks)"
     )
@@ -89,7 +92,19 @@ def run_cache(args: argparse.Namespace) -> int:
         ConfigurationError: a target is a filesystem root, the home or the current directory, or not a directory.
     """
     if args.cache_command == "path":
-        print(default_cache_root())
+        root = default_cache_root()
+        if args.plain:
+            print(root)
+            return 0
+        env = environ()
+        source = (
+            "set by LITSTREAM_CACHE_DIR"
+            if env.litstream_cache_dir
+            else "LitData's, set by LITDATA_CACHE_DIR"
+            if env.litdata_cache_dir
+            else "the default; set LITSTREAM_CACHE_DIR to move it"
+        )
+        print(f"Chunk cache directory (default for remote datasets): {root} ({source})")
         return 0
     litdata = litdata_cache_root()
     if args.dir:

@@ -265,11 +265,13 @@ class StreamingDataLoader(DataLoader[Any]):
         limit = memory_limit(dataset.max_memory)
         if limit is None:
             return
-        if dataset._source is None and (dataset.cache is not None or local_path(dataset._spec.store, "") is None):
+        if dataset._source is None and (
+            dataset._cache_settings is not None or local_path(dataset._spec.store, "") is None
+        ):
             # Opening a remote index here would use its client in this process before the workers fork:
             # the workers then plan with torch's prefetch_factor (and raise if even that does not fit).
             return
-        ahead = dataset.max_pre_download if dataset.cache is None else max(dataset.max_pre_download, 4)
+        ahead = dataset.max_pre_download if dataset._cache_settings is None else max(dataset.max_pre_download, 4)
         budget = budget_for(
             dataset._get_source(), [], limit, readers=self.num_workers, max_pre_download=ahead,
             window=dataset.shuffle_window if dataset.shuffle == "window" else 0, batch_size=dataset.batch_size,
@@ -315,6 +317,16 @@ class StreamingDataLoader(DataLoader[Any]):
         self._levels = levels
         self._start = start
         self.latest_worker_idx = (start - 1) % len(counts)
+
+    @property
+    def restore(self) -> bool:
+        """LitData's flag: ``True`` from :meth:`load_state_dict` (with part of an epoch left to serve) until
+        the resumed epoch has been served; the next ``iter()`` then continues the checkpoint's epoch."""
+        return self._restoring
+
+    @restore.setter
+    def restore(self, value: bool) -> None:
+        self._restoring = bool(value)
 
     def state_dict(self) -> dict[str, Any]:
         """The position in the current epoch, as plain values (picklable; safe to ``torch.save``).

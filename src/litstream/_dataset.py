@@ -23,6 +23,7 @@ from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import raise_collapsed
 from ._litdata_params import check_read_params
+from .read._cache_dirs import check_cache_size
 from .read._core import ShuffleMode, produce_chunks
 from .read._decode import iter_work
 from .read._memory import adapt_reader, check_max_memory, fit_decoded_cache
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
+    from ._litdata_cache import Cache
     from .format._encryption import Encryption
     from .format._loaders import PyTreeLoader, TokensLoader
     from .format._parquet import ParquetLoader
@@ -190,6 +192,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             item_shuffle_window=item_shuffle_window,
             allow_pickle=allow_pickle,
         )
+        check_cache_size(max_cache_size)  # warn under 25 GB, as LitData does
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
@@ -201,7 +204,6 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
 
     # -- the spec's values, as LitData's attributes ------------------------------------------------
     input_dir: SpecAttribute[Dir] = SpecAttribute("input_dir")
-    cache: SpecAttribute[CacheSettings | None] = SpecAttribute("cache")
     shuffle: SpecAttribute[ShuffleMode] = SpecAttribute("shuffle")
     seed: SpecAttribute[int] = SpecAttribute("seed")
     drop_last: SpecAttribute[bool | None] = SpecAttribute("drop_last")
@@ -253,6 +255,23 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         if opened:  # under a memory limit, ds[i]'s cache of decompressed chunks fits this reader's share
             fit_decoded_cache(self._source, self.max_memory, detect_worker().num_workers)
         return self._source
+
+    @property
+    def cache(self) -> Cache:
+        """LitData's ``ds.cache``: a :class:`~litstream.Cache` over the local directory this dataset reads (see
+        ``_litdata_cache.dataset_cache``); ``ds.cache.cache_dir`` is that directory. Opens the index."""
+        from ._litdata_cache import dataset_cache
+
+        return dataset_cache(self, self._get_source(), self._cache_settings)
+
+    @property
+    def _cache_settings(self) -> CacheSettings | None:
+        """Where and how much of a remote dataset is cached (the spec's; ``None`` for a local dataset)."""
+        return self._spec.cache
+
+    @_cache_settings.setter
+    def _cache_settings(self, settings: CacheSettings | None) -> None:
+        self._spec = self._spec.replace(cache=settings)
 
     def _pickle_choice(self) -> bool | None:
         """``allow_pickle`` for ``DatasetSource.open``: ``None`` while only the location allowed pickles (the

@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["CLIENT_OPTION_PREFIXES", "Environ", "environ", "export", "exported", "unexport", "variables"]
+__all__ = [
+    "CLIENT_OPTION_PREFIXES",
+    "Environ",
+    "environ",
+    "export",
+    "exported",
+    "litdata_variables_set",
+    "unexport",
+    "variables",
+]
 
 CLIENT_OPTION_PREFIXES = {"s3": "AWS_", "gcs": "GOOGLE_", "azure": "AZURE_"}
 """obstore's HTTP client options in the environment: this prefix + an option name in capitals
@@ -48,6 +57,8 @@ class Environ:
     litstream_cache_dir: str | None = None
     litdata_cache_dir: str | None = None
     xdg_cache_home: str | None = None
+    # LitData's in-chunk shuffle block size (``_litdata_params.py``)
+    litdata_item_shuffle_window: str | None = None
     # pickled leaves (``read/_trust.py``)
     litstream_allow_pickle: str | None = None
     # the readers' memory budget (``read/_memory.py``)
@@ -106,6 +117,12 @@ def environ() -> Environ:
     values: dict[str, Any] = {name.lower(): os.environ.get(name) or None for name in _NAMES}
     values["client_options"] = tuple((n, os.environ[n]) for n in _client_option_names() if os.environ.get(n))
     return Environ(**values)
+
+
+def litdata_variables_set() -> tuple[tuple[str, str], ...]:
+    """``(name, value)`` of the ``LITDATA_*`` variables that are set and not empty, sorted by name; for the
+    warning that litstream ignores those it does not read (``_litdata_env.py``)."""
+    return tuple(sorted((n, v) for n, v in os.environ.items() if n.startswith("LITDATA_") and v))
 
 
 def export(values: Mapping[str, str]) -> None:

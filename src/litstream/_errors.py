@@ -6,7 +6,8 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
 
     LitstreamError
     ├── FormatError (ValueError)        bytes, index.json or a sample that cannot be encoded/decoded
-    │   └── EncryptionError             an encrypted dataset read without its key, or with a wrong one
+    │   ├── EncryptionError             an encrypted dataset read without its key, or with a wrong one
+    │   └── SampleTypeError (TypeError) a sample value of a type the encoding refuses (LitData: TypeError)
     ├── PlanError (ValueError)          bad sharding / shuffle / resume arguments
     ├── ConfigurationError (ValueError) bad arguments to optimize, astream, StreamingDataset, ...
     │   └── PickleRefusedError          a dataset stores pickled leaves and allow_pickle is off
@@ -50,6 +51,7 @@ __all__ = [
     "PickleRefusedError",
     "PlanError",
     "RetriesExhaustedError",
+    "SampleTypeError",
     "StorageError",
     "WorkerError",
     "collapse_exception_group",
@@ -67,6 +69,10 @@ class FormatError(LitstreamError, ValueError):
 
 class EncryptionError(FormatError):
     """An encrypted dataset read without ``encryption=``, with a wrong key, or a key that does not match it."""
+
+
+class SampleTypeError(FormatError, TypeError):
+    """A sample value of a type its encoding refuses, where LitData raises ``TypeError`` (``Graph(data=...)``)."""
 
 
 class PlanError(LitstreamError, ValueError):

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._environ import environ
 from ._errors import ConfigurationError, PlanError
+from ._litdata_env import warn_ignored
 from .read._assign import resolve_item_shuffle_window
 
 __all__ = ["check_read_params", "check_write_params"]
@@ -52,9 +54,12 @@ def check_write_params(
 ) -> None:
     """Validate the LitData-only arguments of ``optimize`` / ``map``.
 
+    Also warns once for each ``LITDATA_*`` variable that is set and that litstream ignores (``_litdata_env``).
+
     Raises:
         ConfigurationError: a behaviour switch has a value other than its default, or a knob a bad type.
     """
+    warn_ignored(stacklevel=4)  # the caller of optimize(...) / map(...)
     _refuse(
         "num_nodes",
         num_nodes,
@@ -63,7 +68,6 @@ def check_write_params(
         "and DATA_OPTIMIZER_NODE_RANK and run optimize on each node instead, see docs/environment.md",
     )
     _refuse("machine", machine, None, "it selects a Lightning AI machine; run on the machine you want instead")
-    _refuse("reader", reader, None, "custom LitData readers are not supported; read the input in fn instead")
     _refuse("broadcast_paths", broadcast_paths, False, "it resolves Lightning Studio paths across nodes")
     _refuse(
         "align_chunking",
@@ -85,10 +89,22 @@ def check_write_params(
 def item_shuffle_window_value(value: Any) -> int:
     """The in-chunk shuffle block size ``item_shuffle_window=value`` means (LitData 0.2.76's values).
 
+    ``None`` / ``"auto"`` take ``LITDATA_ITEM_SHUFFLE_WINDOW`` when it is set, as LitData does.
+
     Raises:
         ConfigurationError: a negative int, a float or an unknown string (see
-            ``read._assign.resolve_item_shuffle_window``).
+            ``read._assign.resolve_item_shuffle_window``), in the argument or the variable.
     """
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        variable = environ().litdata_item_shuffle_window
+        if variable is not None and variable.strip().lower() != "auto":  # LitData's fallback for the default
+            try:
+                return resolve_item_shuffle_window(variable)
+            except PlanError:
+                raise ConfigurationError(
+                    f"LITDATA_ITEM_SHUFFLE_WINDOW={variable!r} is not understood: set an int >= 0, 'auto' (256) or "
+                    "'full' (0), or unset it"
+                ) from None
     try:
         return resolve_item_shuffle_window(value)
     except PlanError as exc:
@@ -108,9 +124,12 @@ def check_read_params(
 ) -> None:
     """Validate the LitData-only arguments of ``StreamingDataset``.
 
+    Also warns once for each ``LITDATA_*`` variable that is set and that litstream ignores (``_litdata_env``).
+
     Raises:
         ConfigurationError: a behaviour switch has a value other than its default, or a knob a bad type.
     """
+    warn_ignored(stacklevel=4)  # the caller of StreamingDataset(...)
     if session_options not in (None, {}):
         raise ConfigurationError(
             f"session_options={session_options!r} is not supported by litstream (boto3 session options); "

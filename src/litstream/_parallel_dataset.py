@@ -138,6 +138,14 @@ class ParallelStreamingDataset(CompositeDataset):
         length = None if self._endless or self.length is None else int(self.length)
         return ParallelComposer(self._members(), length, self.resume, endless=self._endless)
 
+    def is_cycling(self) -> bool:
+        """Whether the members are cycled (LitData's meaning): ``length`` is an int or ``float("inf")``."""
+        return self.length is not None
+
+    def is_infinite(self) -> bool:
+        """Whether the stream never ends (LitData's meaning): ``length=float("inf")``."""
+        return self._endless
+
     def _cycles(self) -> bool:
         return self.length is not None and self.resume
 

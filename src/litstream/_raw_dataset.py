@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import _portal
 from ._errors import ConfigurationError
+from ._litdata_env import warn_ignored
 from .read._cache_dirs import default_cache_root
 from .read._raw import RawReader, RawStream, epoch_order
 from .read._raw_fetch import FetchConfig, FetchStatistics, RawFetcher
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from torch.utils.data import Dataset
 
     from .read._raw import RawItem
+    from .read._raw_cache_view import RawCacheManager
 
     _Base = Dataset[Any]  # for type checkers: a map-style torch Dataset (torch is not imported at run time)
 else:
@@ -125,6 +127,7 @@ class StreamingRawDataset(_Base):
         range_parallel_threshold: int = 0,
         range_chunk_size: int = 8 * MiB,
     ) -> None:
+        warn_ignored()  # LITDATA_* variables litstream does not read
         if item_type not in ("bytes", "path"):
             raise ConfigurationError(f"item_type={item_type!r}: use 'bytes' or 'path'")
         if item_type == "path" and not cache_files:
@@ -190,6 +193,13 @@ class StreamingRawDataset(_Base):
         self._fetcher = RawFetcher(store, self.config, remote=resolved.url is not None)
         self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size, self._disk)
         self._pid = os.getpid()
+
+    @property
+    def cache_manager(self) -> RawCacheManager:
+        """LitData's ``cache_manager``: the dataset's cache folder and file mapping (``read._raw_cache_view``)."""
+        from .read._raw_cache_view import RawCacheManager
+
+        return RawCacheManager(self.input_dir, self.cache_dir, bool(self.cache_files), dict(self.storage_options))
 
     def setup(self, files: list[FileMetadata]) -> list[FileMetadata] | list[list[FileMetadata]]:
         """Arrange the listed files into items (override point; default: one item per file).

@@ -44,6 +44,23 @@ class SelectionMixin:
             self._selection = self._spec.select(self._get_source().chunk_sizes)
         return self._selection
 
+    @property
+    def subsampled_files(self) -> list[str]:
+        """The chunk files this dataset reads, in selection order (LitData's attribute): every chunk of
+        ``index.json`` unless ``subsample``, ``subset()`` or a split selects fewer. Reads the index."""
+        source = self._get_source()
+        names = [c.filename for c in source.index.chunks]
+        selection = self._selected()
+        return names if selection is None else [names[c] for c in selection.chunks]
+
+    @property
+    def region_of_interest(self) -> list[tuple[int, int]]:
+        """``(start, end)`` items served of each of :attr:`subsampled_files` (LitData's attribute; end exclusive)."""
+        selection = self._selected()
+        if selection is None:
+            return [(0, size) for size in self._get_source().chunk_sizes]
+        return [(start, end) for start, end in selection.regions]
+
     def _plan_inputs(self) -> tuple[list[tuple[int, int]], list[int]]:
         """Regions and chunk bytes of the chunks the plan runs on (the selected ones, if any)."""
         source = self._get_source()

@@ -75,7 +75,7 @@ def test_wrapper_defaults_follow_litdata() -> None:
         (litstream.Video(array=np.zeros((2, 4, 4, 2))), r"1 or 3 channels"),
         (litstream.Video(array=np.zeros((2, 4, 4, 3)), fps=0.4), r"Video\(fps=0.4\) must round to at least 1"),
         (litstream.Mesh(bytes=b"solid", path="m.obj"), r"must end in .glb, .ply or .stl, got 'obj'"),
-        (litstream.Graph(x=torch.ones(1), data=object()), r"must be a PyG Data, a dict or omitted"),
+        (litstream.Graph(x=torch.ones(1), data=object()), r"cannot be combined with tensor fields \(x\)"),
     ],
 )
 def test_values_that_cannot_be_written(value: object, message: str) -> None:

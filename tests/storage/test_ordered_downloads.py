@@ -154,8 +154,10 @@ def test_a_remote_read_downloads_its_chunks_in_plan_order(s3_server: S3Server, t
     with RequestCounter(s3_server.endpoint) as counter:
         options = {**s3_server.options(), "endpoint_url": counter.url}
         ds = StreamingDataset(url, storage_options=options, cache_dir=str(tmp_path / "cache"), max_pre_download=4)
-        assert ds.cache is not None
-        ds.cache = dataclasses.replace(ds.cache, max_concurrency=1, piece_size=16 * 1024)  # the downloader's settings
+        assert ds._cache_settings is not None
+        ds._cache_settings = dataclasses.replace(
+            ds._cache_settings, max_concurrency=1, piece_size=16 * 1024
+        )  # the downloader's settings
         assert [s["i"] for s in ds] == list(range(160))
         assert counter.errors == []
     chunks = [r for r in counter.requests if r.path.rsplit("/", 1)[-1].startswith("chunk-")]

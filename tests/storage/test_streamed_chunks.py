@@ -150,8 +150,8 @@ def test_a_remote_read_in_small_ranged_gets_yields_every_sample(
 
     monkeypatch.setattr("litstream.read._core.open_streaming", spy)
     ds = StreamingDataset(url, storage_options=s3_server.options(), cache_dir=str(tmp_path / "cache"), shuffle=shuffle)
-    assert ds.cache is not None
-    ds.cache = dataclasses.replace(ds.cache, piece_size=PIECE)  # the downloader's settings
+    assert ds._cache_settings is not None
+    ds._cache_settings = dataclasses.replace(ds._cache_settings, piece_size=PIECE)  # the downloader's settings
     seen = [s["i"] for s in ds]
     assert sorted(seen) == list(range(600))
     assert (seen == list(range(600))) is not shuffle

@@ -21,6 +21,7 @@ from .._errors import ConfigurationError, FormatError, PickleRefusedError
 from ._batch_decode import decode_items, sample_builder
 from ._fast_encode import fast_encoder
 from ._json_serializer import JsonLeaf
+from ._loader_hooks import PyTreeHooks, TokensHooks
 from ._pytree import (
     TreeSpec,
     factory_modules,
@@ -52,7 +53,7 @@ __all__ = ["PyTreeLoader", "SampleDecoder", "SampleEncoder", "TokensLoader", "re
 _CONTENT_TYPED = (list, dict, type(None), JsonLeaf)
 
 
-class PyTreeLoader:
+class PyTreeLoader(PyTreeHooks):
     """The default item loader: each item is one pytree sample (LitData's ``PyTreeLoader``).
 
     Pass an instance as ``item_loader=`` to ``optimize`` or ``StreamingDataset``; its class name is
@@ -67,7 +68,7 @@ class PyTreeLoader:
         return "PyTreeLoader()"
 
 
-class TokensLoader:
+class TokensLoader(TokensHooks):
     """The token loader for language-model pre-training (LitData's ``TokensLoader``).
 
     Writing (``optimize(..., item_loader=TokensLoader())``): every sample is one 1-D NumPy array or
@@ -113,8 +114,10 @@ def _registry(serializers: Mapping[str, Serializer] | None) -> dict[str, Seriali
     registry = default_serializers()
     if serializers:
         # User serializers come first; one with a built-in key replaces it (LitData's rule).
-        for key in serializers:
+        for key, serializer in serializers.items():
             registry.pop(key, None)
+            if not isinstance(getattr(serializer, "name", None), str):  # LitData's serializers have no name:
+                serializer.name = key  # the registry key is their data format
         registry = {**dict(serializers), **registry}
     return registry
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import FormatError
+from .._errors import FormatError, SampleTypeError
 from ._serializer_base import Serializer, loaded_class
 
 __all__ = ["GRAPH_FIELDS", "Graph", "GraphSerializer", "is_pyg_data"]
@@ -68,7 +68,7 @@ class Graph:
         """The flat mapping that is stored (fields override ``data``); empty for an opaque ``data``.
 
         Raises:
-            FormatError: an opaque ``data`` is mixed with tensor fields.
+            SampleTypeError: an opaque ``data`` is mixed with tensor fields (a ``TypeError``, as in LitData).
         """
         mapping: dict[str, Any] = {}
         if self.data is not None and is_pyg_data(self.data):
@@ -77,7 +77,11 @@ class Graph:
             mapping.update(self.data)
         elif self.data is not None:
             if any(getattr(self, name) is not None for name in GRAPH_FIELDS):
-                raise FormatError("Graph(data=...) must be a PyG Data, a dict or omitted when tensor fields are set")
+                raise SampleTypeError(
+                    f"Graph(data=<{type(self.data).__name__}>) cannot be combined with tensor fields "
+                    f"({', '.join(n for n in GRAPH_FIELDS if getattr(self, n) is not None)}): pass data= as a PyG "
+                    "Data or a dict, or drop the fields"
+                )
             return mapping
         mapping.update({name: getattr(self, name) for name in GRAPH_FIELDS if getattr(self, name) is not None})
         return mapping

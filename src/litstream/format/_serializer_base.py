@@ -59,8 +59,10 @@ class Serializer(abc.ABC):
         """
         return recorded == fixed
 
-    def setup(self, data_format: str) -> Serializer:
+    def setup(self, data_format: str) -> Serializer | None:
         """Return a serializer configured for a recorded ``data_format``; stateless serializers return self.
+        A subclass written for LitData, whose ``setup(metadata)`` configures itself and returns ``None``,
+        works too (the serializer itself is then used).
 
         Raises:
             FormatError: ``data_format`` lacks information this serializer needs.

@@ -359,4 +359,5 @@ def serializer_for_format(data_format: str, registry: Mapping[str, Serializer]) 
     serializer = registry.get(key)
     if serializer is None:
         raise FormatError(f"unknown data format {data_format!r}; known serializers: {', '.join(registry)}")
-    return serializer.setup(data_format)
+    configured = serializer.setup(data_format)
+    return serializer if configured is None else configured  # LitData's setup() configures in place

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -20,8 +21,13 @@ __all__ = [
     "default_cache_root",
     "litdata_cache_root",
     "own_cache_root",
+    "check_cache_size",
     "parse_cache_size",
 ]
+
+_LOG = logging.getLogger("litstream")
+SMALL_CACHE = "25GB"
+"""Below this ``max_cache_size`` (bytes or a size string), :func:`check_cache_size` logs LitData's warning."""
 
 LOCK_DIR = ".locks"
 
@@ -129,3 +135,30 @@ def parse_cache_size(value: int | float | str | None, *, directory: str | os.Pat
             place = place.parent
         return max(1, int(shutil.disk_usage(place).free * value))
     return parse_bytes(value, argument="max_cache_size")
+
+
+def check_cache_size(value: int | float | str | None) -> None:
+    """Reject a bad ``max_cache_size`` now (not in a worker), and log a warning (logger ``"litstream"``, as
+    LitData logs it) when an absolute size is under 25 GB: with several DataLoader workers each holding
+    ``max_pre_download`` chunks of ~64 MB, a smaller budget makes chunks be evicted and fetched again.
+    A fraction of the free disk (a ``float``) is checked where the cache directory is known.
+
+    Raises:
+        ConfigurationError: as :func:`parse_cache_size`.
+    """
+    if value is None:
+        return
+    if isinstance(value, float):
+        if not 0.0 < value <= 1.0:
+            raise ConfigurationError(f"max_cache_size={value!r}: a fraction of the free disk must be in (0, 1]")
+        return
+    size = parse_cache_size(value)
+    floor = parse_bytes(SMALL_CACHE, argument="max_cache_size")
+    if size is not None and size < floor:
+        _LOG.warning(
+            "max_cache_size=%r is under %s: the chunks DataLoader workers hold at once (about num_workers * "
+            "max_pre_download * chunk size) may not fit, and evicted chunks are downloaded again; raise it "
+            "to 25GB or more unless the disk is that small",
+            value,
+            SMALL_CACHE,
+        )

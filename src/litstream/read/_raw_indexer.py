@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import warnings
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, ObjectNotFoundError, StorageError
@@ -25,7 +26,6 @@ from ._raw_index import INDEX_NAME, FileMetadata, decode_index, encode_index, ke
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     from ..storage._base import Store
 
@@ -54,6 +54,43 @@ class BaseIndexer(ABC):
         Returns:
             One :class:`FileMetadata` per file, each ``path`` below ``input_dir``, in item order.
         """
+
+    def build_or_load_index(
+        self,
+        input_dir: str,
+        cache_dir: str,
+        storage_options: dict[str, Any] | None,
+        recompute_index: bool = False,
+    ) -> list[FileMetadata]:
+        """The files of ``input_dir`` as ``StreamingRawDataset`` gets them (LitData's method): the list kept in
+        ``cache_dir``, else the one kept next to the data, else this indexer's fresh listing, which is then
+        kept in both places (not next to read-only ``hf://`` / ``http(s)://`` data). Blocking.
+
+        Args:
+            input_dir: The dataset's folder or URL.
+            cache_dir: The folder that keeps the list (``index.json.zstd``); created when missing.
+            storage_options: Options of the dataset's store (and passed to :meth:`discover_files`).
+            recompute_index: List afresh even when a kept list exists.
+
+        Raises:
+            ConfigurationError: no file was found, or an unknown URL scheme.
+            StorageError: the listing failed.
+        """
+        from ..storage._resolver import resolve_dir, store_for
+
+        resolved = resolve_dir(input_dir)
+        root = resolved.url.rstrip("/") if resolved.url is not None else str(resolved.path)
+        scheme = root.split("://", 1)[0] if resolved.url is not None else ""
+        return build_or_load_index(
+            self,
+            store_for(resolved, storage_options),
+            root,
+            Path(cache_dir),
+            recompute=recompute_index,
+            storage_options=storage_options,
+            remote=resolved.url is not None,
+            upload=scheme not in ("hf", "http", "https"),
+        )
 
 
 class FileIndexer(BaseIndexer):
@@ -99,11 +136,19 @@ class FileIndexer(BaseIndexer):
         """Every matching file of ``input_dir``, sorted by path (blocking; see the class docs).
 
         Raises:
+            ConfigurationError: ``input_dir`` is an ``http(s)://`` URL (a web server cannot be listed; LitData
+                raises ``ValueError`` too, and ``ConfigurationError`` is one) or has an unknown scheme.
             StorageError: the listing failed.
             FormatError: a listed name is not a plain relative name.
         """
         from ..storage._resolver import resolve_dir, store_for
 
+        scheme = input_dir.split("://", 1)[0].lower() if "://" in input_dir else ""
+        if scheme in ("http", "https"):
+            raise ConfigurationError(
+                f"FileIndexer.discover_files(input_dir={input_dir!r}): an {scheme}:// location cannot be listed; "
+                "use a local folder, s3://, gs://, azure:// or hf://, or list the files in your own BaseIndexer"
+            )
         resolved = resolve_dir(input_dir)
         root = resolved.url.rstrip("/") if resolved.url is not None else str(resolved.path)
         store = store_for(resolved, storage_options)

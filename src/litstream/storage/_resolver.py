@@ -60,10 +60,15 @@ _HUB = "https://huggingface.co"
 
 @dataclass(frozen=True)
 class Dir:
-    """A dataset location, as in LitData: a local ``path``, a remote ``url``, or both."""
+    """A dataset location, as in LitData: a local ``path``, a remote ``url``, or both.
+
+    ``data_connection_id`` is LitData's id of a Lightning AI data connection; it is kept (and compared)
+    as given, and has no effect outside Lightning AI, as in LitData.
+    """
 
     path: str | None = None
     url: str | None = None
+    data_connection_id: str | None = None
 
 
 def _scheme(text: str) -> str | None:
@@ -79,8 +84,10 @@ def resolve_dir(value: str | os.PathLike[str] | Dir | None, *, argument: str = "
     """
     if isinstance(value, Dir):
         if value.url is not None and value.path is None:
-            return resolve_dir(value.url, argument=argument)
-        return Dir(path=str(Path(value.path).absolute()) if value.path else None, url=value.url)
+            resolved = resolve_dir(value.url, argument=argument)
+            return Dir(path=resolved.path, url=resolved.url, data_connection_id=value.data_connection_id)
+        path = str(Path(value.path).absolute()) if value.path else None
+        return Dir(path=path, url=value.url, data_connection_id=value.data_connection_id)
     if value is None or (isinstance(value, str) and not value.strip()):
         raise ConfigurationError(f"{argument} is required: pass a local directory or a URL (s3://, gs://, ...)")
     text = os.fspath(value)

@@ -36,7 +36,7 @@ from .._errors import ObjectNotFoundError, StorageError
 from ._base import mapped_errors
 from ._keys import check_key
 from ._obstore import ObstoreStore
-from ._obstore_fork import _OBSTORE_USED_IN
+from ._obstore_fork import note_used
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -171,16 +171,15 @@ class _ObstoreObjects:
         self._store = store
         self.url = store.url
 
-    def _client(self, operation: str, key: str) -> Any:
+    def _client(self, operation: str, key: str) -> tuple[Any, Any]:
+        """``(obstore native module, client)`` that work in this process (a private copy after fork)."""
         with mapped_errors(operation, f"{self.url}/{key}"):
-            client = self._store._client()
-        _OBSTORE_USED_IN.add(os.getpid())
-        return client
+            module, client = self._store._client()
+        note_used(module)
+        return module, client
 
     def read(self, key: str) -> tuple[bytes, str] | None:
-        import obstore
-
-        client = self._client("get", key)
+        obstore, client = self._client("get", key)
         try:
             with mapped_errors("get", f"{self.url}/{key}"):
                 result = obstore.get(client, key)
@@ -189,9 +188,7 @@ class _ObstoreObjects:
             return None
 
     def version(self, key: str) -> str | None:
-        import obstore
-
-        client = self._client("head", key)
+        obstore, client = self._client("head", key)
         try:
             with mapped_errors("head", f"{self.url}/{key}"):
                 return str(obstore.head(client, key).get("e_tag"))
@@ -199,34 +196,31 @@ class _ObstoreObjects:
             return None
 
     def put(self, key: str, data: bytes, expect: str | None) -> str:
-        import obstore
-        from obstore.exceptions import AlreadyExistsError, PreconditionError
-
-        client = self._client("put", key)
+        obstore, client = self._client("put", key)
         mode: Any = "create" if expect is None else {"e_tag": expect}
         try:
             with mapped_errors("put", f"{self.url}/{key}"):
                 try:
                     result = obstore.put(client, key, data, mode=mode)
-                except (AlreadyExistsError, PreconditionError) as exc:
+                except Exception as exc:
+                    # By name: a private copy of obstore (after fork) has exception classes of its own.
+                    if type(exc).__name__ not in ("AlreadyExistsError", "PreconditionError"):
+                        raise
                     raise VersionConflictError(f"{self.url}/{key} is not at version {expect}") from exc
         except ObjectNotFoundError as exc:  # If-Match on an object deleted meanwhile
             raise VersionConflictError(f"{self.url}/{key} no longer exists") from exc
         return str(result.get("e_tag"))
 
     def delete(self, key: str, expect: str) -> bool:
-        import obstore
-
         if self.version(key) != expect:  # S3 has no conditional delete that every server honours
             return False
+        obstore, client = self._client("delete", key)
         with mapped_errors("delete", f"{self.url}/{key}"):
-            obstore.delete(self._client("delete", key), key)
+            obstore.delete(client, key)
         return True
 
     def names(self, prefix: str) -> list[str]:
-        import obstore
-
-        client = self._client("list", prefix)
+        obstore, client = self._client("list", prefix)
         with mapped_errors("list", f"{self.url}/{prefix}"):
             found = obstore.list_with_delimiter(client)
         return sorted(str(m["path"]) for m in found["objects"] if str(m["path"]).startswith(prefix))

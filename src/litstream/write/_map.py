@@ -27,6 +27,7 @@ from .._sync import run_sync
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
 from ._inputs import Picked
+from ._readers import with_reader
 from ._runner import run_jobs
 from ._sequence_feed import FedBatches, FedInputs
 from ._summary import WorkerSummary, summarize
@@ -178,8 +179,10 @@ def map(
             ``batch_size``, ``start_method``, ``executor``, ``storage_options`` and ``verbose``.
         error_when_not_empty: Refuse an ``output_dir`` that already holds files (LitData checks only
             remote outputs; litstream checks every kind).
-        num_nodes, machine, reader, broadcast_paths: LitData's Lightning-job and reader switches; only
-            their defaults (``None``, ``None``, ``None``, ``False``), else ``ConfigurationError``.
+        reader: LitData's input reader (``ParquetReader(...)`` or a ``BaseReader`` subclass): the inputs
+            become ``reader.remap_items(inputs, num_workers)`` and ``fn`` gets ``reader.read(item)``.
+        num_nodes, machine, broadcast_paths: LitData's Lightning-job switches; only their defaults
+            (``None``, ``None``, ``False``), else ``ConfigurationError``.
         num_downloaders, num_uploaders, optimize_dns: LitData's I/O tuning (``None`` or an int >= 1; a
             bool): accepted without effect (``optimize_dns`` only matters on Lightning AI).
         keep_data_ordered: ``None``, ``True`` or ``False``, without effect: litstream always gives each
@@ -210,6 +213,9 @@ def map(
         keep_data_ordered=keep_data_ordered,
         broadcast_paths=broadcast_paths,
     )
+    if reader is not None:  # LitData's readers (``_readers.py``): remap the inputs, read each item before fn
+        fn, inputs = with_reader(reader, fn, inputs, num_workers)
+        fn_pickle = pickle_fn(fn)
     if not isinstance(error_when_not_empty, bool):
         raise ConfigurationError(f"error_when_not_empty must be True or False, got {error_when_not_empty!r}")
     check_start_method(start_method)

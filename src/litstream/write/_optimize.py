@@ -12,6 +12,7 @@ without ``use_checkpoint`` the files of this run are removed, with it they stay 
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from ._inputs import Picked, split_inputs
 from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._output import Prepared, prepare_output
+from ._readers import with_reader
 from ._runner import run_jobs
 from ._summary import summarize
 from ._untrusted import marking_hook, reader_sources
@@ -150,7 +152,8 @@ def optimize(
             writes straight to ``output_dir``, which its workers must reach.
         storage_options: Credentials and client options when ``output_dir`` is an object-store URL;
             chunks are uploaded as they are written and ``index.json`` last.
-        verbose: Show a tqdm progress bar.
+        verbose: Show a tqdm progress bar and print (stderr, beside the bar) the workers started, their
+            end and what was written, as LitData does.
         checksum: ``None`` (default, as LitData) or ``"sha256"``/``"blake2b"``: record each chunk file's digest
             in ``index.json`` (under a key LitData ignores); litstream's readers verify it when a chunk is
             downloaded or first opened in a process and raise ``FormatError`` naming a corrupt chunk.
@@ -168,8 +171,10 @@ def optimize(
             argument (it picks Arrow itself); this one is litstream's.
         align_chunking: LitData's single-worker chunk layout; only its default (``False``), else
             ``ConfigurationError``.
-        num_nodes, machine, reader, broadcast_paths: LitData's Lightning-job and reader switches; only
-            their defaults (``None``, ``None``, ``None``, ``False``), else ``ConfigurationError``.
+        reader: LitData's input reader (``ParquetReader(...)`` or a ``BaseReader`` subclass): the inputs
+            become ``reader.remap_items(inputs, num_workers)`` and ``fn`` gets ``reader.read(item)``.
+        num_nodes, machine, broadcast_paths: LitData's Lightning-job switches; only their defaults
+            (``None``, ``None``, ``False``), else ``ConfigurationError``.
         num_downloaders, num_uploaders, optimize_dns: LitData's I/O tuning (``None`` or an int >= 1; a
             bool): accepted without effect (``optimize_dns`` only matters on Lightning AI).
         keep_data_ordered: ``None``, ``True`` or ``False``, without effect: litstream always gives each
@@ -215,6 +220,9 @@ def optimize(
         align_chunking=align_chunking,
         item_loader=item_loader,
     )
+    if reader is not None:  # LitData's readers (``_readers.py``): remap the inputs, read each item before fn
+        fn, inputs = with_reader(reader, fn, inputs, num_workers)
+        fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     resolve_compression(compression, compression_level, compression_batch_size, default_level="chunk")
     compression_args = {
@@ -334,7 +342,15 @@ def optimize(
             lock.release_run()
         else:
             lock.hand_over(env.timeout)
-    return summarize(workers, seconds=time.monotonic() - started, output=store.url)
+    summary = summarize(workers, seconds=time.monotonic() - started, output=store.url)
+    if verbose:
+        print(
+            f"optimize: wrote {summary.samples} samples in {summary.chunks} chunks to {summary.output} "
+            f"in {summary.seconds:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return summary
 
 
 def _jobs(

@@ -141,7 +141,8 @@ def run_jobs(
         executor: Run each job as one task of this executor instead of a process of ours.
         source: A queue input: drained by this process and fed to the workers.
         queue_timeout: Seconds of silence that end a queue input.
-        verbose: Show a tqdm bar.
+        verbose: Show a tqdm bar, and print (stderr, beside the bar) how many workers start on how many
+            inputs and when they all finished, as LitData's ``verbose=True`` does.
         desc: The bar's label.
         label: The function's name in error messages (``optimize`` / ``map``).
         abort: Polled while worker processes run; a message stops the run (the writer lock was lost).
@@ -157,6 +158,9 @@ def run_jobs(
     """
     from tqdm.auto import tqdm
 
+    if verbose:
+        amount = "a queue of inputs" if total is None else f"{total} input{'s' * (total != 1)}"
+        print(f"{label}: starting {len(jobs)} worker{'s' * (len(jobs) != 1)} on {amount}", file=sys.stderr, flush=True)
     bar = tqdm(total=total, desc=desc, unit="input", disable=not verbose)
     try:
         if executor is not None:
@@ -172,6 +176,8 @@ def run_jobs(
     finally:
         bar.close()
     check_accounting(jobs, summaries, forwarded, label)
+    if verbose:
+        print(f"{label}: all workers finished ({sum(s.inputs for s in summaries)} inputs)", file=sys.stderr, flush=True)
     return summaries
 
 

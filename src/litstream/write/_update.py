@@ -32,6 +32,7 @@ from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, ChunkInfo, Index
 from ..format._keys import KEYS_DIR, normalize_key, section_of, shard_name, sorted_table, table_from_values
 from ..format._loaders import SampleDecoder, SampleEncoder
+from ..storage._files import local_path
 from ..storage._resolver import store_for
 from ._chunk_pack import pack_and_compress
 from ._keys import has_sidecar, load_sidecar, write_sidecar
@@ -57,6 +58,9 @@ async def _read_index(store: Store) -> Index:
     try:
         return Index.from_json(await store.get(INDEX_FILENAME), source=f"{store.url}/{INDEX_FILENAME}")
     except ObjectNotFoundError:
+        root = local_path(store, "")
+        if root is not None and not root.is_dir():
+            raise DatasetNotFoundError(f"the dataset directory {root} does not exist; check the path") from None
         raise DatasetNotFoundError(f"{store.url} holds no index.json; is it the output_dir of optimize()?") from None
 
 
