@@ -151,7 +151,8 @@ def test_the_docs_table_is_the_rules_table() -> None:
     section = text.split("## Arguments that `litstream migrate` reports", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     when = {"given": "passed", "missing": "not passed", "called": "every call"}
-    expected = [f"| `{r.function}` | `{r.argument}` | {when[r.when]} | {r.note} |" for r in ARGUMENT_RULES]
+    shown = "Test: `tests/test_migrate.py::test_every_rule_is_reported_where_it_applies`"
+    expected = [f"| `{r.function}` | `{r.argument}` | {when[r.when]} | {r.note} | {shown} |" for r in ARGUMENT_RULES]
     assert rows == expected
 
 

@@ -51,7 +51,6 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
     ArgumentRule("optimize", "keep_data_ordered", "given", "accepted without effect (input order is always kept)"),
     ArgumentRule("optimize", "num_nodes", "given", _DEFAULT_ONLY + " (use DATA_OPTIMIZER_NUM_NODES / _NODE_RANK)"),
     ArgumentRule("optimize", "machine", "given", _DEFAULT_ONLY),
-    ArgumentRule("optimize", "reader", "given", _DEFAULT_ONLY + " (read the input in fn instead)"),
     ArgumentRule("optimize", "broadcast_paths", "given", _DEFAULT_ONLY),
     ArgumentRule("optimize", "align_chunking", "given", _DEFAULT_ONLY),
     ArgumentRule(
@@ -66,7 +65,6 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
     ArgumentRule("map", "keep_data_ordered", "given", "accepted without effect (input order is always kept)"),
     ArgumentRule("map", "num_nodes", "given", _DEFAULT_ONLY + " (use DATA_OPTIMIZER_NUM_NODES / _NODE_RANK)"),
     ArgumentRule("map", "machine", "given", _DEFAULT_ONLY),
-    ArgumentRule("map", "reader", "given", _DEFAULT_ONLY + " (read the input in fn instead)"),
     ArgumentRule("map", "broadcast_paths", "given", _DEFAULT_ONLY),
     ArgumentRule(
         "StreamingDataset",
