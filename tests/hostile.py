@@ -11,6 +11,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+import litstream
 from litstream.format._chunk import chunk_filename, pack_chunk
 from litstream.format._compression import compress
 from litstream.format._index import ChunkInfo, DatasetConfig, Index
@@ -85,9 +86,11 @@ def opened_files() -> contextlib.AbstractContextManager[list[str]]:
 
 
 def outside(paths: Sequence[str], *allowed: Path) -> list[str]:
-    """The paths not below any of ``allowed`` (directories), ignoring Python's own files."""
+    """The paths not below any of ``allowed`` (directories), ignoring Python's own files and litstream's
+    sources (read by the interpreter, e.g. ``linecache`` formatting a traceback)."""
     roots = [os.path.abspath(a) + os.sep for a in allowed]
-    skip = (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__), "/proc/", "/sys/", "/dev/")
+    package = os.path.dirname(os.path.abspath(litstream.__file__)) + os.sep
+    skip = (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__), "/proc/", "/sys/", "/dev/", package)
     return [p for p in paths if not any(p.startswith(r) for r in roots) and not p.startswith(skip)]
 
 

@@ -146,10 +146,16 @@ class SampleStreamResponse:
     """
 
     def __init__(
-        self, dataset: str, options: Mapping[str, Any] | None, streams: Streams, request: StreamRequest
+        self,
+        dataset: str,
+        options: Mapping[str, Any] | None,
+        streams: Streams,
+        request: StreamRequest,
+        cache_dir: str | None = None,
     ) -> None:
         self.dataset = dataset
         self.options = options
+        self.cache_dir = cache_dir
         self.streams = streams
         self.request = request
 
@@ -189,6 +195,7 @@ class SampleStreamResponse:
             shuffle=request.shuffle,
             seed=request.seed,
             storage_options=self.options,
+            cache_dir=self.cache_dir,
             state=request.state,
         ) as samples:
             batch: list[Any] = []
@@ -214,8 +221,11 @@ class SampleStreamResponse:
 # --8<-- [end:response]
 
 
-def create_app(dataset: str, *, storage_options: Mapping[str, Any] | None = None) -> Starlette:
-    """The service over one dataset (a local path or any URL ``StreamingDataset`` takes).
+def create_app(
+    dataset: str, *, storage_options: Mapping[str, Any] | None = None, cache_dir: str | None = None
+) -> Starlette:
+    """The service over one dataset (a local path or any URL ``StreamingDataset`` takes); a remote one is
+    cached in ``cache_dir`` when given (shared by every stream), else read into memory.
 
     ``app.state.streams`` is the :class:`Streams` count of open streams.
     """
@@ -227,7 +237,7 @@ def create_app(dataset: str, *, storage_options: Mapping[str, Any] | None = None
             parsed = StreamRequest.parse(await request.json() if await request.body() else {})
         except (ValueError, TypeError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        return SampleStreamResponse(dataset, options, streams, parsed)
+        return SampleStreamResponse(dataset, options, streams, parsed, cache_dir)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"streams": streams.open, "served": streams.served})

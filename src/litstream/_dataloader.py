@@ -207,7 +207,12 @@ class StreamingDataLoader(DataLoader[Any]):
         dataset._pin_distributed()
         self._setup.rank = detect_distributed().rank
         # What this rank serves in a whole epoch: the resumed epoch is over once its count reaches it.
-        epoch_total = sum(dataset.worker_lengths(self.num_workers, self.batch_size or 1)) if plan is not None else 0
+        epoch_total: int | None = None
+        if plan is not None:
+            try:
+                epoch_total = sum(dataset.worker_lengths(self.num_workers, self.batch_size or 1))
+            except TypeError:  # an endless ParallelStreamingDataset: its epoch has no last batch
+                epoch_total = None
         epoch_t0 = perf_counter_ns() if TRACER.on else 0
         self._fit_prefetch(dataset)
         exchange = self._slot_exchange()
@@ -228,7 +233,7 @@ class StreamingDataLoader(DataLoader[Any]):
                 self._worker_samples[worker] += tagged.size
                 self.num_samples_yielded += tagged.size
                 self.latest_worker_idx = worker
-                if self._restoring and self.num_samples_yielded >= epoch_total:
+                if self._restoring and epoch_total is not None and self.num_samples_yielded >= epoch_total:
                     # The resumed epoch's last batch. A consumer that stops here without asking for more
                     # (PyTorch Lightning stops after len() batches) has finished that epoch: the next
                     # iter() must start the next epoch, not serve the resumed one again.

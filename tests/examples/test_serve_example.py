@@ -183,6 +183,10 @@ def _tasks_in_our_code() -> list[str]:
     return ours
 
 
+def _lock_files(cache_dir: Path) -> list[Path]:
+    return list(cache_dir.rglob("*.lock"))
+
+
 def _held_chunks(cache_dir: Path) -> list[str]:
     """Chunk lock files someone still holds (an exclusive non-blocking flock is refused)."""
     held = []
@@ -227,7 +231,7 @@ async def test_a_client_that_stops_reading_stops_the_stream_and_a_disconnect_lea
     s3_dataset: tuple[str, dict[str, str]], cache_dir: Path
 ) -> None:
     url, options = s3_dataset
-    app = app_module.create_app(url, storage_options=options)
+    app = app_module.create_app(url, storage_options=options, cache_dir=str(cache_dir))
     watch = SendWatch(app)
 
     async def body(served: Served) -> None:
@@ -260,6 +264,7 @@ async def test_a_client_that_stops_reading_stops_the_stream_and_a_disconnect_lea
             # Samples produced but not taken: bounded by the socket buffers, far from the whole dataset.
             assert app.state.streams.served < SAMPLES
             assert app.state.streams.open == 1
+            assert _lock_files(cache_dir)  # the stream reads through the chunk cache
         # The client hung up: the stream is cancelled and cleaned up.
         with anyio.fail_after(30):
             await app.state.streams.wait_idle()

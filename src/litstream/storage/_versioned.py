@@ -35,6 +35,7 @@ import anyio
 from .._errors import ObjectNotFoundError, StorageError
 from ._base import mapped_errors
 from ._keys import check_key
+from ._listing import list_retrying
 from ._obstore import ObstoreStore
 from ._obstore_fork import note_used
 
@@ -258,5 +259,5 @@ class _CheckThenWrite:
         return True
 
     def names(self, prefix: str) -> list[str]:
-        listing = anyio.run(self._store.list, prefix)
+        listing = anyio.run(list_retrying, self._store, prefix)  # a cut listing is retried like a GET
         return [m.path for m in listing if "/" not in m.path]

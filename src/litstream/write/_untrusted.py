@@ -37,7 +37,11 @@ def reader_sources(inputs: object) -> list[str]:
             return
         seen.add(id(obj))
         state: dict[str, Any] = getattr(obj, "__dict__", {})
-        input_dir, allow = state.get("input_dir"), state.get("allow_pickle")
+        spec = state.get("_spec")  # a StreamingDataset keeps what it reads in its ReadSpec (read/_spec.py)
+        if spec is not None:
+            input_dir, allow = getattr(spec, "input_dir", None), getattr(spec, "allow_pickle", None)
+        else:
+            input_dir, allow = state.get("input_dir"), state.get("allow_pickle")
         if input_dir is not None and isinstance(allow, bool):
             where = getattr(input_dir, "url", None) or getattr(input_dir, "path", None)
             if is_untrusted_location(where) or not allow:
