@@ -23,7 +23,7 @@ def _rows() -> list[str]:
         if not line.startswith("| ") or line.startswith("| ---"):
             continue
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if cells[0] in ("LitData", "Name"):  # a header
+        if cells[0] in ("LitData", "Name", "Function"):  # a header
             continue
         rows.append(line)
     return rows
