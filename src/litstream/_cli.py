@@ -6,6 +6,7 @@
   (LitData's only with ``--include-litdata``; see :mod:`litstream._cache_cli`).
 * ``litstream optimize --fn MODULE:FUNCTION --inputs SPEC --output-dir DIR ...`` runs ``optimize()``
   (see :mod:`litstream._optimize_cli`).
+* ``litstream simulate init|run`` predicts a cluster's streaming (see :mod:`litstream._simulate_cli`).
 * ``litstream --version`` prints the version.
 
 It imports no torch (see ``docs/contributing.md``), so every command answers in well under a second.
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ._cache_cli import add_cache_commands, run_cache
 from ._errors import LitstreamError
 from ._optimize_cli import add_optimize_command, run_optimize
+from ._simulate_cli import add_simulate_command, run_simulate
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -140,12 +142,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON (raw numbers)")
     add_cache_commands(commands)
     add_optimize_command(commands)
+    add_simulate_command(commands)
     args = parser.parse_args(argv)
     try:
         if args.command == "cache":
             code = run_cache(args)
         elif args.command == "optimize":
             code = run_optimize(args)
+        elif args.command == "simulate":
+            code = run_simulate(args)
         else:
             code = _inspect(args.input_dir, args.json)
         sys.stdout.flush()  # here, so that a reader that left is handled below, not at interpreter exit

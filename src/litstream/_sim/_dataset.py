@@ -59,6 +59,8 @@ class SimDataset:
         """Bytes a GET of ``filename`` moves (the recorded size, scaled for compression)."""
         if filename == INDEX_FILENAME:
             return len(self.index_bytes)
+        if self.root is not None and filename in self._names:
+            return (self.root / filename).stat().st_size  # the real file (a compressed one is shorter)
         info = self._names.get(filename)
         return 0 if info is None else max(1, int(info.chunk_bytes * self.wire_ratio))
 

@@ -112,34 +112,41 @@ class _Cluster:
                 await anyio.sleep(per_sample * len(batch))
                 await send.send(batch)
 
+    async def _consume(self, timeline: RankTimeline, queues: list[ObjectReceiveStream[list[Any]]]) -> None:
+        """Take batches from the workers in turn (as DataLoader does) until all are done; train on each."""
+        step = self.config.costs.device_time_per_sample
+        turn = 0
+        while queues:
+            queue = queues[turn % len(queues)]
+            asked = anyio.current_time()
+            try:
+                batch = await queue.receive()
+            except anyio.EndOfStream:
+                queues.remove(queue)
+                continue
+            now = anyio.current_time()
+            timeline.arrivals.append(now)
+            timeline.waits.append(now - asked)
+            timeline.sizes.append(len(batch))
+            if self.config.record_key is not None:
+                timeline.order.extend(batch)
+            turn += 1
+            await anyio.sleep(step * len(batch))
+
     async def rank(self, timeline: RankTimeline) -> None:
-        costs = self.config.costs
         prefetch = self.config.cluster.prefetch_factor
         for epoch in range(1, self.config.read.epochs + 1):
-            queues: list[ObjectReceiveStream[list[Any]]] = []
-            async with anyio.create_task_group() as tg:
-                for worker in range(self.workers):
-                    send, receive = anyio.create_memory_object_stream[list[Any]](prefetch)
-                    queues.append(receive)
-                    tg.start_soon(self.worker, timeline.rank, worker, epoch, send)
-                turn = 0
-                while queues:
-                    queue = queues[turn % len(queues)]
-                    asked = anyio.current_time()
-                    try:
-                        batch = await queue.receive()
-                    except anyio.EndOfStream:
-                        queue.close()
-                        queues.remove(queue)
-                        continue
-                    now = anyio.current_time()
-                    timeline.arrivals.append(now)
-                    timeline.waits.append(now - asked)
-                    timeline.sizes.append(len(batch))
-                    if self.config.record_key is not None:
-                        timeline.order.extend(batch)
-                    turn += 1
-                    await anyio.sleep(costs.device_time_per_sample * len(batch))
+            receives: list[ObjectReceiveStream[list[Any]]] = []
+            try:
+                async with anyio.create_task_group() as tg:
+                    for worker in range(self.workers):
+                        send, receive = anyio.create_memory_object_stream[list[Any]](prefetch)
+                        receives.append(receive)
+                        tg.start_soon(self.worker, timeline.rank, worker, epoch, send)
+                    await self._consume(timeline, list(receives))
+            finally:
+                for receive in receives:
+                    receive.close()
         timeline.end = anyio.current_time()
 
 

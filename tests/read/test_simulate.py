@@ -1,0 +1,187 @@
+"""``litstream.simulate``: the real read engine over a simulated store on a virtual clock.
+
+The order each simulated rank is served equals what ``astream`` serves for the same settings; time is what the
+model says (every virtual second comes from a modelled sleep, none from real work); the rate limit and faults
+reach the retry policy; and the CLI writes a config, a JSON report and a self-contained HTML report.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+import litstream
+from litstream._cli import main
+from litstream.simulate import (
+    ClusterModel,
+    CostModel,
+    NetworkModel,
+    ReadSettings,
+    SimulationConfig,
+    config_from_mapping,
+    simulate,
+)
+
+N = 600
+CHUNK = 40  # 15 chunks
+
+
+def _sample(i: int) -> dict[str, Any]:
+    return {"id": i, "payload": bytes(200)}
+
+
+@pytest.fixture(scope="module", params=[None, "zstd"], ids=["raw", "zstd"])
+def dataset(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("simds") / "ds"
+    litstream.optimize(
+        _sample, list(range(N)), str(out), chunk_size=CHUNK, num_workers=1, compression=request.param, verbose=False
+    )
+    return str(out)
+
+
+async def _astream_order(ds: str, rank: int, world: int, read: ReadSettings) -> list[int]:
+    stream = litstream.astream(
+        ds, rank=rank, world_size=world, batch_size=read.batch_size, shuffle=read.shuffle, seed=read.seed,
+        drop_last=read.drop_last,
+    )  # fmt: skip
+    return [sample["id"] async for sample in stream]
+
+
+@pytest.mark.parametrize("shuffle", [False, True, "window"])
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("world", [1, 3])
+def test_order_per_rank_is_the_engines(dataset: str, shuffle: Any, drop_last: bool, world: int) -> None:
+    read = ReadSettings(batch_size=7, shuffle=shuffle, seed=3, drop_last=drop_last, epochs=1)
+    config = SimulationConfig(
+        dataset, chunks="read", cluster=ClusterModel(ranks_per_node=world, num_workers=1), read=read, record_key="id"
+    )
+    report = simulate(config)
+    expected = [anyio.run(_astream_order, dataset, rank, world, read) for rank in range(world)]
+    assert [r.order for r in report.ranks] == expected
+    assert report.samples == sum(len(e) for e in expected)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_every_sample_once_per_epoch_with_workers(dataset: str, workers: int) -> None:
+    config = SimulationConfig(
+        dataset,
+        chunks="read",
+        cluster=ClusterModel(ranks_per_node=4, num_workers=workers),
+        read=ReadSettings(batch_size=5, shuffle=True, epochs=2),
+        record_key="id",
+    )
+    report = simulate(config)
+    served = sorted(i for r in report.ranks for i in r.order)
+    assert served == sorted(list(range(N)) * 2)
+
+
+@pytest.mark.parametrize("chunks", ["read", "synthesise"])
+def test_time_is_the_models(dataset: str, chunks: str) -> None:
+    """One rank, one worker, one chunk at a time, no jitter: the first batch arrives exactly after the modelled
+    requests and decode, and the epoch lasts at least one round trip per chunk — however long real work took."""
+    rtt, bandwidth = 0.1, 1e6
+    config = SimulationConfig(
+        dataset,
+        chunks=chunks,  # type: ignore[arg-type]
+        cluster=ClusterModel(num_workers=1, prefetch_factor=1),
+        read=ReadSettings(batch_size=10, max_pre_download=1),
+        costs=CostModel(device_time_per_sample=0.002, decode_time_per_sample=0.001),
+        network=NetworkModel(rtt=rtt, jitter=0.0, connection_bandwidth=bandwidth, node_bandwidth=1e12),
+    )
+    report = simulate(config)
+    index = json.loads(Path(dataset, "index.json").read_text())
+    first = index["chunks"][0]
+    compressed = index["config"]["compression"] is not None
+    wire = Path(dataset, first["filename"]).stat().st_size if compressed else first["chunk_bytes"]
+    index_bytes = len(Path(dataset, "index.json").read_bytes()) if chunks == "read" else None
+    if index_bytes is not None:
+        expected = rtt + index_bytes / bandwidth + rtt + wire / bandwidth + 10 * 0.001
+        assert report.time_to_first_batch["max"] == pytest.approx(expected, rel=1e-6)
+    chunks_serial = len(index["chunks"]) * (rtt + wire / bandwidth)  # one chunk in flight at a time
+    assert max(chunks_serial, N * 0.002) <= report.epoch_seconds  # fetching overlaps training, never less
+    assert report.epoch_seconds <= 2 * rtt + chunks_serial + N * (0.001 + 0.002)  # nor more than all in a row
+    assert report.requests == len(index["chunks"]) + 1  # the index, then each chunk once
+    assert report.samples == N
+    assert report.throttled == report.retries == report.faults == 0
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_rate_limit_is_answered_and_retried(dataset: str, status: int) -> None:
+    config = SimulationConfig(
+        dataset,
+        cluster=ClusterModel(ranks_per_node=4, num_workers=2),
+        read=ReadSettings(batch_size=8, shuffle=True),
+        network=NetworkModel(rate_limit=5.0, burst=2, throttle_status=status, backoff_initial=0.05),
+    )
+    report = simulate(config)
+    assert report.throttled > 0
+    assert report.retries >= report.throttled
+    assert report.exhausted == 0
+    assert report.samples == N
+    assert sum(report.series["throttled"]) > 0
+
+
+def test_faults_are_retried_and_an_outage_past_the_budget_fails(dataset: str) -> None:
+    flaky = SimulationConfig(dataset, network=NetworkModel(fault_rate=0.3, seed=5, backoff_initial=0.01))
+    report = simulate(flaky)
+    assert report.faults > 0 and report.retries >= report.faults
+    assert report.samples == N
+    down = SimulationConfig(dataset, network=NetworkModel(outages=((0.0, 1000.0),), retry_timeout=5.0))
+    with pytest.raises(litstream.RetriesExhaustedError, match="after .* attempts"):
+        simulate(down)
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        ({"cluster": {"nodes": 0}}, "cluster.nodes"),
+        ({"read": {"shuffle": "sideways"}}, "read.shuffle"),
+        ({"network": {"rtt": -1}}, "network.rtt"),
+        ({"network": {"warp": 9}}, "network.warp"),
+        ({"chunks": "invent"}, "chunks"),
+        ({"costs": {"device_time_per_sample": "fast"}}, "costs.device_time_per_sample"),
+    ],
+)
+def test_bad_config_is_named(raw: dict[str, Any], named: str) -> None:
+    with pytest.raises(litstream.ConfigurationError, match=f"{named}="):
+        config_from_mapping({"dataset": "somewhere", **raw})
+
+
+def test_cli_init_and_run(dataset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_path = tmp_path / "sim.yaml"
+    assert main(["simulate", "init", dataset, "-c", str(config_path)]) == 0
+    raw = yaml.safe_load(config_path.read_text())
+    assert raw["dataset"] == dataset and raw["chunks"] == "read"
+    assert main(["simulate", "init", dataset, "-c", str(config_path)]) == 1  # no silent overwrite
+    assert "--force" in capsys.readouterr().err
+    raw["cluster"]["ranks_per_node"] = 2
+    raw["network"]["rate_limit"] = 20.0
+    raw["network"]["burst"] = 1
+    config_path.write_text(yaml.safe_dump(raw))
+    html_path = tmp_path / "report.html"
+    assert main(["simulate", "run", "-c", str(config_path), "-o", str(html_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["samples"] == N
+    assert len(report["ranks"]) == 2
+    assert report["throttled"] > 0
+    assert report["config"]["network"]["rate_limit"] == 20.0
+    page = html_path.read_text()
+    assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched from elsewhere
+    svgs = page.split("<svg")[1:]
+    assert len(svgs) == 4
+    for svg in svgs:
+        ET.fromstring("<svg" + svg.split("</svg>")[0] + "</svg>")  # each figure is well-formed SVG
+
+
+def test_cli_run_reports_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_path = tmp_path / "sim.yaml"
+    config_path.write_text("dataset: x\nread: {batch_size: 0}\n")
+    assert main(["simulate", "run", "-c", str(config_path), "-o", str(tmp_path / "r.html")]) == 1
+    assert "read.batch_size=0" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
