@@ -44,8 +44,18 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _yaml() -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise ConfigurationError(
+            "litstream simulate reads and writes YAML: pip install 'litstream[simulate]'"
+        ) from None
+    return yaml
+
+
 def _init(dataset: str, config_path: Path, force: bool) -> int:
-    import yaml
+    yaml = _yaml()
 
     from ._sync import run_sync
     from .read._index_load import load_index
@@ -70,7 +80,7 @@ def _init(dataset: str, config_path: Path, force: bool) -> int:
 
 
 def _load(config_path: Path) -> dict[str, Any]:
-    import yaml
+    yaml = _yaml()
 
     try:
         text = config_path.read_text(encoding="utf-8")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._errors import ConfigurationError
 from ._sim._config import (
     ClusterModel,
     CostModel,
@@ -56,10 +57,16 @@ def simulate(config: SimulationConfig | dict[str, Any]) -> SimulationReport:
         A :class:`SimulationReport` (virtual seconds throughout; ``real_seconds`` is the wall time).
 
     Raises:
-        ConfigurationError: a bad setting (named), or a call from a running event loop.
+        ConfigurationError: a bad setting (named), a call from a running event loop, or trio not installed.
         DatasetNotFoundError: the dataset has no index.
         StorageError: reading the real index failed, or the simulated store's retries were spent.
     """
+    try:
+        import trio  # noqa: F401  (the simulation's event loop)
+    except ImportError:
+        raise ConfigurationError(
+            "simulate() runs on trio, which is not installed: pip install 'litstream[simulate]'"
+        ) from None
     from ._sim._dataset import prepare_dataset
     from ._sim._run import run_cluster
 

@@ -130,10 +130,11 @@ def test_rate_limit_is_answered_and_retried(dataset: str, status: int) -> None:
 def test_faults_are_retried_and_an_outage_past_the_budget_fails(dataset: str) -> None:
     flaky = SimulationConfig(dataset, network=NetworkModel(fault_rate=0.3, seed=5, backoff_initial=0.01))
     report = simulate(flaky)
-    assert report.faults > 0 and report.retries >= report.faults
+    assert report.faults > 0
+    assert report.retries >= report.faults
     assert report.samples == N
     down = SimulationConfig(dataset, network=NetworkModel(outages=((0.0, 1000.0),), retry_timeout=5.0))
-    with pytest.raises(litstream.RetriesExhaustedError, match="after .* attempts"):
+    with pytest.raises(litstream.RetriesExhaustedError, match=r"after \d+ attempts"):
         simulate(down)
 
 
@@ -157,7 +158,8 @@ def test_cli_init_and_run(dataset: str, tmp_path: Path, capsys: pytest.CaptureFi
     config_path = tmp_path / "sim.yaml"
     assert main(["simulate", "init", dataset, "-c", str(config_path)]) == 0
     raw = yaml.safe_load(config_path.read_text())
-    assert raw["dataset"] == dataset and raw["chunks"] == "read"
+    assert raw["dataset"] == dataset
+    assert raw["chunks"] == "read"
     assert main(["simulate", "init", dataset, "-c", str(config_path)]) == 1  # no silent overwrite
     assert "--force" in capsys.readouterr().err
     raw["cluster"]["ranks_per_node"] = 2

@@ -137,4 +137,4 @@ def _without_checksums(index: Index) -> Index:
     if not any(has_checksum(c) for c in index.chunks):
         return index
     chunks = [dataclasses.replace(c, extra={}) for c in index.chunks]
-    return dataclasses.replace(index, chunks=chunks)
+    return dataclasses.replace(index, chunks=tuple(chunks))

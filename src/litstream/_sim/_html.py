@@ -40,11 +40,17 @@ def _axes(title: str, x_max: float, y_max: float, y_label: str) -> list[str]:
     for i in range(5):
         x = _PAD + (_W - 10 - _PAD) * i / 4
         y = _H - _PAD - (_H - _PAD - 20) * i / 4
-        out.append(f'<text x="{x:.1f}" y="{_H - _PAD + 14}" font-size="10" text-anchor="middle">{_fmt(x_max * i / 4)}</text>')
-        out.append(f'<text x="{_PAD - 4}" y="{y + 3:.1f}" font-size="10" text-anchor="end">{_fmt(y_max * i / 4)}</text>')
+        out.append(
+            f'<text x="{x:.1f}" y="{_H - _PAD + 14}" font-size="10" text-anchor="middle">{_fmt(x_max * i / 4)}</text>'
+        )
+        out.append(
+            f'<text x="{_PAD - 4}" y="{y + 3:.1f}" font-size="10" text-anchor="end">{_fmt(y_max * i / 4)}</text>'
+        )
     out.append(f'<text x="{_W / 2}" y="{_H - 12}" font-size="11" text-anchor="middle">virtual seconds</text>')
-    out.append(f'<text x="12" y="{_H / 2}" font-size="11" transform="rotate(-90 12 {_H / 2})" text-anchor="middle">'
-               f"{html.escape(y_label)}</text>")  # fmt: skip
+    out.append(
+        f'<text x="12" y="{_H / 2}" font-size="11" transform="rotate(-90 12 {_H / 2})" text-anchor="middle">'
+        f"{html.escape(y_label)}</text>"
+    )
     return out
 
 
@@ -63,8 +69,10 @@ def line_chart(title: str, series: Sequence[tuple[str, Sequence[Sequence[float]]
     for i, (name, pts) in enumerate(shown):
         colour = _COLOURS[i % len(_COLOURS)]
         path = " ".join(_xy(p[0], p[1], x_max, y_max) for p in pts)
-        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{path}">'
-                   f"<title>{html.escape(name)}</title></polyline>")  # fmt: skip
+        out.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{path}">'
+            f"<title>{html.escape(name)}</title></polyline>"
+        )
     out.append("</svg>")
     return "\n".join(out)
 
@@ -90,12 +98,18 @@ def stall_chart(report: SimulationReport) -> str:
         out.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(width, 0):.1f}" height="{row - 2}" fill="#ccc"/>')
         for start, end in rank.stalls:
             sx = _PAD + span * start / x_max
-            out.append(f'<rect x="{sx:.1f}" y="{y}" width="{max(span * (end - start) / x_max, 0.5):.1f}" '
-                       f'height="{row - 2}" fill="#d62728"/>')  # fmt: skip
+            out.append(
+                f'<rect x="{sx:.1f}" y="{y}" width="{max(span * (end - start) / x_max, 0.5):.1f}" '
+                f'height="{row - 2}" fill="#d62728"/>'
+            )
         if i % 8 == 0:
-            out.append(f'<text x="{_PAD - 4}" y="{y + row - 3}" font-size="9" text-anchor="end">rank {rank.rank}</text>')
-    out.append(f'<text x="{_W / 2}" y="{height - 8}" font-size="11" text-anchor="middle">virtual seconds '
-               f"(0 to {_fmt(x_max)})</text></svg>")  # fmt: skip
+            out.append(
+                f'<text x="{_PAD - 4}" y="{y + row - 3}" font-size="9" text-anchor="end">rank {rank.rank}</text>'
+            )
+    out.append(
+        f'<text x="{_W / 2}" y="{height - 8}" font-size="11" text-anchor="middle">virtual seconds '
+        f"(0 to {_fmt(x_max)})</text></svg>"
+    )
     return "\n".join(out)
 
 
@@ -111,27 +125,37 @@ def report_html(report: SimulationReport) -> str:
     summary = _table(
         [
             ("dataset", str(cfg["dataset"])),
-            ("cluster", f"{cluster['nodes']} nodes x {cluster['ranks_per_node']} ranks x "
-                        f"{cluster['num_workers']} workers"),  # fmt: skip
+            (
+                "cluster",
+                f"{cluster['nodes']} nodes x {cluster['ranks_per_node']} ranks x {cluster['num_workers']} workers",
+            ),
             ("epoch time (all epochs)", f"{report.epoch_seconds:.3f} s"),
-            ("time to first batch (min / mean / max)",
-             " / ".join(f"{report.time_to_first_batch[k]:.3f} s" for k in ("min", "mean", "max"))),  # fmt: skip
+            (
+                "time to first batch (min / mean / max)",
+                " / ".join(f"{report.time_to_first_batch[k]:.3f} s" for k in ("min", "mean", "max")),
+            ),
             ("samples", str(report.samples)),
-            ("samples/s (overall / steady state)",
-             f"{_fmt(report.samples_per_second)} / {_fmt(report.steady_samples_per_second)}"),  # fmt: skip
+            (
+                "samples/s (overall / steady state)",
+                f"{_fmt(report.samples_per_second)} / {_fmt(report.steady_samples_per_second)}",
+            ),
             ("device stall fraction (mean over ranks)", f"{report.stall_fraction:.1%}"),
             ("requests (per second)", f"{report.requests} ({_fmt(report.requests_per_second)}/s)"),
             ("bytes (per second)", f"{_fmt(report.bytes)}B ({_fmt(report.bytes_per_second)}B/s)"),
-            ("throttled (429/503) / faults / retries / failed",
-             f"{report.throttled} / {report.faults} / {report.retries} / {report.exhausted}"),  # fmt: skip
+            (
+                "throttled (429/503) / faults / retries / failed",
+                f"{report.throttled} / {report.faults} / {report.retries} / {report.exhausted}",
+            ),
             ("simulation wall time", f"{report.real_seconds:.2f} s"),
         ]
     )
     s = report.series
     network = line_chart(
         "Store requests per second",
-        [("requests/s", list(zip(s["time"], s["requests"], strict=True))),
-         ("throttled/s", list(zip(s["time"], s["throttled"], strict=True)))],  # fmt: skip
+        [
+            ("requests/s", list(zip(s["time"], s["requests"], strict=True))),
+            ("throttled/s", list(zip(s["time"], s["throttled"], strict=True))),
+        ],
         "requests/s",
     )
     throughput = line_chart("Bytes per second", [("bytes/s", list(zip(s["time"], s["bytes"], strict=True)))], "B/s")

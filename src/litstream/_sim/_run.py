@@ -10,6 +10,7 @@ when none is ready (the device stalls) and spends the device time per sample (a 
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,8 +25,12 @@ from ..read._sample_stream import SampleStream
 from ._clock import VirtualClock
 from ._store import Network, NetworkStats, SimStore
 
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
 if TYPE_CHECKING:
     from anyio.abc import ObjectReceiveStream, ObjectSendStream
+    from anyio.streams.memory import MemoryObjectReceiveStream
 
     from ._config import SimulationConfig
     from ._dataset import SimDataset
@@ -136,7 +141,7 @@ class _Cluster:
     async def rank(self, timeline: RankTimeline) -> None:
         prefetch = self.config.cluster.prefetch_factor
         for epoch in range(1, self.config.read.epochs + 1):
-            receives: list[ObjectReceiveStream[list[Any]]] = []
+            receives: list[MemoryObjectReceiveStream[list[Any]]] = []
             try:
                 async with anyio.create_task_group() as tg:
                     for worker in range(self.workers):
@@ -159,9 +164,7 @@ def run_cluster(config: SimulationConfig, dataset: SimDataset) -> RunResult:
         StorageError: the simulated store's retries were spent (e.g. a long outage).
     """
     cluster = _Cluster(config, dataset)
-    timelines = [
-        RankTimeline(rank, rank // config.cluster.ranks_per_node) for rank in range(cluster.world_size)
-    ]
+    timelines = [RankTimeline(rank, rank // config.cluster.ranks_per_node) for rank in range(cluster.world_size)]
     clock = VirtualClock()
 
     async def main() -> None:
