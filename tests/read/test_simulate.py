@@ -18,6 +18,8 @@ import yaml
 
 import litstream
 from litstream._cli import main
+from litstream._sync import run_sync
+from litstream.read._index_load import load_index
 from litstream.simulate import (
     ClusterModel,
     CostModel,
@@ -27,6 +29,7 @@ from litstream.simulate import (
     config_from_mapping,
     simulate,
 )
+from litstream.storage._resolver import store_for
 
 N = 600
 CHUNK = 40  # 15 chunks
@@ -187,3 +190,20 @@ def test_cli_run_reports_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["simulate", "run", "-c", str(config_path), "-o", str(tmp_path / "r.html")]) == 1
     assert "read.batch_size=0" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_remote_dataset_on_s3(s3_server: Any, obstore_in_process: None, tmp_path: Path) -> None:
+    """An S3 dataset (the SeaweedFS test server): the index and one chunk are read through the real store, the
+    rest is synthesised; every sample is decoded by the real decoder and every chunk's recorded bytes move."""
+    url = f"s3://{s3_server.bucket}/simulate-{tmp_path.name}"
+    options = s3_server.options()
+    litstream.optimize(
+        _sample, list(range(N)), url, chunk_size=CHUNK, num_workers=1, storage_options=options, verbose=False
+    )
+    report = simulate({"dataset": url, "storage_options": options, "cluster": {"num_workers": 1}})
+    index = run_sync(load_index, store_for(url, options))
+    assert report.samples == index.num_items == N
+    assert report.config["chunks"] == "synthesise"
+    assert report.requests == len(index.chunks) + 1  # index.json, then each chunk once
+    chunk_bytes = sum(c.chunk_bytes for c in index.chunks)
+    assert chunk_bytes < report.bytes < chunk_bytes + 10_000  # the chunks' recorded sizes, plus index.json
