@@ -119,7 +119,7 @@ def test_rate_limit_is_answered_and_retried(dataset: str, status: int) -> None:
     config = SimulationConfig(
         dataset,
         cluster=ClusterModel(ranks_per_node=4, num_workers=2),
-        read=ReadSettings(batch_size=8, shuffle=True),
+        read=ReadSettings(batch_size=8, shuffle=True, drop_last=False),
         network=NetworkModel(rate_limit=5.0, burst=2, throttle_status=status, backoff_initial=0.05),
     )
     report = simulate(config)
@@ -166,6 +166,7 @@ def test_cli_init_and_run(dataset: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["simulate", "init", dataset, "-c", str(config_path)]) == 1  # no silent overwrite
     assert "--force" in capsys.readouterr().err
     raw["cluster"]["ranks_per_node"] = 2
+    raw["read"]["drop_last"] = False
     raw["network"]["rate_limit"] = 20.0
     raw["network"]["burst"] = 1
     config_path.write_text(yaml.safe_dump(raw))
@@ -207,3 +208,23 @@ def test_remote_dataset_on_s3(s3_server: Any, obstore_in_process: None, tmp_path
     assert report.requests == len(index.chunks) + 1  # index.json, then each chunk once
     chunk_bytes = sum(c.chunk_bytes for c in index.chunks)
     assert chunk_bytes < report.bytes < chunk_bytes + 10_000  # the chunks' recorded sizes, plus index.json
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("drop_last", [None, False, True])
+def test_order_per_rank_is_the_dataloaders_with_workers(
+    dataset: str, shuffle: bool, drop_last: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With DataLoader workers: each rank's batches, in the order a real ``StreamingDataLoader`` (worker
+    processes, round-robin over workers) yields them; ``drop_last=None`` is both sides' default."""
+    world, workers, batch = 2, 2, 7
+    read = ReadSettings(batch_size=batch, shuffle=shuffle, seed=5, drop_last=drop_last)
+    cluster = ClusterModel(ranks_per_node=world, num_workers=workers)
+    report = simulate(SimulationConfig(dataset, chunks="read", cluster=cluster, read=read, record_key="id"))
+    for rank in range(world):
+        monkeypatch.setenv("WORLD_SIZE", str(world))
+        monkeypatch.setenv("GLOBAL_RANK", str(rank))
+        ds = litstream.StreamingDataset(dataset, shuffle=shuffle, seed=5, drop_last=drop_last)
+        loader = litstream.StreamingDataLoader(ds, batch_size=batch, num_workers=workers)
+        served = [i for b in loader for i in b["id"].tolist()]
+        assert report.ranks[rank].order == served

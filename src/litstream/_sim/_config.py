@@ -44,7 +44,8 @@ class ReadSettings:
         batch_size: Samples per batch (>= 1). Default 32.
         shuffle: ``False``, ``True`` (``"full"``) or ``"window"``. Default False.
         seed: Shuffle seed. Default 42.
-        drop_last: Drop items that do not fill whole batches across ranks. Default False.
+        drop_last: Drop items that do not fill whole batches across ranks; ``None`` (default): as
+            ``StreamingDataset`` decides it, ``True`` when there is more than one rank.
         max_pre_download: Chunks each session fetches ahead (>= 1). Default 2.
         max_cache_size: One node's cache budget in bytes for the multi-node FullShuffle plan; ``None``: no
             limit. Default None.
@@ -56,7 +57,7 @@ class ReadSettings:
     batch_size: int = 32
     shuffle: bool | Literal["full", "window"] = False
     seed: int = 42
-    drop_last: bool = False
+    drop_last: bool | None = None
     max_pre_download: int = 2
     max_cache_size: int | None = None
     block_size: int | None = None
@@ -176,6 +177,8 @@ def _check_field(section: str, name: str, value: Any) -> Any:
         if value not in (False, True, "full", "window"):
             raise _bad(key, value, "use false, true, 'full' or 'window'")
         return value
+    if name == "drop_last" and value is None:
+        return None
     if name in ("drop_last", "honor_retry_after"):
         if not isinstance(value, bool):
             raise _bad(key, value, "use true or false")

@@ -71,6 +71,8 @@ class _Cluster:
         self.network = Network(config.network, dataset, cluster.nodes)
         chunks = dataset.index.chunks
         self.bytes_per_sample = sum(c.chunk_bytes for c in chunks) / max(1, sum(c.chunk_size for c in chunks))
+        drop_last = config.read.drop_last
+        self.drop_last = self.world_size > 1 if drop_last is None else drop_last  # StreamingDataset's default
         block = config.read.block_size
         self.item_loader = TokensLoader(block_size=block) if block is not None else None
 
@@ -83,7 +85,7 @@ class _Cluster:
             worker=worker,
             num_workers=self.workers,
             batch_size=read.batch_size,
-            drop_last=read.drop_last,
+            drop_last=self.drop_last,
             shuffle=read.shuffle,
             seed=read.seed,
             epoch=epoch,
@@ -113,7 +115,7 @@ class _Cluster:
                     await anyio.sleep(per_sample * len(batch))
                     await send.send(batch)
                     batch = []
-            if batch and not self.config.read.drop_last:
+            if batch and not self.drop_last:
                 await anyio.sleep(per_sample * len(batch))
                 await send.send(batch)
 
