@@ -182,7 +182,13 @@ def test_cli_init_and_run(dataset: str, tmp_path: Path, capsys: pytest.CaptureFi
     svgs = page.split("<svg")[1:]
     assert len(svgs) == 4
     for svg in svgs:
-        ET.fromstring("<svg" + svg.split("</svg>")[0] + "</svg>")  # each figure is well-formed SVG
+        root = ET.fromstring("<svg" + svg.split("</svg>")[0] + "</svg>")  # each figure is well-formed SVG
+        width, height = float(root.attrib["width"]), float(root.attrib["height"])
+        for line in root.iter("{http://www.w3.org/2000/svg}polyline"):
+            for point in line.attrib["points"].split():
+                x, y = map(float, point.split(","))
+                assert 0 <= x <= width  # every plotted point lies inside its figure
+                assert 0 <= y <= height
 
 
 def test_cli_run_reports_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
