@@ -46,7 +46,8 @@ class ReadSettings:
         seed: Shuffle seed. Default 42.
         drop_last: Drop items that do not fill whole batches across ranks; ``None`` (default): as
             ``StreamingDataset`` decides it, ``True`` when there is more than one rank.
-        max_pre_download: Chunks each session fetches ahead (>= 1). Default 2.
+        max_pre_download: Chunks each session fetches ahead (>= 1); for a remote dataset at least 4, as
+            ``StreamingDataset`` does. Default 2.
         max_cache_size: One node's cache budget in bytes for the multi-node FullShuffle plan; ``None``: no
             limit. Default None.
         block_size: Stream a token dataset as windows of this many tokens (``TokensLoader``); ``None``: the

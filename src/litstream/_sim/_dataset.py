@@ -41,6 +41,7 @@ class SimDataset:
         template: One real sample's item bytes (``"synthesise"`` mode), else ``None``.
         root: The local directory holding the chunk files (``"read"`` mode), else ``None``.
         wire_ratio: Bytes on the wire per recorded ``chunk_bytes`` (below 1 for compressed chunks).
+        remote: Whether the real dataset is remote (``StreamingDataset`` then prefetches at least 4 chunks).
     """
 
     url: str
@@ -49,6 +50,7 @@ class SimDataset:
     template: bytes | None = None
     root: Path | None = None
     wire_ratio: float = 1.0
+    remote: bool = False
     _made: OrderedDict[tuple[int, int], bytes] = field(default_factory=OrderedDict)
     _names: dict[str, ChunkInfo] = field(default_factory=dict)
 
@@ -129,7 +131,10 @@ async def prepare_dataset(config: SimulationConfig) -> SimDataset:
     if compression:
         info = index.chunks[0]
         ratio = (await store.head(info.filename)).size / max(1, info.chunk_bytes)
-    return SimDataset(config.dataset, served, served.to_json().encode(), template=template, wire_ratio=ratio)
+    remote = local_path(store, INDEX_FILENAME) is None
+    return SimDataset(
+        config.dataset, served, served.to_json().encode(), template=template, wire_ratio=ratio, remote=remote
+    )
 
 
 def _without_checksums(index: Index) -> Index:

@@ -73,6 +73,11 @@ class _Cluster:
         self.bytes_per_sample = sum(c.chunk_bytes for c in chunks) / max(1, sum(c.chunk_size for c in chunks))
         drop_last = config.read.drop_last
         self.drop_last = self.world_size > 1 if drop_last is None else drop_last  # StreamingDataset's default
+        self.ahead = config.read.max_pre_download
+        if dataset.remote:  # as StreamingDataset: remote chunks at least 4 ahead
+            from .._dataset import _REMOTE_MIN_PRE_DOWNLOAD
+
+            self.ahead = max(self.ahead, _REMOTE_MIN_PRE_DOWNLOAD)
         block = config.read.block_size
         self.item_loader = TokensLoader(block_size=block) if block is not None else None
 
@@ -96,7 +101,7 @@ class _Cluster:
         return SampleStream(
             store,
             plan,
-            max_pre_download=read.max_pre_download,
+            max_pre_download=self.ahead,
             transform=None,
             serializers=None,
             item_loader=self.item_loader,
