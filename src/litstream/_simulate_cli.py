@@ -11,6 +11,7 @@ Nothing heavy is imported until a command runs, so ``litstream --help`` stays fa
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -32,6 +33,9 @@ def add_simulate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     init.add_argument("dataset", help="dataset directory or URL (as StreamingDataset takes it)")
     init.add_argument("-c", "--config", required=True, help="the YAML file to write")
     init.add_argument("--force", action="store_true", help="overwrite an existing config file")
+    init.add_argument(
+        "--storage-options", default=None, help='credentials and client options as a JSON object ({"key": ...})'
+    )
     run = sub.add_parser("run", help="run a simulation and write REPORT.html and REPORT.json")
     run.add_argument("-c", "--config", required=True, help="the YAML config (from `litstream simulate init`)")
     run.add_argument("-o", "--output", required=True, help="the HTML report to write; the JSON goes beside it")
@@ -54,7 +58,19 @@ def _yaml() -> Any:
     return yaml
 
 
-def _init(dataset: str, config_path: Path, force: bool) -> int:
+def _options(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"simulate init: --storage-options {text!r} is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"simulate init: --storage-options {text!r}: pass a JSON object")
+    return value
+
+
+def _init(dataset: str, config_path: Path, force: bool, options: dict[str, Any]) -> int:
     yaml = _yaml()
 
     from ._sync import run_sync
@@ -65,11 +81,11 @@ def _init(dataset: str, config_path: Path, force: bool) -> int:
 
     if config_path.exists() and not force:
         raise ConfigurationError(f"simulate init: {config_path} exists; pass --force to overwrite it")
-    store = store_for(dataset)
+    store = store_for(dataset, options or None)
     index = run_sync(load_index, store)  # fails here, clearly, for a dataset that cannot be read
     local = local_path(store, "index.json") is not None
     where = os.path.abspath(os.path.expanduser(dataset)) if local and "://" not in dataset else dataset
-    config = SimulationConfig(where, chunks="read" if local else "synthesise").to_mapping()
+    config = SimulationConfig(where, chunks="read" if local else "synthesise", storage_options=options).to_mapping()
     header = (
         f"# litstream simulate config for {dataset} ({index.num_items} samples, {len(index.chunks)} chunks).\n"
         "# Times in seconds, sizes in bytes, bandwidths in bytes/s; see docs/simulate.md.\n"
@@ -120,7 +136,7 @@ def _run(config_path: Path, output: Path) -> int:
 def run_simulate(args: argparse.Namespace) -> int:
     """Run ``litstream simulate init|run``; returns the exit code (errors are raised as LitstreamError)."""
     if args.simulate_command == "init":
-        return _init(args.dataset, Path(args.config), args.force)
+        return _init(args.dataset, Path(args.config), args.force, _options(args.storage_options))
     code = _run(Path(args.config), Path(args.output))
     sys.stdout.flush()
     return code

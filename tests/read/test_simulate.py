@@ -8,6 +8,7 @@ reach the retry policy; and the CLI writes a config, a JSON report and a self-co
 from __future__ import annotations
 
 import json
+import random
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ CHUNK = 40  # 15 chunks
 
 
 def _sample(i: int) -> dict[str, Any]:
-    return {"id": i, "payload": bytes(200)}
+    return {"id": i, "payload": random.Random(i).randbytes(200)}  # incompressible: zstd keeps the size
 
 
 @pytest.fixture(scope="module", params=[None, "zstd"], ids=["raw", "zstd"])
@@ -207,7 +208,12 @@ def test_remote_dataset_on_s3(s3_server: Any, obstore_in_process: None, tmp_path
     litstream.optimize(
         _sample, list(range(N)), url, chunk_size=CHUNK, num_workers=1, storage_options=options, verbose=False
     )
-    report = simulate({"dataset": url, "storage_options": options, "cluster": {"num_workers": 1}})
+    config_path = tmp_path / "sim.yaml"
+    assert main(["simulate", "init", url, "-c", str(config_path), "--storage-options", json.dumps(options)]) == 0
+    raw = yaml.safe_load(config_path.read_text())
+    assert raw["storage_options"] == options
+    raw["cluster"]["num_workers"] = 1
+    report = simulate(raw)
     index = run_sync(load_index, store_for(url, options))
     assert report.samples == index.num_items == N
     assert report.config["chunks"] == "synthesise"
@@ -234,3 +240,16 @@ def test_order_per_rank_is_the_dataloaders_with_workers(
         loader = litstream.StreamingDataLoader(ds, batch_size=batch, num_workers=workers)
         served = [i for b in loader for i in b["id"].tolist()]
         assert report.ranks[rank].order == served
+
+
+@pytest.mark.parametrize(
+    ("bandwidth", "stalls"),
+    [(1e3, True), (1e12, False)],
+    ids=["network-bound", "device-bound"],
+)
+def test_a_slow_store_stalls_the_device(dataset: str, bandwidth: float, stalls: bool) -> None:
+    network = NetworkModel(rtt=0.001, jitter=0.0, connection_bandwidth=bandwidth, node_bandwidth=1e12)
+    costs = CostModel(device_time_per_sample=0.01, decode_time_per_sample=0.0)
+    report = simulate(SimulationConfig(dataset, network=network, costs=costs))
+    assert (report.stall_fraction > 0.5) is stalls
+    assert (report.stall_fraction < 0.01) is not stalls
