@@ -129,6 +129,13 @@ def test_rate_limit_is_answered_and_retried(dataset: str, status: int) -> None:
     assert report.exhausted == 0
     assert report.samples == N
     assert sum(report.series["throttled"]) > 0
+    # The token bucket never lets more than ``burst + rate x t`` requests through by time ``t``.
+    series = report.series
+    width = series["time"][1] - series["time"][0]
+    admitted = 0.0
+    for middle, sent, refused in zip(series["time"], series["requests"], series["throttled"], strict=True):
+        admitted += (sent - refused) * width
+        assert admitted <= 2 + 5.0 * (middle + width / 2) + 1e-6
 
 
 def test_faults_are_retried_and_an_outage_past_the_budget_fails(dataset: str) -> None:
