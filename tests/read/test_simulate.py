@@ -260,3 +260,25 @@ def test_a_slow_store_stalls_the_device(dataset: str, bandwidth: float, stalls: 
     report = simulate(SimulationConfig(dataset, network=network, costs=costs))
     assert (report.stall_fraction > 0.5) is stalls
     assert (report.stall_fraction < 0.01) is not stalls
+
+
+def _tokens(i: int) -> Any:
+    import numpy as np
+
+    return np.arange(i * 100, i * 100 + 37 + i % 5, dtype=np.int64)
+
+
+def test_token_dataset_streams_windows(tmp_path: Path) -> None:
+    """``block_size`` streams a token dataset as windows (TokensLoader), as many as StreamingDataset serves;
+    its chunks cannot be synthesised (each records its token count), which is refused by name."""
+    data = str(tmp_path / "tokens")
+    litstream.optimize(
+        _tokens, list(range(60)), data, chunk_size=10, item_loader=litstream.TokensLoader(), num_workers=1,
+        verbose=False,
+    )  # fmt: skip
+    expected = len(litstream.StreamingDataset(data, item_loader=litstream.TokensLoader(16)))
+    read = ReadSettings(block_size=16, batch_size=4, shuffle=True)
+    report = simulate(SimulationConfig(data, chunks="read", cluster=ClusterModel(num_workers=2), read=read))
+    assert report.samples == expected
+    with pytest.raises(litstream.ConfigurationError, match="token dataset"):
+        simulate(SimulationConfig(data, chunks="synthesise", read=read))

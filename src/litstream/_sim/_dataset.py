@@ -101,8 +101,8 @@ async def prepare_dataset(config: SimulationConfig) -> SimDataset:
     """Read what the simulation needs from the real dataset (real clock, real store).
 
     Raises:
-        ConfigurationError: ``chunks="read"`` for a dataset without local chunk files, or a dataset without a
-            chunk to take a template sample from.
+        ConfigurationError: ``chunks="read"`` for a dataset without local chunk files, a dataset without a
+            chunk to take a template sample from, or ``chunks="synthesise"`` for a token dataset.
         DatasetNotFoundError: no index there.
     """
     store = store_for(config.dataset, config.storage_options or None)
@@ -122,6 +122,11 @@ async def prepare_dataset(config: SimulationConfig) -> SimDataset:
         raw = Path(config.index_path) if config.index_path else root
         raw = raw / INDEX_FILENAME if raw.is_dir() else raw
         return SimDataset(config.dataset, index, raw.read_bytes(), root=root.parent)
+    if index.config is not None and index.config.item_loader == "TokensLoader":
+        raise ConfigurationError(
+            f"simulate: {config.dataset} is a token dataset, whose chunks cannot be synthesised (each records its "
+            "token count); use chunks='read' with a local copy"
+        )
     source = await DatasetSource.open(store, allow_pickle=True)
     first = await source.read_chunk(0)
     template = bytes(first.item(0))
