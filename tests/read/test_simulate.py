@@ -224,6 +224,7 @@ def test_remote_dataset_on_s3(s3_server: Any, obstore_in_process: None, tmp_path
     index = run_sync(load_index, store_for(url, options))
     assert report.samples == index.num_items == N
     assert report.config["chunks"] == "synthesise"
+    assert options["aws_secret_access_key"] not in report.to_json()  # credentials stay out of reports
     assert report.requests == len(index.chunks) + 1  # index.json, then each chunk once
     chunk_bytes = sum(c.chunk_bytes for c in index.chunks)
     assert chunk_bytes < report.bytes < chunk_bytes + 10_000  # the chunks' recorded sizes, plus index.json

@@ -50,7 +50,7 @@ class SimulationReport:
     All times are virtual seconds; rates are per virtual second.
 
     Attributes:
-        config: The configuration, as plain values.
+        config: The configuration, as plain values (``storage_options`` values redacted).
         epoch_seconds: Virtual seconds until the last rank finished (all epochs).
         time_to_first_batch: Over ranks: ``{"min", "mean", "max"}``.
         samples: Samples delivered to all ranks. samples_per_second: The same over ``epoch_seconds``.
@@ -152,8 +152,10 @@ def build_report(config: SimulationConfig, result: RunResult) -> SimulationRepor
     after = sum(size for t in result.ranks for a, size in zip(t.arrivals, t.sizes, strict=True) if a > warm)
     net = result.network
     per = 1 / span if span > 0 else 0.0
+    shown = config.to_mapping()
+    shown["storage_options"] = {key: "<redacted>" for key in shown["storage_options"]}  # no secrets in reports
     return SimulationReport(
-        config=config.to_mapping(),
+        config=shown,
         epoch_seconds=span,
         time_to_first_batch={
             "min": min(firsts, default=0.0),
