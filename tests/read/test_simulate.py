@@ -283,3 +283,19 @@ def test_token_dataset_streams_windows(tmp_path: Path) -> None:
     assert report.samples == expected
     with pytest.raises(litstream.ConfigurationError, match="token dataset"):
         simulate(SimulationConfig(data, chunks="synthesise", read=read))
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [{"chunk_size": 10**9, "chunk_bytes": 100}, {"chunk_size": 1, "chunk_bytes": 2**40}],
+    ids=["items", "bytes"],
+)
+def test_an_impossible_index_is_refused_before_anything_is_synthesised(
+    dataset: str, tmp_path: Path, chunk: dict[str, int]
+) -> None:
+    index = json.loads(Path(dataset, "index.json").read_text())
+    index["chunks"].append({**index["chunks"][0], "filename": "chunk-9-9.bin", **chunk})
+    hostile = tmp_path / "index.json"
+    hostile.write_text(json.dumps(index))
+    with pytest.raises(litstream.FormatError, match=r"chunks\[15\]|chunk-9-9\.bin"):  # the index's check or ours
+        simulate(SimulationConfig(dataset, chunks="synthesise", index_path=str(hostile)))

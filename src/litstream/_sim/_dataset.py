@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigurationError
-from ..format._chunk import pack_chunk
+from .._errors import ConfigurationError, FormatError
+from ..format._chunk import header_length, pack_chunk
 from ..format._compression import compress
 from ..format._index import INDEX_FILENAME, ChunkInfo, Index
 from ..read._index_load import load_index, load_local_index
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from ._config import SimulationConfig
 
 __all__ = ["SimDataset", "prepare_dataset"]
+
+_MAX_CHUNK = 2**32 - 1
+"""The most bytes a chunk can hold (its offsets are uint32)."""
 
 
 @dataclass
@@ -101,6 +104,7 @@ async def prepare_dataset(config: SimulationConfig) -> SimDataset:
     """Read what the simulation needs from the real dataset (real clock, real store).
 
     Raises:
+        FormatError: with ``chunks="synthesise"``, an index recording a chunk no real chunk could be.
         ConfigurationError: ``chunks="read"`` for a dataset without local chunk files, a dataset without a
             chunk to take a template sample from, or ``chunks="synthesise"`` for a token dataset.
         DatasetNotFoundError: no index there.
@@ -136,10 +140,28 @@ async def prepare_dataset(config: SimulationConfig) -> SimDataset:
     if compression:
         info = index.chunks[0]
         ratio = (await store.head(info.filename)).size / max(1, info.chunk_bytes)
+    _check_synthesisable(index, len(template), config.dataset)
     remote = local_path(store, INDEX_FILENAME) is None
     return SimDataset(
         config.dataset, served, served.to_json().encode(), template=template, wire_ratio=ratio, remote=remote
     )
+
+
+def _check_synthesisable(index: Index, item_bytes: int, where: str) -> None:
+    """Refuse an index whose chunks could not be real (a header longer than the chunk, more than 4 GiB): the
+    bytes synthesised for it are bounded by what a real chunk can hold.
+
+    Raises:
+        FormatError: naming the first such chunk.
+    """
+    for info in index.chunks:
+        made = header_length(info.chunk_size) + info.chunk_size * item_bytes
+        if header_length(info.chunk_size) > info.chunk_bytes or max(made, info.chunk_bytes) > _MAX_CHUNK:
+            raise FormatError(
+                f"simulate: {where}'s index.json records {info.filename} with chunk_size={info.chunk_size} and "
+                f"chunk_bytes={info.chunk_bytes}, which no chunk can hold (its header alone needs "
+                f"{header_length(info.chunk_size)} bytes; chunks hold at most 4 GiB); fix or regenerate the index"
+            )
 
 
 def _without_checksums(index: Index) -> Index:
