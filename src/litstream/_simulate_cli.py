@@ -121,7 +121,12 @@ def _run(config_path: Path, output: Path) -> int:
         raise ConfigurationError(f"simulate run: -o {output}: name an .html file (the JSON is written beside it)")
     if not output.parent.is_dir():
         raise ConfigurationError(f"simulate run: -o {output}: the folder {output.parent} does not exist")
-    report = simulate(config_from_mapping(_load(config_path)))
+    raw = _load(config_path)
+    for key in ("dataset", "index_path"):  # relative local paths are relative to the config file
+        value = raw.get(key)
+        if isinstance(value, str) and value and "://" not in value and not os.path.isabs(os.path.expanduser(value)):
+            raw[key] = str(config_path.parent / value)
+    report = simulate(config_from_mapping(raw))
     json_path = output.with_suffix(".json")
     _write(json_path, report.to_json())
     _write(output, report_html(report))

@@ -8,6 +8,7 @@ reach the retry policy; and the CLI writes a config, a JSON report and a self-co
 from __future__ import annotations
 
 import json
+import os
 import random
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -197,6 +198,15 @@ def test_cli_init_and_run(dataset: str, tmp_path: Path, capsys: pytest.CaptureFi
                 x, y = map(float, point.split(","))
                 assert 0 <= x <= width  # every plotted point lies inside its figure
                 assert 0 <= y <= height
+
+
+def test_cli_paths_are_relative_to_the_config(dataset: str, tmp_path: Path) -> None:
+    config_path = tmp_path / "sub" / "sim.yaml"
+    config_path.parent.mkdir()
+    relative = os.path.relpath(dataset, config_path.parent)
+    config_path.write_text(yaml.safe_dump({"dataset": relative, "cluster": {"num_workers": 1}}))
+    assert main(["simulate", "run", "-c", str(config_path), "-o", str(tmp_path / "r.html")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["samples"] == N
 
 
 def test_cli_run_reports_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
