@@ -8,6 +8,7 @@
   (see :mod:`litstream._optimize_cli`).
 * ``litstream migrate PATH... [--diff | --check]`` rewrites a project's LitData imports to litstream
   (see :mod:`litstream._migrate_cli`).
+* ``litstream simulate init|run`` predicts a cluster's streaming (see :mod:`litstream._simulate_cli`).
 * ``litstream --version`` prints the version.
 
 It imports no torch (see ``docs/contributing.md``), so every command answers in well under a second.
@@ -27,6 +28,7 @@ from ._cache_cli import add_cache_commands, run_cache
 from ._errors import LitstreamError
 from ._migrate_cli import add_migrate_command, run_migrate
 from ._optimize_cli import add_optimize_command, run_optimize
+from ._simulate_cli import add_simulate_command, run_simulate
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -144,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_cache_commands(commands)
     add_optimize_command(commands)
     add_migrate_command(commands)
+    add_simulate_command(commands)
     args = parser.parse_args(argv)
     try:
         if args.command == "cache":
@@ -152,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = run_optimize(args)
         elif args.command == "migrate":
             code = run_migrate(args)
+        elif args.command == "simulate":
+            code = run_simulate(args)
         else:
             code = _inspect(args.input_dir, args.json)
         sys.stdout.flush()  # here, so that a reader that left is handled below, not at interpreter exit

@@ -1,0 +1,191 @@
+"""Run the real read engine for a whole simulated cluster, in one process, on the virtual clock (trio).
+
+Each DataLoader worker of each rank is one real :class:`~litstream.read._sample_stream.SampleStream` (what
+``astream`` returns) with its own read plan (``ReadPlanArgs`` with its rank, worker, worker count and machine
+count), reading from its own :class:`~litstream._sim._store.SimStore`. A worker groups its samples into
+batches, spends the modelled decode time (a virtual sleep) and hands each batch to its rank through a queue of
+``prefetch_factor`` batches; the rank takes batches from its workers in turn (as ``DataLoader`` does), waits
+when none is ready (the device stalls) and spends the device time per sample (a virtual sleep).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from .._errors import ConfigurationError, raise_collapsed
+from ..format._loaders import TokensLoader
+from ..read._core import ReadPlanArgs
+from ..read._sample_stream import SampleStream
+from ..read._spec import ReadSpec
+from ._clock import VirtualClock
+from ._store import Network, NetworkStats, SimStore
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+if TYPE_CHECKING:
+    from anyio.abc import ObjectReceiveStream, ObjectSendStream
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
+    from ._config import SimulationConfig
+    from ._dataset import SimDataset
+
+__all__ = ["RankTimeline", "RunResult", "run_cluster"]
+
+
+@dataclass
+class RankTimeline:
+    """One rank's batches: when each arrived (virtual seconds), how long the device waited for it, its size."""
+
+    rank: int
+    node: int
+    arrivals: list[float] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    order: list[Any] = field(default_factory=list)
+    end: float = 0.0
+
+
+@dataclass
+class RunResult:
+    """What :func:`run_cluster` measured: the timelines, the store's counters, the virtual and real seconds."""
+
+    ranks: list[RankTimeline]
+    network: NetworkStats
+    virtual_seconds: float
+    real_seconds: float
+
+
+class _Cluster:
+    def __init__(self, config: SimulationConfig, dataset: SimDataset) -> None:
+        self.config = config
+        self.dataset = dataset
+        cluster = config.cluster
+        self.world_size = cluster.nodes * cluster.ranks_per_node
+        self.workers = max(1, cluster.num_workers)
+        self.network = Network(config.network, dataset, cluster.nodes)
+        chunks = dataset.index.chunks
+        self.bytes_per_sample = sum(c.chunk_bytes for c in chunks) / max(1, sum(c.chunk_size for c in chunks))
+        drop_last = config.read.drop_last
+        self.drop_last = self.world_size > 1 if drop_last is None else drop_last  # StreamingDataset's default
+        self.ahead = config.read.max_pre_download
+        if dataset.remote:  # as StreamingDataset: remote chunks at least 4 ahead
+            from .._dataset import _REMOTE_MIN_PRE_DOWNLOAD
+
+            self.ahead = max(self.ahead, _REMOTE_MIN_PRE_DOWNLOAD)
+        block = config.read.block_size
+        self.item_loader = TokensLoader(block_size=block) if block is not None else None
+
+    def stream(self, rank: int, worker: int, epoch: int) -> SampleStream:
+        read = self.config.read
+        node = rank // self.config.cluster.ranks_per_node
+        plan = ReadPlanArgs(
+            rank=rank,
+            world_size=self.world_size,
+            worker=worker,
+            num_workers=self.workers,
+            batch_size=read.batch_size,
+            drop_last=self.drop_last,
+            shuffle=read.shuffle,
+            seed=read.seed,
+            epoch=epoch,
+            num_nodes=self.config.cluster.nodes,
+            max_cache_size=read.max_cache_size,
+        )
+        store = SimStore(self.network, node=node, session=f"{epoch}/{rank}/{worker}")
+        # The spec a real reader of this store would open (read/_spec.py); the simulated store is its location.
+        spec = ReadSpec.build(store, item_loader=self.item_loader, max_pre_download=self.ahead)
+        return spec.stream(plan, max_pre_download=self.ahead)
+
+    async def worker(self, rank: int, worker: int, epoch: int, send: ObjectSendStream[list[Any]]) -> None:
+        costs = self.config.costs
+        size = self.config.read.batch_size
+        per_sample = costs.decode_time_per_sample + costs.decode_time_per_byte * self.bytes_per_sample
+        key = self.config.record_key
+        async with send, self.stream(rank, worker, epoch) as samples:
+            batch: list[Any] = []
+            async for sample in samples:
+                batch.append(sample[key] if key is not None else None)
+                if len(batch) == size:
+                    await anyio.sleep(per_sample * len(batch))
+                    await send.send(batch)
+                    batch = []
+            if batch and not self.drop_last:
+                await anyio.sleep(per_sample * len(batch))
+                await send.send(batch)
+
+    async def _consume(self, timeline: RankTimeline, queues: list[ObjectReceiveStream[list[Any]]]) -> None:
+        """Take batches from the workers in turn (as DataLoader does) until all are done; train on each."""
+        step = self.config.costs.device_time_per_sample
+        turn = 0
+        while queues:
+            queue = queues[turn % len(queues)]
+            asked = anyio.current_time()
+            try:
+                batch = await queue.receive()
+            except anyio.EndOfStream:
+                queues.remove(queue)
+                continue
+            now = anyio.current_time()
+            timeline.arrivals.append(now)
+            timeline.waits.append(now - asked)
+            timeline.sizes.append(len(batch))
+            if self.config.record_key is not None:
+                timeline.order.extend(batch)
+            turn += 1
+            await anyio.sleep(step * len(batch))
+
+    async def rank(self, timeline: RankTimeline) -> None:
+        prefetch = self.config.cluster.prefetch_factor
+        for epoch in range(1, self.config.read.epochs + 1):
+            receives: list[MemoryObjectReceiveStream[list[Any]]] = []
+            try:
+                async with anyio.create_task_group() as tg:
+                    for worker in range(self.workers):
+                        send, receive = anyio.create_memory_object_stream[list[Any]](prefetch)
+                        receives.append(receive)
+                        tg.start_soon(self.worker, timeline.rank, worker, epoch, send)
+                    await self._consume(timeline, list(receives))
+            finally:
+                for receive in receives:
+                    receive.close()
+        timeline.end = anyio.current_time()
+
+
+def run_cluster(config: SimulationConfig, dataset: SimDataset) -> RunResult:
+    """Simulate every rank and worker of ``config`` over ``dataset`` on a fresh trio loop with a virtual clock.
+
+    Raises:
+        ConfigurationError: called from a running event loop (run it in a thread then), or a bad setting the
+            engine refused (its message names it).
+        StorageError: the simulated store's retries were spent (e.g. a long outage).
+    """
+    cluster = _Cluster(config, dataset)
+    timelines = [RankTimeline(rank, rank // config.cluster.ranks_per_node) for rank in range(cluster.world_size)]
+    clock = VirtualClock()
+
+    async def main() -> None:
+        clock.watch_threads(anyio.to_thread.current_default_thread_limiter())
+        async with anyio.create_task_group() as tg:
+            for timeline in timelines:
+                tg.start_soon(cluster.rank, timeline)
+
+    started = time.perf_counter()
+    try:
+        anyio.run(main, backend="trio", backend_options={"clock": clock})
+    except BaseExceptionGroup as group:
+        raise_collapsed(group)
+    except RuntimeError as exc:
+        if "already running" in str(exc):
+            raise ConfigurationError(
+                "simulate() runs its own trio event loop: call it from synchronous code (or from a worker "
+                "thread, e.g. anyio.to_thread.run_sync)"
+            ) from exc
+        raise
+    return RunResult(timelines, cluster.network.stats, clock.current_time(), time.perf_counter() - started)
