@@ -21,7 +21,6 @@ import anyio.to_thread
 from .._errors import ConfigurationError, raise_collapsed
 from ..format._loaders import TokensLoader
 from ..read._core import ReadPlanArgs
-from ..read._sample_stream import SampleStream
 from ..read._spec import ReadSpec
 from ._clock import VirtualClock
 from ._store import Network, NetworkStats, SimStore
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from anyio.abc import ObjectReceiveStream, ObjectSendStream
     from anyio.streams.memory import MemoryObjectReceiveStream
 
+    from ..read._sample_stream import SampleStream
     from ._config import SimulationConfig
     from ._dataset import SimDataset
 
@@ -100,7 +100,9 @@ class _Cluster:
         )
         store = SimStore(self.network, node=node, session=f"{epoch}/{rank}/{worker}")
         # The spec a real reader of this store would open (read/_spec.py); the simulated store is its location.
-        spec = ReadSpec.build(store, item_loader=self.item_loader, max_pre_download=self.ahead)
+        spec = ReadSpec.build(
+            store, item_loader=self.item_loader, max_pre_download=self.ahead, eager=False, cache_by_default=False
+        )
         return spec.stream(plan, max_pre_download=self.ahead)
 
     async def worker(self, rank: int, worker: int, epoch: int, send: ObjectSendStream[list[Any]]) -> None:
