@@ -9,6 +9,7 @@ def test_public_names_are_exactly_these() -> None:
         "AsyncUploader",
         "Audio",
         "BaseIndexer",
+        "ChecksumError",
         "ChunkWaitTimeoutError",
         "ChunkWriter",
         "CombinedStreamingDataset",

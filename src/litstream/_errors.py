@@ -6,7 +6,8 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
 
     LitstreamError
     ├── FormatError (ValueError)        bytes, index.json or a sample that cannot be encoded/decoded
-    │   └── EncryptionError             an encrypted dataset read without its key, or with a wrong one
+    │   ├── EncryptionError             an encrypted dataset read without its key, or with a wrong one
+    │   └── ChecksumError               a chunk's bytes differ from the checksum index.json records
     ├── PlanError (ValueError)          bad sharding / shuffle / resume arguments
     ├── ConfigurationError (ValueError) bad arguments to optimize, astream, StreamingDataset, ...
     │   └── PickleRefusedError          a dataset stores pickled leaves and allow_pickle is off
@@ -35,6 +36,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
+    "ChecksumError",
     "ChunkWaitTimeoutError",
     "ConfigurationError",
     "DatasetNotFoundError",
@@ -65,6 +67,14 @@ class FormatError(LitstreamError, ValueError):
 
 class EncryptionError(FormatError):
     """An encrypted dataset read without ``encryption=``, with a wrong key, or a key that does not match it."""
+
+
+class ChecksumError(FormatError):
+    """A chunk file's bytes do not match the checksum its ``index.json`` entry records (a corrupt chunk).
+
+    The message names the chunk and where it was read. A corrupt copy in the chunk cache is deleted and
+    downloaded again once before this is raised, so it means the source itself (or every copy read) is corrupt.
+    """
 
 
 class PlanError(LitstreamError, ValueError):
