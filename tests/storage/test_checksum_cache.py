@@ -72,7 +72,9 @@ def _read(url: str, options: dict[str, Any], cache: Path) -> list[Any]:
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
-def test_a_corrupt_cached_s3_chunk_is_fetched_again(s3_server: S3Server, tmp_path: Path, compression: str | None) -> None:
+def test_a_corrupt_cached_s3_chunk_is_fetched_again(
+    s3_server: S3Server, tmp_path: Path, compression: str | None
+) -> None:
     url, chunks = _write(s3_server, chunk_size=10, compression=compression)
     options, cache = s3_server.options(), tmp_path / "cache"
     assert sorted(s["i"] for s in _read(url, options, cache)) == list(range(N))
@@ -135,6 +137,11 @@ def test_streamed_chunks_are_checked_too(s3_server: S3Server, tmp_path: Path, mo
     assert _cached(tmp_path / "cold", name) == []
 
 
+def _local_dataset(out: Path) -> dict[str, bytes]:
+    optimize(fn=sample, inputs=range(N), output_dir=str(out), chunk_size=10, num_workers=1, verbose=False)
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+
 class FlipOnce(ScriptedStore):
     """Serves chunk ``name`` with one flipped byte on its first whole read (a transfer gone wrong once)."""
 
@@ -151,11 +158,7 @@ class FlipOnce(ScriptedStore):
 
 @pytest.mark.anyio
 async def test_a_chunk_read_into_memory_is_read_again_once_if_it_does_not_match(tmp_path: Path) -> None:
-    await anyio.to_thread.run_sync(
-        partial(optimize, fn=sample, inputs=range(N), output_dir=str(tmp_path), chunk_size=10, num_workers=1,
-                verbose=False)
-    )  # fmt: skip
-    objects = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    objects = await anyio.to_thread.run_sync(_local_dataset, tmp_path)
     name = json.loads(objects["index.json"])["chunks"][1]["filename"]
     store = FlipOnce(objects, name)
     async with astream(store) as samples:  # type: ignore[arg-type]
