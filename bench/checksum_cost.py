@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -95,7 +96,10 @@ def _run(case: str, shape: str, checksum: str | None, data: Path) -> float:
             check=True,
             capture_output=True,
             text=True,
-            env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"},
+            env={
+                "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+                "PATH": "/usr/bin:/bin",
+            },
         )
     return float(out.stdout.strip().splitlines()[-1])
 
