@@ -13,7 +13,8 @@ Cases, for two sample shapes (``array``: 128 KiB of uint8 per sample, the worst 
 nothing per byte; ``dict``: an int and a short string, where per-sample work dominates):
 
 - ``optimize``: write the dataset (1 worker, 64 MB chunks);
-- ``read_local``: iterate a local dataset in place (``StreamingDataset(path)``);
+- ``read_local``: iterate a local dataset in place (``StreamingDataset(path)``), copying each sample out as a
+  collate function would (an iteration that never touches the samples' bytes would not even read the file);
 - ``read_cached``: iterate it through a cold chunk cache (``Dir(path=cache, url=path)``): copy, check, read.
 
     python bench/checksum_cost.py                 # 3 pairs per case, prints JSON
@@ -68,9 +69,12 @@ def child(case: str, shape: str, checksum: str | None, data: Path, scratch: Path
         str(data) if case == "read_local" else litstream.Dir(path=str(scratch / "cache"), url=str(data))
     )
     before = _cpu_s()
-    count = sum(1 for _ in source)
+    count = copied = 0
+    for item in source:  # each sample copied out, as a collate function copies it into a batch
+        count += 1
+        copied += len(item["x"].copy()) if shape == "array" else len(item["text"])
     spent = _cpu_s() - before
-    assert count == SHAPES[shape], count
+    assert count == SHAPES[shape] and copied > 0, (count, copied)
     return spent
 
 

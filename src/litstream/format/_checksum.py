@@ -105,7 +105,14 @@ def expected_digest(info: ChunkInfo) -> str | None:
 _FIX = "the chunk file is damaged: restore it, or re-create the dataset with optimize"
 
 
-def verify_chunk(data: bytes | bytearray | memoryview | Any, info: ChunkInfo, *, where: str, fix: str = _FIX) -> None:
+def verify_chunk(
+    data: bytes | bytearray | memoryview | Any,
+    info: ChunkInfo,
+    *,
+    where: str,
+    fix: str = _FIX,
+    parts: Iterable[bytes | bytearray | memoryview] | None = None,
+) -> None:
     """Check a chunk file's bytes (as stored) against its recorded checksum; no-op when none is recorded.
 
     Args:
@@ -113,6 +120,8 @@ def verify_chunk(data: bytes | bytearray | memoryview | Any, info: ChunkInfo, *,
         info: The chunk's ``index.json`` entry.
         where: The file's location, for the message.
         fix: What to do, for the message (default: restore the file or re-create the dataset).
+        parts: ``data`` as consecutive pieces, hashed in order instead of ``data`` (a reader hashing a
+            mapped file window by window); ``None``: ``data`` itself.
 
     Raises:
         ChecksumError: the digest differs (names the chunk, both digests and the fix).
@@ -122,7 +131,7 @@ def verify_chunk(data: bytes | bytearray | memoryview | Any, info: ChunkInfo, *,
     if expected is None:
         return
     algorithm = expected.split(":", 1)[0]
-    actual = chunk_digest([data], algorithm)
+    actual = chunk_digest([data] if parts is None else parts, algorithm)
     if actual != expected:
         raise ChecksumError(
             f"chunk {info.filename} ({where}) is corrupt: its {algorithm} is {actual.split(':', 1)[1]} but "
