@@ -74,7 +74,8 @@ def child(case: str, shape: str, checksum: str | None, data: Path, scratch: Path
         count += 1
         copied += len(item["x"].copy()) if shape == "array" else len(item["text"])
     spent = _cpu_s() - before
-    assert count == SHAPES[shape] and copied > 0, (count, copied)
+    assert count == SHAPES[shape], count
+    assert copied > 0, copied
     return spent
 
 
