@@ -12,6 +12,7 @@ def test_public_names_are_exactly_these() -> None:
         "BaseIndexer",
         "BaseReader",
         "Cache",
+        "ChecksumError",
         "ChunkWaitTimeoutError",
         "ChunkWriter",
         "CombinedStreamingDataset",

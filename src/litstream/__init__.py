@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._errors import ChecksumError as ChecksumError
 from ._errors import ChunkWaitTimeoutError as ChunkWaitTimeoutError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatasetNotFoundError as DatasetNotFoundError
@@ -177,6 +178,7 @@ __all__ = [
     "BaseIndexer",
     "BaseReader",
     "Cache",
+    "ChecksumError",
     "ChunkWaitTimeoutError",
     "ChunkWriter",
     "CombinedStreamingDataset",

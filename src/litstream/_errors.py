@@ -7,7 +7,8 @@ bad input also derive from :class:`ValueError`, so code written against LitData 
     LitstreamError
     ├── FormatError (ValueError)        bytes, index.json or a sample that cannot be encoded/decoded
     │   ├── EncryptionError             an encrypted dataset read without its key, or with a wrong one
-    │   └── SampleTypeError (TypeError) a sample value of a type the encoding refuses (LitData: TypeError)
+    │   ├── SampleTypeError (TypeError) a sample value of a type the encoding refuses (LitData: TypeError)
+    │   └── ChecksumError               a chunk's bytes differ from the checksum index.json records
     ├── PlanError (ValueError)          bad sharding / shuffle / resume arguments
     ├── ConfigurationError (ValueError) bad arguments to optimize, astream, StreamingDataset, ...
     │   └── PickleRefusedError          a dataset stores pickled leaves and allow_pickle is off
@@ -37,6 +38,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
+    "ChecksumError",
     "ChunkWaitTimeoutError",
     "ConfigurationError",
     "DatasetNotFoundError",
@@ -73,6 +75,14 @@ class EncryptionError(FormatError):
 
 class SampleTypeError(FormatError, TypeError):
     """A sample value of a type its encoding refuses, where LitData raises ``TypeError`` (``Graph(data=...)``)."""
+
+
+class ChecksumError(FormatError):
+    """A chunk file's bytes do not match the checksum its ``index.json`` entry records (a corrupt chunk).
+
+    The message names the chunk and where it was read. A corrupt copy in the chunk cache is deleted and
+    downloaded again once before this is raised, so it means the source itself (or every copy read) is corrupt.
+    """
 
 
 class PlanError(LitstreamError, ValueError):

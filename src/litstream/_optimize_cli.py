@@ -75,7 +75,12 @@ def add_optimize_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     p.add_argument("--use-checkpoint", action="store_true", help="make a killed run resumable by re-running")
     p.add_argument("--item-loader", choices=["pytree", "tokens"], default="pytree", help="tokens: 1-D token arrays")
     p.add_argument("--chunk-format", choices=["arrow"], default=None, help="write Arrow chunks (needs pyarrow)")
-    p.add_argument("--checksum", choices=["sha256", "blake2b"], default=None, help="record chunk digests")
+    p.add_argument(
+        "--checksum",
+        choices=["xxh3", "sha256", "blake2b", "none"],
+        default="xxh3",
+        help="the chunk digest recorded in index.json (default xxh3; none records none)",
+    )
     p.add_argument("--start-method", default=None, help="multiprocessing start method (fork, spawn, forkserver)")
     p.add_argument("--storage-options", default=None, metavar="JSON", help="credentials for a URL output, as JSON")
     p.add_argument("--no-reorder-files", action="store_true", help="keep the input order with --input-dir")
@@ -262,6 +267,6 @@ def _optimize(
         start_method=args.start_method,
         storage_options=options,
         verbose=not args.quiet and not args.json,
-        checksum=args.checksum,
+        checksum=None if args.checksum == "none" else args.checksum,
         chunk_format=args.chunk_format,
     )

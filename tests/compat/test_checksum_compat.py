@@ -1,4 +1,4 @@
-"""LitData reads a dataset that litstream wrote with ``checksum=``: the extra ``chunks[]`` key is ignored."""
+"""LitData reads a dataset that litstream wrote (a checksum by default, or ``checksum=``): it ignores the extra key."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ def _sample(i: int) -> dict[str, Any]:
     return {"i": i, "name": f"item-{i}", "x": np.arange(i, i + 3, dtype=np.int64)}
 
 
+@pytest.mark.parametrize("checksum", ["default", "sha256"])
 @pytest.mark.parametrize("compression", [None, "zstd"])
-def test_litdata_reads_a_checksummed_dataset(tmp_path: Path, compression: str | None) -> None:
+def test_litdata_reads_a_checksummed_dataset(tmp_path: Path, compression: str | None, checksum: str) -> None:
     out = tmp_path / "ds"
     litstream.optimize(
         fn=_sample,
@@ -40,10 +41,11 @@ def test_litdata_reads_a_checksummed_dataset(tmp_path: Path, compression: str | 
         num_workers=1,
         verbose=False,
         compression=compression,
-        checksum="sha256",
+        **({} if checksum == "default" else {"checksum": checksum}),
     )
     chunks = json.loads((out / "index.json").read_text())["chunks"]
-    assert all(CHECKSUM_KEY in entry for entry in chunks)
+    algorithm = "xxh3" if checksum == "default" else checksum  # a default litstream dataset carries xxh3
+    assert all(entry[CHECKSUM_KEY].startswith(f"{algorithm}:") for entry in chunks)
     copy = tmp_path / "ds-litdata-copy"  # LitData's reader writes into a local dataset directory
     shutil.copytree(out, copy)
     ds = litdata.StreamingDataset(str(copy))

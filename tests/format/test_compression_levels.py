@@ -131,7 +131,10 @@ def test_two_gib_frame_is_refused_with_bounded_memory(bombs: dict[str, bytes], k
 
 
 def test_dataset_with_a_bomb_chunk_raises(tmp_path: Path, bombs: dict[str, bytes]) -> None:
-    litstream.optimize(lambda i: {"i": i}, list(range(4)), tmp_path, chunk_size=2, compression="zstd", verbose=False)
+    # checksum=None: the decompression bound is under test (a recorded checksum would refuse the bomb first)
+    litstream.optimize(
+        lambda i: {"i": i}, list(range(4)), tmp_path, chunk_size=2, compression="zstd", verbose=False, checksum=None
+    )
     index = json.loads((tmp_path / "index.json").read_text())
     (tmp_path / index["chunks"][0]["filename"]).write_bytes(bombs["undeclared"])
     ds = litstream.StreamingDataset(tmp_path, shuffle=False)

@@ -41,7 +41,7 @@ def _flip(path: Path, offset: int) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("checksum", ["sha256", "blake2b"])
+@pytest.mark.parametrize("checksum", ["xxh3", "sha256", "blake2b"])
 @pytest.mark.parametrize("compression", [None, "zstd"])
 def test_index_records_the_digest_of_each_stored_file(tmp_path: Path, checksum: str, compression: str | None) -> None:
     chunks = _write(tmp_path, compression=compression, checksum=checksum)

@@ -34,7 +34,7 @@ from ._headers import OffsetTables
 from ._index_load import load_index, load_local_index
 from ._sizes import check_local_sizes
 from ._source_cache import CacheSettings, _open_cache, _read_through_cache
-from ._verify import check_chunk, check_chunk_file, has_checksum
+from ._verify import check_chunk, check_chunk_file, get_checked, has_checksum
 
 if TYPE_CHECKING:
     import os
@@ -230,6 +230,8 @@ class DatasetSource:
 
         Raises:
             FormatError: the file is shorter than the index says (truncated or partial).
+            ChecksumError: the chunk does not match its recorded checksum (a cached copy: not even after it
+                was deleted and downloaded again; a chunk read into memory: not even when read again).
         """
         cached = self._chunks.get(chunk_index)
         if cached is not None:
@@ -240,20 +242,28 @@ class DatasetSource:
         compression = self.index.config.compression if self.index.config else None
         data: bytes | mmap.mmap
         path: Path | None = None  # the file the bytes are mapped from, if any
+        checked = has_checksum(info)
         if self.cache is not None and self.downloader is not None:
             # a whole-file compressed chunk's length is not recorded; a "batch"/"sample" file's is chunk_bytes
             whole = compression and (self.compression is None or self.compression.whole_file)
+            size = None if whole else info.chunk_bytes
+            url = f"{self.store.url}/{info.filename}"
+            verify = info if checked else None  # checked there: a corrupt copy is dropped and downloaded again
             data = await _read_through_cache(
-                self.cache, self.downloader, info.filename, None if whole else info.chunk_bytes, priority, queued
+                self.cache, self.downloader, info.filename, size, priority, queued, verify, url
             )
-            path = self.downloader.path(info.filename)
+            checked = False
         elif not compression and (mapped := map_object(self.store, info.filename)) is not None:
             # open + mmap take microseconds and read nothing (pages come later, by populate), so this
             # runs on the loop: a worker-thread hop would cost more than the call
             data, path = mapped
+        elif checked:  # a remote chunk read into memory: one more GET if its bytes do not match
+            data, checked = await get_checked(self.store, info), False
         else:
             data = await self.store.get(info.filename)
-        if has_checksum(info):
+        if checked:
+            if not compression:  # a short file gets the more precise message
+                self._check_length(chunk_index, data)
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
             await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
         t1 = perf_counter_ns() if t0 else 0  # decompression and decryption start
@@ -296,6 +306,7 @@ class DatasetSource:
             return None
         data, path = mapped
         if has_checksum(self.index.chunks[chunk_index]):
+            self._check_length(chunk_index, data)  # a short file gets the more precise message
             check_chunk(data, self.index.chunks[chunk_index], path, str(path))
         if t0:
             TRACER.span("read", CAT_READ, t0, {"chunk": chunk_index, "file": path.name})

@@ -3,12 +3,15 @@ whole, or while it downloads (:func:`open_streaming`)."""
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
+from .._errors import ChecksumError
+from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM
 from ..format._chunk import ChunkView, header_length
 from ..format._loaders import SampleDecoder
 from ..storage._files import map_file
@@ -17,15 +20,14 @@ from ..storage._progress import Progress
 from ..storage._transfer import Downloader
 from ._cache import ChunkCache
 from ._cache_dirs import dataset_cache_dir, default_cache_root
-from ._verify import has_checksum
+from ._verify import check_chunk, drop_copy, file_id, has_checksum
 
 if TYPE_CHECKING:
-    import mmap
     from collections.abc import Callable
 
     from anyio.abc import TaskGroup
 
-    from ..format._index import Index
+    from ..format._index import ChunkInfo, Index
     from ..storage._store import Store
     from ._source import DatasetSource
 
@@ -39,13 +41,47 @@ async def _read_through_cache(
     size: int | None,
     priority: int | None = None,
     queued: Callable[[], object] | None = None,
+    verify: ChunkInfo | None = None,
+    url: str = "",
 ) -> bytes | mmap.mmap:
+    """Chunk ``name`` mapped from the cache, downloaded first if missing.
+
+    With ``verify`` (its ``index.json`` entry, recording a checksum) the file is checked once per process and
+    file version: a copy that does not match is deleted and downloaded again once, and if the new copy does
+    not match either, it is deleted too and :class:`~litstream.ChecksumError` names the chunk and ``url``.
+    """
     await cache.aacquire(name, size=size)  # evicts released chunks to make room first
     try:
-        path = await downloader.fetch(name, size=size, priority=priority, queued=queued)
-        return await anyio.to_thread.run_sync(map_file, path)
+        for attempt in range(2):
+            path = await downloader.fetch(name, size=size, priority=priority, queued=queued)
+            data, mapped = await anyio.to_thread.run_sync(_map, path)
+            if verify is None:
+                return data
+            fix = None if attempt == 0 else f"a fresh download from {url} differs too: {_SOURCE_FIX}"
+            try:
+                await anyio.to_thread.run_sync(check_chunk, data, verify, path, str(path), fix)
+                return data
+            except ChecksumError:
+                await anyio.to_thread.run_sync(drop_copy, path, data, mapped)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
     finally:
         await _release(cache, name)
+
+
+_SOURCE_FIX = "the dataset's own file is corrupt (the cached copies were deleted); re-create the dataset with optimize"
+
+
+_STREAMED_FIX = (
+    "it was decoded while it downloaded, so samples of it may have been read; the copy was deleted, read "
+    "the dataset again (or fix the source, if the next download differs too)"
+)
+
+
+def _map(path: Path) -> tuple[bytes | mmap.mmap, tuple[int, int] | None]:
+    mapped = file_id(path)
+    return map_file(path), mapped
 
 
 async def _release(cache: ChunkCache, name: str) -> None:
@@ -90,7 +126,8 @@ class CacheSettings:
 
 def streamable(source: DatasetSource, chunk_index: int) -> bool:
     """Whether chunk ``chunk_index`` can be decoded while it downloads: a remote, uncompressed, unencrypted
-    chunk without a checksum, of PyTree samples, larger than one ranged GET."""
+    chunk of PyTree samples, larger than one ranged GET, without a checksum or with the default one (then only
+    while it is not cached yet)."""
     downloader = source.downloader
     if source.cache is None or downloader is None or not isinstance(source.decoder, SampleDecoder):
         return False
@@ -100,7 +137,15 @@ def streamable(source: DatasetSource, chunk_index: int) -> bool:
     if source.encryption_level is not None or source.parquet is not None or source.tokens is not None:
         return False
     info = source.index.chunks[chunk_index]
-    return not has_checksum(info) and info.chunk_bytes > downloader.piece_size
+    if info.chunk_bytes <= downloader.piece_size:
+        return False
+    if not has_checksum(info):
+        return True
+    # With the default (fast) checksum a chunk streams while it is not cached yet, and is checked as its download
+    # ends (open_streaming); a cached copy, or one with a sha256/blake2b, is checked before any item is decoded.
+    value = info.extra.get(CHECKSUM_KEY)
+    fast = isinstance(value, str) and value.startswith(f"{DEFAULT_CHECKSUM}:")
+    return fast and not downloader.path(info.filename).exists()
 
 
 async def open_streaming(
@@ -128,9 +173,18 @@ async def open_streaming(
         try:
             await cache.aacquire(info.filename, size=info.chunk_bytes)
             try:
-                await downloader.fetch(
+                path = await downloader.fetch(
                     info.filename, size=info.chunk_bytes, priority=priority, queued=queued, progress=progress
                 )
+                if has_checksum(info):  # its items may be decoded already: a mismatch drops the copy and raises
+                    data, mapped = await anyio.to_thread.run_sync(_map, path)
+                    try:
+                        await anyio.to_thread.run_sync(check_chunk, data, info, path, str(path), _STREAMED_FIX)
+                    except ChecksumError:
+                        await anyio.to_thread.run_sync(drop_copy, path, data, mapped)
+                        raise
+                    if isinstance(data, mmap.mmap):
+                        data.close()
             finally:
                 await _release(cache, info.filename)
         except BaseException as exc:

@@ -1,27 +1,34 @@
-"""Checking chunk checksums on read (datasets written with ``optimize(..., checksum=...)``).
+"""Checking chunk checksums on read (every dataset litstream writes records one unless ``checksum=None``).
 
 A chunk held in memory (read straight from a remote store) is checked every time it is fetched. A chunk
 file (local dataset, or a download in the chunk cache) is checked on its first open in this process and
 again whenever the file is replaced (a new download: another inode or modification time), not on every
 read. Random access by range reads to a remote store (``ds[i]`` on uncompressed data) reads too little of a
-chunk to check it; local random access checks the whole file once.
+chunk to check it; local random access checks the whole file once. What a mismatch leads to (a cached copy
+dropped and downloaded again, a remote chunk fetched again) is decided by the callers in ``_source*.py``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
+from .._errors import ChecksumError
 from ..format._checksum import CHECKSUM_KEY, verify_chunk
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from ..format._index import ChunkInfo
+    from ..storage._store import Store
 
-__all__ = ["check_chunk", "check_chunk_file", "has_checksum"]
+__all__ = ["check_chunk", "check_chunk_file", "drop_copy", "file_id", "get_checked", "has_checksum"]
 
 _checked: set[tuple[str, int, int, int, int]] = set()  # (path, device, inode, size, mtime_ns) found intact
 _lock = threading.Lock()
@@ -40,20 +47,50 @@ def _identity(path: Path) -> tuple[str, int, int, int, int] | None:
     return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def check_chunk(data: bytes | mmap.mmap | memoryview, info: ChunkInfo, path: Path | None, where: str) -> None:
+_WINDOW = 8 * 2**20  # bytes of a mapped chunk file hashed at a time
+_MADV_POPULATE_READ = 22  # Linux >= 5.14 (see read/_source.populate); older kernels fall back to page faults
+
+
+def _windows(data: mmap.mmap) -> Iterator[memoryview]:
+    """The mapping in ``_WINDOW``-byte pieces, each mapped in one call before it is hashed (no page faults) and
+    unmapped from this process after (it stays in the page cache), so checking a chunk adds no resident memory."""
+    view = memoryview(data)
+    try:
+        for start in range(0, len(view), _WINDOW):
+            length = min(_WINDOW, len(view) - start)
+            with contextlib.suppress(OSError, ValueError):
+                data.madvise(_MADV_POPULATE_READ, start, length)
+            piece = view[start : start + length]
+            yield piece
+            piece.release()
+            with contextlib.suppress(OSError, ValueError):
+                data.madvise(mmap.MADV_DONTNEED, start, length)
+    finally:
+        view.release()
+
+
+def check_chunk(
+    data: bytes | mmap.mmap | memoryview, info: ChunkInfo, path: Path | None, where: str, fix: str | None = None
+) -> None:
     """Verify one chunk's stored bytes, unless ``path`` (the file they came from) was found intact before.
 
-    Blocking (hashes up to the whole chunk): run it in a worker thread from async code.
+    Blocking (hashes up to the whole chunk, about 20 GB/s for the default ``xxh3``): run it in a worker thread
+    from async code. ``fix`` replaces the message's default advice.
 
     Raises:
-        FormatError: the checksum differs, naming the chunk (see :func:`~litstream.format._checksum.verify_chunk`).
+        ChecksumError: the checksum differs, naming the chunk (see
+            :func:`~litstream.format._checksum.verify_chunk`). FormatError: a malformed recorded checksum.
     """
     key = _identity(path) if path is not None else None
     if key is not None:
         with _lock:
             if key in _checked:
                 return
-    verify_chunk(data, info, where=where)
+    parts = _windows(data) if isinstance(data, mmap.mmap) else None
+    if fix is None:
+        verify_chunk(data, info, where=where, parts=parts)
+    else:
+        verify_chunk(data, info, where=where, fix=fix, parts=parts)
     if key is not None:
         with _lock:
             _checked.add(key)
@@ -78,3 +115,38 @@ def check_chunk_file(path: Path, info: ChunkInfo) -> None:
     finally:
         if isinstance(data, mmap.mmap):
             data.close()
+
+
+def file_id(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path`` now, ``None`` if there is none."""
+    key = _identity(path)
+    return None if key is None else (key[1], key[2])
+
+
+def drop_copy(path: Path, data: object, mapped: tuple[int, int] | None) -> None:
+    """Delete a corrupt cached chunk file (after closing ``data``, its mapping), so no later read serves it.
+
+    Only the file that was mapped (``mapped``: its :func:`file_id`) is deleted: if another process replaced it
+    meanwhile (a fresh download renamed into place), the new file stays. Holds and lock files are left to the
+    cache.
+    """
+    if isinstance(data, mmap.mmap):
+        data.close()
+    if mapped is not None and file_id(path) == mapped:
+        path.unlink(missing_ok=True)
+
+
+async def get_checked(store: Store, info: ChunkInfo) -> bytes:
+    """Chunk ``info`` read whole from ``store`` into memory and verified; read once more if it does not match
+    (a transfer that went wrong), then :class:`~litstream.ChecksumError` naming the chunk.
+    """
+    where = f"{store.url}/{info.filename}"
+    for attempt in range(2):
+        data = await store.get(info.filename)
+        try:
+            await anyio.to_thread.run_sync(check_chunk, data, info, None, where)
+            return data
+        except ChecksumError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover

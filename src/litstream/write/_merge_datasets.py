@@ -27,6 +27,7 @@ from .._errors import (
     raise_collapsed,
 )
 from .._sync import run_sync
+from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, chunk_digest, expected_digest, verify_chunk
 from ..format._chunk import chunk_filename
 from ..format._compression import compression_from_config
 from ..format._index import INDEX_FILENAME, ChunkInfo, DatasetConfig, Index
@@ -80,6 +81,8 @@ def merge_datasets(
         DatasetNotFoundError: an input holds no ``index.json`` (before anything is written).
         OutputNotEmptyError: ``output_dir`` already holds files (before anything is written).
         StorageError: a copy or the ``index.json`` upload failed; the chunks copied so far are removed.
+        ChecksumError: an input's chunk does not match the checksum its index records (names it); the
+            chunks copied so far are removed. The merged index records a checksum for every chunk.
     """
     if isinstance(input_dirs, (str, bytes, os.PathLike)) or not hasattr(input_dirs, "__len__"):
         raise ConfigurationError(
@@ -175,29 +178,32 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
             "merge_datasets writes into an empty directory or prefix"
         )
     keys = await _merged_keys(inputs, indexes)
-    copies: list[tuple[Store, str, str]] = []
+    copies: list[tuple[Store, ChunkInfo, str]] = []
     chunks: list[ChunkInfo] = []
     for store, index in zip(inputs, indexes, strict=True):
         for chunk in index.chunks:
             # the ``.{compression}`` infix marks whole-file ("chunk") compression only
             name = chunk_filename(0, len(chunks), config.compression if _level(config) == "chunk" else None)
-            copies.append((store, chunk.filename, name))
+            copies.append((store, chunk, name))
             chunks.append(replace(chunk, filename=name))
 
     limiter = anyio.CapacityLimiter(max_workers)
     written: list[str] = []
 
-    async def copy(source: Store, old: str, new: str) -> None:
+    async def copy(position: int, source: Store, old: ChunkInfo, new: str) -> None:
         async with limiter:
-            data = await source.get(old)
+            data = await source.get(old.filename)
+            # a recorded checksum is verified (no corrupt chunk is copied); a chunk without one gets the default
+            checked = await anyio.to_thread.run_sync(_checked, old, data, f"{source.url}/{old.filename}")
+            chunks[position] = replace(checked, filename=new)
             await output.put(new, data)
             written.append(new)
 
     try:
         try:
             async with anyio.create_task_group() as tg:
-                for source, old, new in copies:
-                    tg.start_soon(copy, source, old, new)
+                for position, (source, old, new) in enumerate(copies):
+                    tg.start_soon(copy, position, source, old, new)
         except BaseExceptionGroup as group:
             raise_collapsed(group)
         # trust travels: inputs published by others (or already marked) make the merged dataset untrusted
@@ -213,6 +219,18 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
             for name in written:
                 await output.delete(name)
         raise
+
+
+def _checked(info: ChunkInfo, data: bytes, where: str) -> ChunkInfo:
+    """``info`` once ``data`` matches its recorded checksum, or ``info`` with the default checksum of ``data``.
+
+    Raises:
+        ChecksumError: ``data`` does not match the checksum its input records (names the chunk).
+    """
+    if expected_digest(info) is not None:
+        verify_chunk(data, info, where=where)
+        return info
+    return replace(info, extra={**info.extra, CHECKSUM_KEY: chunk_digest([data], DEFAULT_CHECKSUM)})
 
 
 async def _merged_keys(inputs: Sequence[Store], indexes: Sequence[Index]) -> KeyTable | None:

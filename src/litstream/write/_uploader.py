@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 
 from .._errors import ConfigurationError, FormatError
+from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, header_length
 from ..format._compression import validate_compression
 from ..format._index import (
@@ -115,6 +116,8 @@ class AsyncUploader:
         key_fn: ``key_fn(sample) -> str | int`` (as ``optimize``'s): every commit also writes the ``keys/``
             sidecar, so ``ds["id"]`` finds committed samples; ``add`` refuses a duplicate key
             (``DuplicateKeyError``). Appending, the dataset must have a sidecar exactly when it is given.
+        checksum: The digest recorded for each chunk, as ``optimize``'s: ``"xxh3"`` (default), ``"sha256"``,
+            ``"blake2b"``, or ``None`` for none.
 
     Raises:
         ConfigurationError: a bad argument (raised here, before anything is written); on entering,
@@ -138,7 +141,9 @@ class AsyncUploader:
         max_bytes_in_flight: int | str = 256 * MiB,
         max_concurrency: int = 4,
         key_fn: Callable[[Any], Any] | None = None,
+        checksum: str | None = DEFAULT_CHECKSUM,
     ) -> None:
+        self._checksum = check_checksum_argument(checksum)
         self._chunking_given = chunk_size is not None or chunk_bytes is not None
         self._chunk_size, self._chunk_bytes = check_chunking(
             chunk_size, chunk_bytes if self._chunking_given else _DEFAULT_CHUNK_BYTES
@@ -368,12 +373,17 @@ class AsyncUploader:
         count = len(items)
         name = chunk_filename(self._rank, self._next_number, self._compression)
         self._next_number += 1
-        payload, size = await anyio.to_thread.run_sync(pack_and_compress, items, self._compression)
+        payload, size, extra = await anyio.to_thread.run_sync(self._pack, items)
         keep = min(len(payload), charge)
         self._budget.release(charge - keep)
-        chunk = _Chunk(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size), anyio.Event())
+        chunk = _Chunk(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, extra=extra), anyio.Event())
         self._chunks.append(chunk)
         await self._uploader.upload_data(payload, name, on_done=partial(self._uploaded, chunk, keep))
+
+    def _pack(self, items: list[bytes]) -> tuple[bytes, int, dict[str, Any]]:
+        payload, size = pack_and_compress(items, self._compression)
+        digest = None if self._checksum is None else chunk_digest([payload], self._checksum)
+        return payload, size, {} if digest is None else {CHECKSUM_KEY: digest}
 
     def _uploaded(self, chunk: _Chunk, charge: int, _nbytes: int) -> None:
         self._budget.release(charge)

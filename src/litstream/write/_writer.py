@@ -30,7 +30,7 @@ from .._trace import CAT_WRITE, TRACER
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 from ..format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk, snapshot
-from ..format._checksum import CHECKSUM_KEY, check_checksum_argument, chunk_digest
+from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header
 from ..format._compression import resolve_compression
 from ..format._encrypted import check_writer_encryption
@@ -84,8 +84,9 @@ class ChunkWriter:
         resume: Chunks (and their config) this rank committed in an interrupted run; they head the
             partial index (``use_checkpoint`` resume).
         on_commit: Awaited after each chunk is stored, with its entry; the next chunk waits for it.
-        checksum: ``None`` (default) or ``"sha256"``/``"blake2b"``: record each stored chunk file's digest in
-            its ``index.json`` entry (see :mod:`litstream.format._checksum`); readers then verify it.
+        checksum: ``"xxh3"`` (default), ``"sha256"`` or ``"blake2b"``: record each stored chunk file's digest
+            in its ``index.json`` entry (see :mod:`litstream.format._checksum`), which readers verify;
+            ``None`` records none.
         encryption: A ``FernetEncryption`` / ``RSAEncryption``: items (level ``"sample"``) or whole
             chunks (level ``"chunk"``) are encrypted; ``index.json`` records its ``state_dict()``.
 
@@ -119,7 +120,7 @@ class ChunkWriter:
         max_pending_chunks: int = 0,
         resume: Index | None = None,
         on_commit: Callable[[ChunkInfo], Awaitable[None]] | None = None,
-        checksum: str | None = None,
+        checksum: str | None = DEFAULT_CHECKSUM,
         encryption: Any = None,
         chunk_format: str | None = None,
         allow_pickle: bool = True,
