@@ -116,18 +116,9 @@ def check_read_params(
             f"session_options={session_options!r} is not supported by litstream (boto3 session options); "
             "give credentials and the profile in storage_options instead, see docs/storage.md"
         )
-    _refuse(
-        "force_override_state_dict",
-        force_override_state_dict,
-        False,
-        "a state dict whose arguments differ from the dataset's is refused, never overridden",
-    )
-    _refuse(
-        "num_canonical_nodes",
-        num_canonical_nodes,
-        None,
-        "elastic resume onto a different world size is not implemented",
-    )
+    if not isinstance(force_override_state_dict, bool):
+        raise ConfigurationError(f"force_override_state_dict must be True or False, got {force_override_state_dict!r}")
+    _optional_count("num_canonical_nodes", num_canonical_nodes)
     item_shuffle_window_value(item_shuffle_window)
     if batch_decode not in ("auto", "all", True, False) and (
         isinstance(batch_decode, bool) or not isinstance(batch_decode, int) or batch_decode < 0
