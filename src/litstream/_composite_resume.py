@@ -107,7 +107,9 @@ class CompositeResumeMixin:
         out["composite"] = composite
         return out
 
-    def _cycle_rows(self, rows: list[list[int]], composite: Mapping[str, Any]) -> tuple[list[list[int]], list[list[int]]]:
+    def _cycle_rows(
+        self, rows: list[list[int]], composite: Mapping[str, Any]
+    ) -> tuple[list[list[int]], list[list[int]]]:
         """Per worker, each member's samples in its current cycle and its completed cycles (LitData's counting:
         a member cycles when a sample is asked of it after its last one)."""
         if not self._cycles():

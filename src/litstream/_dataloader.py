@@ -296,7 +296,9 @@ class StreamingDataLoader(DataLoader[Any]):
             resume_levels=self._levels,
         )
         if isinstance(dataset, CompositeDataset):
-            return dataset.loader_state(state, current_epoch=self.current_epoch, latest_worker_idx=self.latest_worker_idx)
+            return dataset.loader_state(
+                state, current_epoch=self.current_epoch, latest_worker_idx=self.latest_worker_idx
+            )
         return {
             "dataset": state,
             "current_epoch": self.current_epoch,

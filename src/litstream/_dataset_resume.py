@@ -14,8 +14,8 @@ from ._selection import SelectionMixin
 from .read._checkpoint import DatasetCheckpoint
 from .read._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .read._resume import Level, ResumePlan, Topology, check_config, config_mismatches
-from .read._subset import Selection
 from .read._session import resume_plan
+from .read._subset import Selection
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
