@@ -96,7 +96,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         max_cache_size: Cache budget: bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1];
             ``None`` means 75 % of the free disk, as in LitData. Chunks in use are never evicted.
         hedge_delay: For remote datasets, seconds after which a slow range read (``ds[i]``) is sent
-            again and the first answer wins; ``None`` (default) derives it from observed latency.
+            again and the first answer wins; ``None`` (default) derives it from observed latency;
+            ``0`` turns hedging off (each read sent once), as in ``StreamingRawDataset`` and LitData.
         subsample: Fraction of the items to serve, a float ``> 0`` (default 1.0: all), as in
             LitData: ``s < 1`` serves the first ``int(N * s)`` items of the chunk list, which is
             permuted by ``RandomState([seed])`` first when ``shuffle`` is not ``False`` (a prefix of
