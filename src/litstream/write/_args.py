@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from .._errors import ConfigurationError
+from ..storage._lightning_paths import resolve_time_template
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ._env import OptimizerEnv, optimizer_env
 from ._inputs import (
@@ -134,6 +135,8 @@ def output_store(output_dir: str | os.PathLike[str] | Dir | Store, storage_optio
     Raises:
         ConfigurationError: an unknown scheme, or a read-only location (``hf://``, ``http(s)://``).
     """
+    if isinstance(output_dir, str) and "://" not in output_dir and not output_dir.startswith("local:"):
+        output_dir = resolve_time_template(output_dir)  # once: the store below must name the same folder
     if isinstance(output_dir, (str, os.PathLike, Dir)):
         resolved = resolve_dir(output_dir, argument="output_dir")
         scheme = (resolved.url or "").split("://", 1)[0].lower()
