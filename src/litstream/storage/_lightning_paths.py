@@ -49,7 +49,7 @@ def resolve_time_template(path: str, now: datetime.datetime | None = None) -> st
     match = _TEMPLATE.search(path)
     if match is None:
         return path
-    when = datetime.datetime.now() if now is None else now  # noqa: DTZ005 - LitData formats local time
+    when = datetime.datetime.now() if now is None else now
     return path.replace(match.group(0), when.strftime(match.group(1)))
 
 
