@@ -40,7 +40,6 @@ def test_write_knobs_are_accepted_and_change_nothing(tmp_path: Path) -> None:
         ("machine", "A10G"),
         ("reader", object()),
         ("broadcast_paths", True),
-        ("align_chunking", True),
     ],
 )
 def test_write_switches_are_refused_unless_default(tmp_path: Path, name: str, value: Any) -> None:

@@ -65,12 +65,8 @@ def check_write_params(
     _refuse("machine", machine, None, "it selects a Lightning AI machine; run on the machine you want instead")
     _refuse("reader", reader, None, "custom LitData readers are not supported; read the input in fn instead")
     _refuse("broadcast_paths", broadcast_paths, False, "it resolves Lightning Studio paths across nodes")
-    _refuse(
-        "align_chunking",
-        align_chunking,
-        False,
-        "single-worker chunk boundaries are not implemented; use num_workers=1 for that layout",
-    )
+    if not isinstance(align_chunking, bool):
+        raise ConfigurationError(f"align_chunking must be True or False, got {align_chunking!r}")
     if type(item_loader).__name__ == "TemporalArrayLoader":
         raise ConfigurationError(
             "item_loader=TemporalArrayLoader() cannot be written by litstream yet (it reads such datasets); "
