@@ -1,4 +1,4 @@
-"""``optimize(align_chunking=True)``: LitData's single-worker chunk boundaries with several workers (LitData as peer)."""
+"""``optimize(align_chunking=True)``: single-worker chunk boundaries with several workers (LitData as peer)."""
 
 from __future__ import annotations
 
