@@ -24,7 +24,7 @@ from ._inputs import (
     file_weights,
     is_queue,
 )
-from ._loader_inputs import is_streaming_loader, loader_inputs
+from ._loader_inputs import LoaderSequence, is_streaming_loader, loader_inputs
 
 if TYPE_CHECKING:
     from ..storage._store import Store
@@ -122,7 +122,8 @@ def plan_inputs(
     if source is None:
         # No copy of a list, tuple or range (a range stays a range); any other sequence is listed once here,
         # so that its own __getitem__ is never called from the threads that feed the workers.
-        items = inputs if type(inputs) in (list, tuple, range) else list(inputs)
+        loader_epoch = isinstance(inputs, LoaderSequence)  # read once, in order (._loader_inputs)
+        items = inputs if type(inputs) in (list, tuple, range) or loader_epoch else list(inputs)
         if weights is not None:
             weights = check_weights(weights, len(items))
         if batch_size is not None:
@@ -136,6 +137,12 @@ def plan_inputs(
             len(items), num_workers, num_nodes=env.num_nodes, node_rank=env.node_rank, weights=weights, keep=keep,
             align=align,
         )  # fmt: skip
+        if loader_epoch:
+            if use_checkpoint:
+                raise ConfigurationError(
+                    "use_checkpoint=True needs a sequence of inputs, not a StreamingDataLoader (it cannot be replayed)"
+                )
+            inputs.want(assignment.positions)
     else:
         if align is not None:
             raise ConfigurationError(
