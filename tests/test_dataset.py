@@ -222,7 +222,9 @@ def test_a_custom_collate_fn_gets_the_samples_and_its_batches_come_back_untouche
     loader = StreamingDataLoader(StreamingDataset(tmp_path), batch_size=4, collate_fn=collate)
     batches = list(loader)
     assert batches == [{"ids": [0, 1, 2, 3], "n": 4}, {"ids": [4, 5, 6, 7], "n": 4}, {"ids": [8, 9], "n": 2}]
-    assert loader.state_dict()["num_samples_yielded"] == 10  # real batch lengths, whatever the batch type
+    state = loader.state_dict()
+    assert state["num_samples_yielded"] == 12  # LitData's count: batch_size per batch, the short one too
+    assert state["dataset"]["worker_samples_yielded"] == [10]  # real batch lengths, whatever the batch type
 
 
 def test_resume_counts_each_workers_samples_exactly(ints_1000: Path) -> None:

@@ -40,7 +40,6 @@ def test_write_knobs_are_accepted_and_change_nothing(tmp_path: Path) -> None:
         ("machine", "A10G"),
         ("reader", object()),
         ("broadcast_paths", True),
-        ("align_chunking", True),
     ],
 )
 def test_write_switches_are_refused_unless_default(tmp_path: Path, name: str, value: Any) -> None:
@@ -66,14 +65,14 @@ def test_dataset_knobs_and_switches(tmp_path: Path) -> None:
     expected = [{"x": i} for i in range(6)]
     ds = litstream.StreamingDataset(data, batch_decode=0, window_direct_io=False, session_options={})
     assert list(ds) == expected
-    refused: dict[str, Any] = {
-        "session_options": {"profile_name": "x"},
-        "force_override_state_dict": True,
-        "num_canonical_nodes": 2,
-    }
+    refused: dict[str, Any] = {"session_options": {"profile_name": "x"}}
     for name, value in refused.items():
         with pytest.raises(litstream.ConfigurationError, match=f"{name}="):
             litstream.StreamingDataset(data, **{name: value})
+    # honoured with LitData's meaning (tests/compat/test_litdata_state_export.py); bad types refused
+    assert list(litstream.StreamingDataset(data, force_override_state_dict=True, num_canonical_nodes=2)) == expected
+    with pytest.raises(litstream.ConfigurationError, match="force_override_state_dict must be True or False"):
+        litstream.StreamingDataset(data, force_override_state_dict="yes")
     with pytest.raises(litstream.ConfigurationError, match="batch_decode must be"):
         litstream.StreamingDataset(data, batch_decode=-1)
     with pytest.raises(litstream.ConfigurationError, match="window_direct_io must be"):

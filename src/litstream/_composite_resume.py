@@ -71,7 +71,7 @@ class CompositeResumeMixin:
             self._composer(),
             kind=self._kind,
             config=self._config(),
-            members=[d._config() for d in self._datasets],
+            members=[d._state_config() for d in self._datasets],
             epoch=epoch,
             rank=env.rank,
             topology=topology,
@@ -80,6 +80,56 @@ class CompositeResumeMixin:
             own=worker_samples_yielded,
             num_samples_yielded=num_samples_yielded,
         ).to_state()
+
+    def loader_state(self, state: Mapping[str, Any], *, current_epoch: int, latest_worker_idx: int) -> dict[str, Any]:
+        """``StreamingDataLoader.state_dict()`` of this wrapper from its :meth:`state_dict`, in LitData's layout.
+
+        LitData 0.2.76's keys: ``"dataset"`` holds only the member states, ``"num_samples_yielded"``
+        is ``{worker: [samples of each member]}`` (workers that delivered nothing are absent, as in
+        LitData) and a Parallel's ``"num_cycles"`` is ``{worker: [cycles of each member]}``, with
+        ``"num_samples_yielded"`` then counting within the current cycle. litstream's own entry,
+        ``"composite"``, sits beside them (LitData ignores it; ``load_state_dict`` reads it).
+        """
+        members = [state[str(i)] for i in range(len(self._datasets))]
+        composite = dict(state["composite"])
+        rows = [list(row) for row in zip(*(m["worker_samples_yielded"] for m in members), strict=True)]
+        out: dict[str, Any] = {
+            "dataset": {str(i): m for i, m in enumerate(members)},
+            "current_epoch": current_epoch,
+            "latest_worker_idx": latest_worker_idx,
+        }
+        if self._kind == "parallel":
+            rows, cycles = self._cycle_rows(rows, composite)
+            out["num_cycles"] = {w: cycles[w] for w, row in enumerate(rows) if any(row) or any(cycles[w])}
+            out["num_samples_yielded"] = {w: row for w, row in enumerate(rows) if w in out["num_cycles"]}
+        else:
+            out["num_samples_yielded"] = {w: row for w, row in enumerate(rows) if any(row)}
+        out["composite"] = composite
+        return out
+
+    def _cycle_rows(
+        self, rows: list[list[int]], composite: Mapping[str, Any]
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """Per worker, each member's samples in its current cycle and its completed cycles (LitData's counting:
+        a member cycles when a sample is asked of it after its last one)."""
+        if not self._cycles():
+            return rows, [[0] * len(row) for row in rows]
+        workers, batch = max(int(composite["num_workers"]), 1), max(int(composite["batch_size"]), 1)
+        rank = int(composite.get("rank", 0))
+        carry = composite.get("carry")
+        lengths = [d.worker_lengths(workers, batch) for d in self._datasets]
+        samples, cycles = [], []
+        for w, row in enumerate(rows):
+            base = int(carry[rank * workers + w]) if carry and len(carry) > rank * workers + w else 0
+            here, turns = [], []
+            for i, done in enumerate(row):
+                length, total = lengths[i][w], base + done
+                turn = (total - 1) // length if length > 0 and total > 0 else 0
+                here.append(total - turn * length)
+                turns.append(turn)
+            samples.append(here)
+            cycles.append(turns)
+        return samples, cycles
 
     def _state_carry(self, epoch: int, first: Topology) -> tuple[int, ...] | None:
         if self._resume_state is not None and self._resume_state.get("current_epoch") == epoch:

@@ -337,25 +337,34 @@ class StreamingDataLoader(DataLoader[Any]):
         """The position in the current epoch, as plain values (picklable; safe to ``torch.save``).
 
         Returns:
-            ``{"dataset": <dataset state>, "current_epoch": int, "num_samples_yielded": int,
-            "latest_worker_idx": int}`` (LitData's keys). ``num_samples_yielded`` counts the samples
-            this rank delivered at the current level of the epoch (real batch lengths, not
-            ``batch_size`` per batch); ``latest_worker_idx`` is the worker of the last batch.
-            ``current_epoch`` is 0 before the first ``iter()``. The dataset state is described in
-            :meth:`StreamingDataset.state_dict`.
+            LitData 0.2.76's layout, so LitData's loader can resume from it (docs/resume.md says
+            where): ``{"dataset": <dataset state>, "current_epoch": int, "num_samples_yielded": int,
+            "latest_worker_idx": int}`` for a ``StreamingDataset``, where ``num_samples_yielded``
+            counts ``batch_size`` per batch delivered at the current level of the epoch (a short
+            batch too, as LitData counts; the exact per-worker counts are in the dataset state);
+            ``latest_worker_idx`` is the worker of the last batch; ``current_epoch`` is 0 before the
+            first ``iter()``. A Combined / Parallel dataset:
+            ``CompositeResumeMixin.loader_state`` (per-worker, per-member ``num_samples_yielded``, a
+            Parallel's ``num_cycles``, and litstream's ``"composite"`` entry). The dataset state is
+            described in :meth:`StreamingDataset.state_dict`.
         """
         dataset: StreamingDataset | CompositeDataset = self.dataset  # type: ignore[assignment]
+        state = dataset.state_dict(
+            self.num_samples_yielded,
+            self.num_workers,
+            self.batch_size or 1,
+            current_epoch=max(self.current_epoch, 1),
+            worker_samples_yielded=self._worker_samples,
+            resume_levels=self._levels,
+        )
+        if isinstance(dataset, CompositeDataset):
+            return dataset.loader_state(
+                state, current_epoch=self.current_epoch, latest_worker_idx=self.latest_worker_idx
+            )
         return {
-            "dataset": dataset.state_dict(
-                self.num_samples_yielded,
-                self.num_workers,
-                self.batch_size or 1,
-                current_epoch=max(self.current_epoch, 1),
-                worker_samples_yielded=self._worker_samples,
-                resume_levels=self._levels,
-            ),
+            "dataset": state,
             "current_epoch": self.current_epoch,
-            "num_samples_yielded": self.num_samples_yielded,
+            "num_samples_yielded": state["num_samples_yielded"],
             "latest_worker_idx": self.latest_worker_idx,
         }
 
@@ -384,6 +393,8 @@ class StreamingDataLoader(DataLoader[Any]):
                 state, kind=dataset._kind, config=dataset._config(), members=members, layouts=layouts
             )
         saved = state["dataset"]
+        if isinstance(saved, dict) and isinstance(state.get("composite"), dict):  # litstream's entry beside LitData's
+            saved = {**saved, "composite": state["composite"]}
         dataset.load_state_dict(saved)
         epoch = int(state.get("current_epoch", saved.get("current_epoch", 0)))
         plan = dataset._resume_plan(self.num_workers) if epoch >= 1 else None

@@ -92,7 +92,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         max_cache_size: Cache budget: bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1];
             ``None`` means 75 % of the free disk, as in LitData. Chunks in use are never evicted.
         hedge_delay: For remote datasets, seconds after which a slow range read (``ds[i]``) is sent
-            again and the first answer wins; ``None`` (default) derives it from observed latency.
+            again and the first answer wins; ``None`` (default) derives it from observed latency;
+            ``0`` turns hedging off (each read sent once), as in ``StreamingRawDataset`` and LitData.
         subsample: Fraction of the items to serve, a float ``> 0`` (default 1.0: all), as in
             LitData: ``s < 1`` serves the first ``int(N * s)`` items of the chunk list, which is
             permuted by ``RandomState([seed])`` first when ``shuffle`` is not ``False`` (a prefix of
@@ -103,8 +104,14 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             files work too). Items are decrypted in memory; chunk files stay encrypted in the cache.
         session_options: LitData's boto3 session options: only ``None`` or ``{}`` (credentials go in
             ``storage_options``); anything else raises ``ConfigurationError``.
-        force_override_state_dict: LitData's; only ``False`` (a mismatching state dict is refused).
-        num_canonical_nodes: LitData's elastic-resume node count; only ``None``.
+        force_override_state_dict: With ``True``, ``load_state_dict`` of a state saved with another
+            ``shuffle``, ``seed``, ``drop_last``, input, item loader or ``item_shuffle_window`` warns
+            and resumes with this dataset's values (the counts are kept; samples may repeat or be
+            skipped in that epoch), as LitData does. Default ``False``: such a state is refused.
+        num_canonical_nodes: LitData's frozen first-run node count, recorded in ``state_dict()``
+            (an int >= 1; default ``None``: the loaded state's, else the first run's world size). As in
+            LitData it does not change the order of a resumed epoch (litstream rebuilds it from the read
+            plan of the saving run).
         batch_decode: LitData's decode batching (``"auto"``, ``"all"``, a bool or an int >= 0): a
             speed knob that does not change the items; accepted without effect.
         item_shuffle_window: With ``shuffle=True``, items of each chunk slice are shuffled in blocks of
@@ -198,6 +205,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         self.num_workers = 1
         self._source: DatasetSource | None = None
         self._resume_state: dict[str, Any] | None = None  # a loaded checkpoint, until its epoch ends
+        self._force_override_state_dict = force_override_state_dict
+        self.num_canonical_nodes = num_canonical_nodes
         self._resume: ResumePlan | None = None  # _resume_state resolved for one rank and topology
         self._parent_env: DistributedEnv | None = None  # rank/world of the process that started the workers
         self._selection = None  # from subset()/train_test_split, or the resolved subsample (_selection.py)

@@ -6,19 +6,22 @@ strict versus elastic resume is in ``read._resume``.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigurationError
 from ._selection import SelectionMixin
 from .read._checkpoint import DatasetCheckpoint
 from .read._litdata_state import from_litdata_state, is_litdata_state, same_order_window
-from .read._resume import Level, ResumePlan, Topology, check_config
+from .read._resume import Level, ResumePlan, Topology, check_config, config_mismatches
 from .read._session import resume_plan
+from .read._subset import Selection
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ._distributed import DistributedEnv
+    from .read._source_cache import CacheSettings
 
 __all__ = ["ResumeMixin"]
 
@@ -26,6 +29,9 @@ __all__ = ["ResumeMixin"]
 class ResumeMixin(SelectionMixin):
     """Checkpoint methods of ``StreamingDataset`` (LitData's ``state_dict`` / ``load_state_dict``)."""
 
+    num_canonical_nodes: int | None
+    _force_override_state_dict: bool
+    _cache_settings: CacheSettings | None
     batch_size: int
 
     if TYPE_CHECKING:
@@ -63,8 +69,11 @@ class ResumeMixin(SelectionMixin):
             ``resume_levels``.
         """
         env = self._distributed()
+        if worker_samples_yielded is not None:  # LitData's count: batch_size per batch, short ones too
+            batch = max(batch_size, 1)
+            num_samples_yielded = batch * sum(-(-c // batch) for c in worker_samples_yielded)
         return DatasetCheckpoint(
-            config=self._config(),
+            config=self._state_config(),
             num_samples_yielded=num_samples_yielded,
             num_workers=max(num_workers, 1),
             batch_size=batch_size,
@@ -74,6 +83,24 @@ class ResumeMixin(SelectionMixin):
             worker_samples_yielded=None if worker_samples_yielded is None else tuple(worker_samples_yielded),
             resume_levels=tuple(resume_levels),
         ).to_state()
+
+    def _state_config(self) -> dict[str, Any]:
+        """``_config()`` plus the keys LitData 0.2.76 writes into every dataset state.
+
+        ``subsampled_files`` / ``region_of_interest`` (the whole dataset when nothing is selected),
+        ``cache_dir_path``, ``num_canonical_nodes`` and ``initial_num_nodes``; the LitData spelling
+        of the other values is ``read._checkpoint.litdata_spelling``'s.
+        """
+        config = self._config()
+        if "region_of_interest" not in config:
+            source = self._get_source()
+            config.update(Selection.full(source.chunk_sizes).state([c.filename for c in source.index.chunks]))
+        saved = self._resume_state or {}
+        settings = self._cache_settings
+        config["cache_dir_path"] = None if settings is None else settings.cache_dir
+        config["num_canonical_nodes"] = self.num_canonical_nodes or saved.get("num_canonical_nodes")
+        config["initial_num_nodes"] = saved.get("initial_num_nodes") or max(self._distributed().num_nodes, 1)
+        return config
 
     def _config(self) -> dict[str, Any]:
         config = self._spec.config()
@@ -100,11 +127,24 @@ class ResumeMixin(SelectionMixin):
             # saved before checkpoints recorded it (a full in-chunk permutation): fine if no chunk is split
             window = same_order_window(state, self._config(), self._litdata_layout()[0])
             state = {**state, "item_shuffle_window": window}
+        state = self._override(state)
         check_config(state, self._config())
-        self._check_selection(state)
+        if not self._force_override_state_dict:
+            self._check_selection(state)
         self._resume_state = dict(state)
         self._resume = None
         self.current_epoch = max(int(state.get("current_epoch", 1)), 1)
+
+    def _override(self, state: Mapping[str, Any]) -> Mapping[str, Any]:
+        """With ``force_override_state_dict``, ``state`` with this dataset's value of each mismatching setting."""
+        if not self._force_override_state_dict:
+            return state
+        current = self._config()
+        fixed = dict(state)
+        for key, message in config_mismatches(state, current):
+            warnings.warn(f"force_override_state_dict: {message.split(';')[0]}; using the current value", stacklevel=4)
+            fixed[key] = current[key]
+        return fixed
 
     def _litdata_layout(self) -> tuple[Sequence[int], Sequence[tuple[int, int]] | None]:
         sizes = self._get_source().chunk_sizes

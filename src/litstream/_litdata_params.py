@@ -69,12 +69,8 @@ def check_write_params(
     )
     _refuse("machine", machine, None, "it selects a Lightning AI machine; run on the machine you want instead")
     _refuse("broadcast_paths", broadcast_paths, False, "it resolves Lightning Studio paths across nodes")
-    _refuse(
-        "align_chunking",
-        align_chunking,
-        False,
-        "single-worker chunk boundaries are not implemented; use num_workers=1 for that layout",
-    )
+    if not isinstance(align_chunking, bool):
+        raise ConfigurationError(f"align_chunking must be True or False, got {align_chunking!r}")
     if type(item_loader).__name__ == "TemporalArrayLoader":
         raise ConfigurationError(
             "item_loader=TemporalArrayLoader() cannot be written by litstream yet (it reads such datasets); "
@@ -135,18 +131,9 @@ def check_read_params(
             f"session_options={session_options!r} is not supported by litstream (boto3 session options); "
             "give credentials and the profile in storage_options instead, see docs/storage.md"
         )
-    _refuse(
-        "force_override_state_dict",
-        force_override_state_dict,
-        False,
-        "a state dict whose arguments differ from the dataset's is refused, never overridden",
-    )
-    _refuse(
-        "num_canonical_nodes",
-        num_canonical_nodes,
-        None,
-        "elastic resume onto a different world size is not implemented",
-    )
+    if not isinstance(force_override_state_dict, bool):
+        raise ConfigurationError(f"force_override_state_dict must be True or False, got {force_override_state_dict!r}")
+    _optional_count("num_canonical_nodes", num_canonical_nodes)
     item_shuffle_window_value(item_shuffle_window)
     if batch_decode not in ("auto", "all", True, False) and (
         isinstance(batch_decode, bool) or not isinstance(batch_decode, int) or batch_decode < 0

@@ -52,7 +52,6 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
     ArgumentRule("optimize", "num_nodes", "given", _DEFAULT_ONLY + " (use DATA_OPTIMIZER_NUM_NODES / _NODE_RANK)"),
     ArgumentRule("optimize", "machine", "given", _DEFAULT_ONLY),
     ArgumentRule("optimize", "broadcast_paths", "given", _DEFAULT_ONLY),
-    ArgumentRule("optimize", "align_chunking", "given", _DEFAULT_ONLY),
     ArgumentRule(
         "optimize",
         "fast_dev_run",
@@ -72,8 +71,6 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
         "given",
         "only None or {} is accepted; give credentials and the profile in storage_options",
     ),
-    ArgumentRule("StreamingDataset", "force_override_state_dict", "given", _DEFAULT_ONLY),
-    ArgumentRule("StreamingDataset", "num_canonical_nodes", "given", _DEFAULT_ONLY),
     ArgumentRule("StreamingDataset", "batch_decode", "given", _NO_EFFECT),
     ArgumentRule("StreamingDataset", "window_direct_io", "given", _NO_EFFECT),
     ArgumentRule(

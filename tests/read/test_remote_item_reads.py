@@ -94,6 +94,17 @@ def test_one_range_read_per_lookup_once_index_and_table_are_held(
     assert len(counter.take()) == 1
 
 
+def test_hedge_delay_zero_sends_each_read_once(keyed_s3: tuple[str, dict[str, str], RequestCounter]) -> None:
+    """``hedge_delay=0`` turns hedging off, as in LitData and StreamingRawDataset (it used to duplicate every read)."""
+    root, options, counter = keyed_s3
+    ds = StreamingDataset(f"s3:/{root}", storage_options=options, hedge_delay=0)
+    assert_same(ds[4], sample(4))  # the index, the sidecar-free table of chunk 1, the sample
+    counter.take()
+    for i in (5, 6, 7):
+        assert_same(ds[i], sample(i))
+        assert len(_range_gets(counter.take(), f"{root}/chunk-0-1.bin")) == 1
+
+
 def test_each_process_view_loads_the_sidecar_once(keyed_s3: tuple[str, dict[str, str], RequestCounter]) -> None:
     root, options, counter = keyed_s3
     ds = StreamingDataset(f"s3:/{root}", storage_options=options, hedge_delay=3600.0)

@@ -594,10 +594,15 @@ def test_state_dict_format(ints_100: Path) -> None:
     assert ds == {
         "input_dir_path": str(ints_100),
         "input_dir_url": None,
-        "item_loader": ds["item_loader"],
-        "drop_last": None,
+        "item_loader": None,  # LitData's spelling of the default loader
+        "drop_last": False,  # resolved, as LitData writes it
         "seed": 42,
         "shuffle": True,
+        "cache_dir_path": None,  # LitData's keys (a local dataset has no cache)
+        "subsampled_files": [f"chunk-0-{i}.bin" for i in range(len(ds["subsampled_files"]))],
+        "region_of_interest": ds["region_of_interest"],
+        "num_canonical_nodes": 1,
+        "initial_num_nodes": 1,
         "shuffle_window": 8,
         "item_shuffle_window": 256,
         "num_samples_yielded": 12,

@@ -285,9 +285,9 @@ def test_upsampled_dataset_resumes_with_the_rest_of_its_copies(ints: Path) -> No
 
 
 def test_checkpoint_records_litdatas_selection_keys(ints: Path) -> None:
-    full = StreamingDataset(ints).state_dict(0, 0, 1)
-    assert "subsampled_files" not in full
-    assert "region_of_interest" not in full
+    full = StreamingDataset(ints).state_dict(0, 0, 1)  # the whole dataset, as LitData writes it
+    assert full["subsampled_files"] == [f"chunk-0-{i}.bin" for i in range(len(full["subsampled_files"]))]
+    assert all(start == 0 for start, _ in full["region_of_interest"])
     state = StreamingDataset(ints).subset([0, 1, 2, 50]).state_dict(0, 0, 1)
     assert state["subsampled_files"] == ["chunk-0-0.bin", "chunk-0-7.bin"]
     assert state["region_of_interest"] == [[0, 3], [1, 2]]

@@ -164,3 +164,13 @@ def test_bad_arguments() -> None:
         HedgedStore(ScriptedStore([]), hedge_delay=-1)
     with pytest.raises(ConfigurationError, match="quantile"):
         HedgedStore(ScriptedStore([]), quantile=1.5)
+
+
+async def test_hedge_delay_zero_turns_hedging_off() -> None:
+    """``hedge_delay=0`` means off (LitData's and StreamingRawDataset's meaning), not "duplicate at once"."""
+    store = ScriptedStore([Step(0.01)])
+    hedged = HedgedStore(store, hedge_delay=0)
+    assert await hedged.get_range("k", 0, 4) == DATA[:4]
+    assert await hedged.get_ranges("k", [0, 8], [2, 2]) == [DATA[:2], DATA[8:10]]
+    assert store.started == [0, 1]  # one call per read, no duplicate
+    assert hedged.statistics().hedges == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -134,3 +135,19 @@ async def test_astream_indexes_an_hf_parquet_dataset(repo: str, hub_server: HubS
     with pytest.raises(ConfigurationError, match="ParquetLoader"):
         async for _ in astream(repo, storage_options=options, item_loader=TokensLoader(block_size=4)):
             pass
+
+
+def test_the_repository_root_lists_parquet_files_recursively(repo: str, hub_server: HubServer, tmp_path: Path) -> None:
+    """LitData 0.2.76 lists ``.parquet`` files recursively under an hf:// URL: the Hub keeps them in ``data/``."""
+    root = repo.removesuffix("/data")
+    extra = hub_server.dataset_dir(root.removeprefix("hf://datasets/")) / "data" / "more"
+    extra.mkdir()
+    (extra / "train-00003.parquet").write_bytes(parquet_file(TOTAL, 3))
+    (extra / "notes.txt").write_text("not parquet")
+    options: dict[str, Any] = {"endpoint": hub_server.url, "token": False}
+    ds = StreamingDataset(root, storage_options=options, cache_dir=tmp_path / "cache")
+    # files in name order, as LitData sorts them: data/more/... before data/train-...
+    assert [row["id"] for row in ds] == [*range(TOTAL, TOTAL + 3), *range(TOTAL)]
+    (kept,) = (tmp_path / "cache").rglob("hf-index/*/index.json")
+    names = [c["filename"] for c in json.loads(kept.read_text())["chunks"]]
+    assert names == ["data/more/train-00003.parquet", *(f"data/train-{k:05d}.parquet" for k in range(len(ROWS)))]

@@ -122,3 +122,22 @@ def test_a_loader_that_fails_fails_the_run(ints: str, tmp_path: Path, optimize_w
         causes.append(type(exc).__name__)
         exc = exc.__cause__
     assert "ValueError" in causes
+
+
+@pytest.mark.parametrize("optimize_workers", [5, 6, 8])
+def test_input_order_is_kept_with_several_workers(tmp_path: Path, optimize_workers: int) -> None:
+    """LitData keeps the loader's order (its tests expect [0..N) with 5, 6 and 8 workers); so does litstream."""
+    data = tmp_path / "ds"
+    litstream.optimize(fn=_sample, inputs=list(range(100)), output_dir=str(data), chunk_size=10, num_workers=1)
+    for loader_workers in (0, 2):
+        loader = StreamingDataLoader(StreamingDataset(str(data)), batch_size=1, num_workers=loader_workers)
+        order = [int(b["x"][0]) for b in loader]  # the loader's own order (0..99 with 0 loader workers)
+        out = tmp_path / f"out-{loader_workers}"
+        litstream.optimize(fn=_first, inputs=loader, output_dir=str(out), chunk_size=4, num_workers=optimize_workers)
+        assert [int(s["x"]) for s in StreamingDataset(str(out))] == order
+        assert sorted(order) == list(range(100))
+    assert order != list(range(100))  # two loader workers interleave: the test tells the orders apart
+
+
+def _first(batch: dict[str, Any]) -> dict[str, int]:
+    return {"x": int(batch["x"][0])}

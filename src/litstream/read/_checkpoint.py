@@ -29,7 +29,16 @@ from ._resume_types import Level, Topology
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["CompositeCheckpoint", "CycleCarry", "DatasetCheckpoint", "count", "level", "require", "topology_of"]
+__all__ = [
+    "CompositeCheckpoint",
+    "CycleCarry",
+    "DatasetCheckpoint",
+    "count",
+    "level",
+    "litdata_spelling",
+    "require",
+    "topology_of",
+]
 
 #: Keys of a dataset state that are counts or positions; every other key is configuration.
 _POSITION_KEYS = frozenset(
@@ -85,6 +94,26 @@ def level(raw: Mapping[str, Any]) -> Level:
     return Level(top, consumed)
 
 
+def litdata_spelling(config: Mapping[str, Any], first_world_size: int) -> dict[str, Any]:
+    """``config`` with LitData 0.2.76's values for the keys LitData checks or expects on load.
+
+    ``drop_last`` resolved (``None`` means "``True`` on more than one rank" of the epoch's first
+    level), the default item loader as ``None``, and LitData's ``num_canonical_nodes`` (default: the
+    first level's world size), ``initial_num_nodes`` (default 1) and ``cache_dir_path`` (default
+    ``None``). ``read._resume.check_config`` reads both spellings.
+    """
+    out = dict(config)
+    if out.get("drop_last", False) is None:
+        out["drop_last"] = first_world_size > 1
+    if out.get("item_loader") == {}:
+        out["item_loader"] = None
+    out["cache_dir_path"] = out.get("cache_dir_path")
+    if out.get("num_canonical_nodes") is None:
+        out["num_canonical_nodes"] = first_world_size
+    out["initial_num_nodes"] = out.get("initial_num_nodes") or 1
+    return out
+
+
 @dataclass(frozen=True)
 class DatasetCheckpoint:
     """Where one rank of one dataset stands in an epoch.
@@ -124,7 +153,7 @@ class DatasetCheckpoint:
         dropped = sum(sum(done.consumed) for done in self.resume_levels)
         own = self.worker_samples_yielded
         return {
-            **self.config,
+            **litdata_spelling(self.config, first.world_size),
             "num_samples_yielded": self.num_samples_yielded,
             "num_workers": self.num_workers,
             "batch_size": self.batch_size,

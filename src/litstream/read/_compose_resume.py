@@ -181,8 +181,10 @@ def check_composite_state(
     Raises:
         ConfigurationError: not a checkpoint of a ``kind`` wrapper, or another number of members.
     """
-    if isinstance(state, Mapping) and "composite" not in state and isinstance(state.get("dataset"), Mapping):
-        state = state["dataset"]
+    if isinstance(state, Mapping) and isinstance(state.get("dataset"), Mapping):
+        # the whole loader state: the members in "dataset", litstream's entry beside them (or, before, in it)
+        outer = state.get("composite")
+        state = state["dataset"] if outer is None else {**state["dataset"], "composite": outer}
     composite = state.get("composite") if isinstance(state, Mapping) else None
     if not isinstance(composite, Mapping) or composite.get("kind") != kind:
         raise ConfigurationError(

@@ -251,7 +251,7 @@ def is_litdata_composite_state(state: object) -> bool:
     if not isinstance(state, dict) or not isinstance(state.get("num_samples_yielded"), dict):
         return False
     members = state.get("dataset")
-    return isinstance(members, dict) and "composite" not in members
+    return isinstance(members, dict) and "composite" not in members and "composite" not in state
 
 
 def _per_worker(raw: Mapping[Any, Any], workers: int, datasets: int) -> list[list[int]]:

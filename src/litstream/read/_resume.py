@@ -52,6 +52,7 @@ __all__ = [
     "Topology",
     "Window",
     "check_config",
+    "config_mismatches",
     "level_streams",
     "resolve_resume",
     "round_robin",
@@ -278,12 +279,14 @@ def _pieces(spec: EpochSpec, stream: Sequence[Segment]) -> list[Piece]:
     return out
 
 
-def check_config(state: Mapping[str, Any], current: Mapping[str, Any]) -> None:
-    """Raise unless ``state`` was saved with the same value of every key in :data:`CONFIG_KEYS`.
+def config_mismatches(state: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each key of :data:`CONFIG_KEYS` whose saved value differs from ``current``'s, with its message.
 
-    Raises:
-        ConfigurationError: names the key, the checkpoint's value, this dataset's value and the fix.
+    Both spellings of a value are equal: the default item loader as ``{}`` or ``None`` (LitData's),
+    and ``drop_last=None`` or the bool it resolved to on the first level's world size (LitData's).
     """
+    out = []
+    first_world = state.get("initial_world_size", state.get("world_size", 1))
     for key in CONFIG_KEYS:
         if key == "shuffle_window" and (key not in state or state.get("shuffle") != "window"):
             continue  # only matters for the window shuffle; older checkpoints lack it
@@ -292,11 +295,29 @@ def check_config(state: Mapping[str, Any], current: Mapping[str, Any]) -> None:
         saved, now = state.get(key), current.get(key)
         if key == "item_shuffle_window" and key not in state:
             saved = 0  # checkpoints of older litstream and LitData < 0.2.76 permuted whole slices
+        if key == "item_loader" and saved in (None, {}) and now in (None, {}):
+            continue
+        if key == "drop_last" and now is None and saved == (isinstance(first_world, int) and first_world > 1):
+            continue
         if saved != now:
-            raise ConfigurationError(
-                f"checkpoint has {key}={saved!r} but this dataset has {key}={now!r}; build the dataset "
-                f"with {key}={saved!r} (as in the run that saved it) to resume, or start without the checkpoint"
+            out.append(
+                (
+                    key,
+                    f"checkpoint has {key}={saved!r} but this dataset has {key}={now!r}; build the dataset "
+                    f"with {key}={saved!r} (as in the run that saved it) to resume, or start without the checkpoint",
+                )
             )
+    return out
+
+
+def check_config(state: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+    """Raise unless ``state`` was saved with the same value of every key in :data:`CONFIG_KEYS`.
+
+    Raises:
+        ConfigurationError: names the key, the checkpoint's value, this dataset's value and the fix.
+    """
+    for _key, message in config_mismatches(state, current)[:1]:
+        raise ConfigurationError(message)
 
 
 def resolve_resume(
@@ -358,7 +379,11 @@ def resolve_resume(
         raise ConfigurationError(f"checkpoint has rank={saver} but world_size={saved.world_size}")
     yielded = saved_state.num_samples_yielded
     where = f"in epoch {spec.epoch} with {saved.as_dict()}"
-    if yielded > sum(rank_lengths(saver)):
+    # litstream's own states count batch_size per batch, as LitData (its exact counts are per worker)
+    bound = sum(rank_lengths(saver))
+    if saved_state.worker_samples_yielded is not None:
+        bound = batch * sum(math.ceil(n / batch) for n in rank_lengths(saver))
+    if yielded > bound:
         raise ConfigurationError(
             f"checkpoint has num_samples_yielded={yielded} but rank {saver} serves only "
             f"{sum(rank_lengths(saver))} samples {where}; the checkpoint belongs to another dataset or run"

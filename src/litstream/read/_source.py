@@ -32,6 +32,7 @@ from ..storage._safe_files import UnsafeFileError, regular_size
 from ._decoder_choice import _sample_decoder
 from ._headers import OffsetTables
 from ._index_load import load_index, load_local_index
+from ._inplace import decompressed_in_place
 from ._sizes import check_local_sizes
 from ._source_cache import CacheSettings, _open_cache, _read_through_cache
 from ._verify import check_chunk, check_chunk_file, get_checked, has_checksum
@@ -242,7 +243,7 @@ class DatasetSource:
         compression = self.index.config.compression if self.index.config else None
         data: bytes | mmap.mmap
         path: Path | None = None  # the file the bytes are mapped from, if any
-        checked = has_checksum(info)
+        checked = has_checksum(info)  # False once checked, or for LitData's decompressed copy
         if self.cache is not None and self.downloader is not None:
             # a whole-file compressed chunk's length is not recorded; a "batch"/"sample" file's is chunk_bytes
             whole = compression and (self.compression is None or self.compression.whole_file)
@@ -257,6 +258,13 @@ class DatasetSource:
             # open + mmap take microseconds and read nothing (pages come later, by populate), so this
             # runs on the loop: a worker-thread hop would cost more than the call
             data, path = mapped
+        elif (
+            compression
+            and self._whole_file_plain()
+            and (mapped := decompressed_in_place(self.store, info.filename, compression))
+        ):
+            data, path = mapped  # the checksum covers the compressed file, gone or not read
+            compression, checked = None, False
         elif checked:  # a remote chunk read into memory: one more GET if its bytes do not match
             data, checked = await get_checked(self.store, info), False
         else:
@@ -267,7 +275,7 @@ class DatasetSource:
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
             await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
         t1 = perf_counter_ns() if t0 else 0  # decompression and decryption start
-        spec = self.compression
+        spec = self.compression if compression else None
         if spec is not None:
             data = await anyio.to_thread.run_sync(
                 lambda: chunk_from_file(
@@ -286,6 +294,14 @@ class DatasetSource:
                 TRACER.async_span("decompress", CAT_DECOMPRESS, t1, {"chunk": chunk_index, "bytes": len(data)})
             TRACER.async_span("read", CAT_READ, t0, {"chunk": chunk_index, "file": info.filename})
         return self._checked_view(chunk_index, data, keep)
+
+    def _whole_file_plain(self) -> bool:
+        """Whether chunks are whole-file compressed and unencrypted (LitData may decompress them in place)."""
+        return (
+            self.cache is None
+            and self.encryption_level is None
+            and (self.compression is None or self.compression.whole_file)
+        )
 
     def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
         """Map one chunk of an uncompressed local dataset now, in the calling thread (open + mmap, no

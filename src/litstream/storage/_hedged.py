@@ -57,7 +57,8 @@ class HedgedStore:
 
     Args:
         inner: The store that serves every request.
-        hedge_delay: Seconds to wait for an answer before sending the duplicate. ``None`` (default) adapts it:
+        hedge_delay: Seconds to wait for an answer before sending the duplicate; ``0`` turns hedging off
+            (every read is sent once, as ``hedge_delay=0`` means in LitData). ``None`` (default) adapts it:
             the ``quantile`` of the latencies of the last ``window`` reads, at least ``min_delay``, and
             ``initial_delay`` until ``min_samples`` reads have been seen.
         min_delay: The floor of the adaptive delay, in seconds (default 0.05).
@@ -137,6 +138,10 @@ class HedgedStore:
         A failure waits for the other attempt when one is in flight; ObjectNotFoundError does not (the
         object will not appear). With both failed, the first failure is raised.
         """
+        if self._fixed == 0:  # hedging off
+            value = await read()
+            self._reads += 1
+            return value
         delay = self.delay()
         results: list[T] = []
         errors: list[Exception] = []

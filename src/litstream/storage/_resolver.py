@@ -1,7 +1,8 @@
 """Turn what users pass as ``input_dir`` / ``output_dir`` into a :class:`Dir` and a :class:`~litstream.Store`.
 
 * ``/data/ds``, a ``Path``, ``file:///data/ds``, ``local:/data/ds`` → ``Dir(path="/data/ds")``, a
-  :class:`LocalFileStore`.
+  :class:`LocalFileStore` (a path string's ``{%Y%m%d}`` time template is resolved and ``/teamspace/...``
+  paths follow LitData's rules, see ``storage/_lightning_paths.py``).
 * ``s3://bucket/prefix`` (and ``r2://…`` given an ``endpoint_url``) → ``Dir(url=…)``, an S3 :class:`ObstoreStore`.
 * ``gs://bucket/prefix`` → a GCS :class:`ObstoreStore`.
 * ``azure://container/prefix``, ``az://…``, ``abfs[s]://container@account.dfs.core.windows.net/prefix`` →
@@ -31,6 +32,7 @@ from .._errors import ConfigurationError
 from ._base import Store, TransferConfig
 from ._faults import RETRY_KEYS, transfer_with_options
 from ._http import HTTPStore, HubTreeLister
+from ._lightning_paths import check_teamspace, resolve_time_template
 from ._local import LocalFileStore
 from ._obstore import ObstoreStore
 from ._obstore_spec import ObstoreSpec
@@ -109,7 +111,11 @@ def resolve_dir(value: str | os.PathLike[str] | Dir | None, *, argument: str = "
         )
     elif text.startswith("local:"):
         text = text[len("local:") :]
-    return Dir(path=str(Path(text).expanduser().absolute()))
+    elif isinstance(value, str):  # LitData's conventions for a local path string (storage/_lightning_paths.py)
+        text = resolve_time_template(text)
+    path = str(Path(text).expanduser().absolute())
+    check_teamspace(path, argument=argument)
+    return Dir(path=path)
 
 
 def store_for(

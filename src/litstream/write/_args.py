@@ -5,12 +5,14 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
 from .._errors import ConfigurationError
+from ..storage._lightning_paths import resolve_time_template
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ._env import OptimizerEnv, optimizer_env
 from ._inputs import (
@@ -22,12 +24,20 @@ from ._inputs import (
     file_weights,
     is_queue,
 )
-from ._loader_inputs import is_streaming_loader, loader_inputs
+from ._loader_inputs import LoaderSequence, is_streaming_loader, loader_inputs
 
 if TYPE_CHECKING:
     from ..storage._store import Store
 
-__all__ = ["Plan", "check_start_method", "output_store", "pick_start_method", "pickle_fn", "plan_inputs"]
+__all__ = [
+    "Plan",
+    "check_align_chunking",
+    "check_start_method",
+    "output_store",
+    "pick_start_method",
+    "pickle_fn",
+    "plan_inputs",
+]
 
 
 class Plan:
@@ -56,6 +66,7 @@ def plan_inputs(
     batch_size: int | None,
     executor: concurrent.futures.Executor | None,
     use_checkpoint: bool = False,
+    align: int | None = None,
 ) -> tuple[Plan, int]:
     """Validate the input arguments and split the inputs; returns the plan and ``num_workers``.
 
@@ -111,7 +122,8 @@ def plan_inputs(
     if source is None:
         # No copy of a list, tuple or range (a range stays a range); any other sequence is listed once here,
         # so that its own __getitem__ is never called from the threads that feed the workers.
-        items = inputs if type(inputs) in (list, tuple, range) else list(inputs)
+        loader_epoch = isinstance(inputs, LoaderSequence)  # read once, in order (._loader_inputs)
+        items = inputs if type(inputs) in (list, tuple, range) or loader_epoch else list(inputs)
         if weights is not None:
             weights = check_weights(weights, len(items))
         if batch_size is not None:
@@ -119,13 +131,61 @@ def plan_inputs(
             if weights is not None:
                 w = list(weights)
                 weights = [sum(w[i : i + batch_size]) for i in range(0, len(w), batch_size)]
+        if align is not None:
+            check_align(align, len(items), num_workers * env.num_nodes, weights, batch_size)
         assignment = assign_inputs(
-            len(items), num_workers, num_nodes=env.num_nodes, node_rank=env.node_rank, weights=weights, keep=keep
-        )
+            len(items), num_workers, num_nodes=env.num_nodes, node_rank=env.node_rank, weights=weights, keep=keep,
+            align=align,
+        )  # fmt: skip
+        if loader_epoch:
+            if use_checkpoint:
+                raise ConfigurationError(
+                    "use_checkpoint=True needs a sequence of inputs, not a StreamingDataLoader (it cannot be replayed)"
+                )
+            inputs.want(assignment.positions)
     else:
+        if align is not None:
+            raise ConfigurationError(
+                "align_chunking=True needs a sequence of inputs (LitData's ordered split); a queue or "
+                "StreamingDataLoader input has no length to split"
+            )
         ranks = [env.node_rank * num_workers + i for i in range(num_workers)]
         assignment = Assignment(positions=[range(0) for _ in ranks], global_ranks=ranks)
     return Plan(items, source, assignment, env), num_workers
+
+
+def check_align_chunking(align_chunking: bool, chunk_size: int | None) -> int | None:
+    """The chunk size the input split keeps aligned to, or ``None`` without ``align_chunking``.
+
+    Raises:
+        ConfigurationError: ``align_chunking=True`` without ``chunk_size`` (LitData's ``ValueError``).
+    """
+    if not align_chunking:
+        return None
+    if chunk_size is None:
+        raise ConfigurationError(
+            "align_chunking=True needs chunk_size (items per chunk): the split keeps whole chunks of that size"
+        )
+    return chunk_size
+
+
+def check_align(chunk_size: int, num_inputs: int, world: int, weights: object, batch_size: int | None) -> None:
+    """Refuse ``align_chunking`` with weights or ``batch_size``; warn (as LitData) when workers would idle.
+
+    Raises:
+        ConfigurationError: ``weights`` (or ``reorder_files``' weights) or ``batch_size`` is given.
+    """
+    if weights is not None or batch_size is not None:
+        what = "weights (or reorder_files)" if weights is not None else "batch_size"
+        raise ConfigurationError(
+            f"align_chunking=True splits the inputs in order, one sample per input; it cannot be combined with {what}"
+        )
+    if num_inputs // chunk_size // world == 0:
+        warnings.warn(
+            f"align_chunking: chunk_size={chunk_size} is too large for {num_inputs} inputs over {world} workers; "
+            "all of them go to the last worker (the others idle): use a smaller chunk_size or fewer workers",
+            stacklevel=4,
+        )
 
 
 def output_store(output_dir: str | os.PathLike[str] | Dir | Store, storage_options: Mapping[str, Any] | None) -> Store:
@@ -134,6 +194,8 @@ def output_store(output_dir: str | os.PathLike[str] | Dir | Store, storage_optio
     Raises:
         ConfigurationError: an unknown scheme, or a read-only location (``hf://``, ``http(s)://``).
     """
+    if isinstance(output_dir, str) and "://" not in output_dir and not output_dir.startswith("local:"):
+        output_dir = resolve_time_template(output_dir)  # once: the store below must name the same folder
     if isinstance(output_dir, (str, os.PathLike, Dir)):
         resolved = resolve_dir(output_dir, argument="output_dir")
         scheme = (resolved.url or "").split("://", 1)[0].lower()

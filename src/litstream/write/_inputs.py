@@ -69,6 +69,16 @@ def split_inputs(num_inputs: int, num_workers: int) -> list[range]:
     return out
 
 
+def split_aligned(num_inputs: int, num_workers: int, chunk_size: int) -> list[range]:
+    """LitData's ``align_chunking=True`` split: every worker but the last gets the same number of whole
+    chunks (``num_inputs // chunk_size // num_workers`` of them), the last worker the rest, so that with one
+    sample per input the chunk boundaries are those of a single worker."""
+    per = (num_inputs // chunk_size // num_workers) * chunk_size
+    out = [range(w * per, (w + 1) * per) for w in range(num_workers - 1)]
+    out.append(range((num_workers - 1) * per, num_inputs))
+    return out
+
+
 def pack_by_weight(weights: Sequence[float], num_bins: int) -> list[list[int]]:
     """Greedy bin packing of input positions: heaviest first into the lightest bin (ties → lowest bin).
 
@@ -251,6 +261,7 @@ def assign_inputs(
     node_rank: int = 0,
     weights: Sequence[float] | None = None,
     keep: int | None = None,
+    align: int | None = None,
 ) -> Assignment:
     """Split ``num_inputs`` over ``num_nodes x num_workers`` workers and return this node's part.
 
@@ -261,10 +272,13 @@ def assign_inputs(
         node_rank: This node's rank.
         weights: Validated per-input weights for bin packing, or ``None`` for the sequential split.
         keep: ``fast_dev_run``: keep only the first ``keep`` positions of every worker.
+        align: ``align_chunking``: the chunk size whose boundaries the split keeps (:func:`split_aligned`).
     """
     world = num_nodes * num_workers
     bins: list[Sequence[int]]
-    if weights is None:
+    if weights is None and align is not None:
+        bins = list(split_aligned(num_inputs, world, align))
+    elif weights is None:
         bins = list(split_inputs(num_inputs, world))
     else:
         bins = [array("q", b) for b in pack_by_weight(check_weights(weights, num_inputs), world)]

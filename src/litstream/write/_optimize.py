@@ -28,7 +28,15 @@ from ..format._encrypted import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._trust_marker import untrusted_sources
-from ._args import Plan, check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
+from ._args import (
+    Plan,
+    check_align_chunking,
+    check_start_method,
+    output_store,
+    pick_start_method,
+    pickle_fn,
+    plan_inputs,
+)
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._chunk_pack import check_chunking
 from ._inputs import Picked, split_inputs
@@ -170,8 +178,10 @@ def optimize(
             pyarrow (``pip install "litstream[arrow]"``). With ``compression`` the Arrow buffers are
             compressed (``config.ipc_compression``) and file names keep ``.bin``. LitData has no such
             argument (it picks Arrow itself); this one is litstream's.
-        align_chunking: LitData's single-worker chunk layout; only its default (``False``), else
-            ``ConfigurationError``.
+        align_chunking: LitData's single-worker chunk layout: with ``True`` (needs ``chunk_size`` and a
+            sequence of inputs) every worker but the last writes the same number of whole chunks and the
+            last one the rest, so that, with one sample per input, the chunks are those ``num_workers=1``
+            writes. Default ``False``.
         reader: LitData's input reader (``ParquetReader(...)`` or a ``BaseReader`` subclass): the inputs
             become ``reader.remap_items(inputs, num_workers)`` and ``fn`` gets ``reader.read(item)``.
         num_nodes, machine, broadcast_paths: LitData's Lightning-job switches; only their defaults
@@ -258,6 +268,7 @@ def optimize(
         batch_size=batch_size,
         executor=executor,
         use_checkpoint=use_checkpoint,
+        align=check_align_chunking(align_chunking, chunk_size),
     )
     if key_fn is not None and not callable(key_fn):
         raise ConfigurationError(f"key_fn must be a callable sample -> str | int, got {key_fn!r:.80}")

@@ -43,11 +43,16 @@ async def aindex_parquet_dataset(
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ConfigurationError(f"num_workers={num_workers!r}: expected an int >= 1 (concurrent footer reads)")
     store = store_for(pq_dir_url, storage_options, argument="pq_dir_url")
+    # A Hub repository keeps its files in folders (data/train-*.parquet): LitData lists hf:// recursively
+    # and names each chunk by its path under the URL; elsewhere only the top level is indexed, as LitData.
+    recursive = store.url.startswith("hf://")
     files = sorted(
-        (m for m in await store.list() if "/" not in m.path and m.path.endswith(".parquet")), key=lambda m: m.path
+        (m for m in await store.list() if (recursive or "/" not in m.path) and m.path.endswith(".parquet")),
+        key=lambda m: m.path,
     )
     if not files:
-        raise DatasetNotFoundError(f"{store.url} holds no *.parquet file at its top level; nothing to index")
+        where = "under it" if recursive else "at its top level"
+        raise DatasetNotFoundError(f"{store.url} holds no *.parquet file {where}; nothing to index")
     infos: list[ParquetFileInfo | None] = [None] * len(files)
     failures: list[tuple[int, Exception]] = []
     limiter = anyio.CapacityLimiter(num_workers)
