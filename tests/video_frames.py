@@ -25,3 +25,19 @@ def assert_close(decoded: Any, expected: np.ndarray) -> None:
     error = np.abs(got - expected.astype(np.int64))
     assert error.mean() < 3.0, error.mean()
     assert error.max() <= 40, error.max()
+
+
+def assert_same_encoding(a: bytes, b: bytes) -> None:
+    """Two MP4 payloads of the same frames by the same rules: byte-equal where x264 is reproducible, else
+    (x264's output can differ by a few bytes between processes and threads on some CPUs) the same
+    container metadata and frames that decode within H.264's tolerance of each other."""
+    if a == b:
+        return
+    from litstream.format._media_video import VideoSerializer
+
+    decode = VideoSerializer(decode="all").deserialize
+    video_a, audio_a, meta_a = decode(a)
+    video_b, audio_b, meta_b = decode(b)
+    assert meta_a == meta_b
+    assert tuple(audio_a.shape) == tuple(audio_b.shape)
+    assert_close(video_a, np.asarray(video_b))

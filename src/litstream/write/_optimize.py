@@ -29,7 +29,6 @@ from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._trust_marker import untrusted_sources
 from ._args import (
-    Plan,
     check_align_chunking,
     check_start_method,
     output_store,
@@ -42,12 +41,12 @@ from ._chunk_pack import check_chunking
 from ._inputs import Picked, split_inputs
 from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._nodes import finish_node, merge_nodes, sweep_orphans
+from ._optimize_jobs import build_jobs
 from ._output import Prepared, prepare_output
 from ._readers import with_reader
 from ._runner import run_jobs
 from ._summary import summarize
 from ._untrusted import marking_hook, reader_sources
-from ._worker import OptimizeJob
 from ._writer_lock import WriterLock
 
 if TYPE_CHECKING:
@@ -295,7 +294,7 @@ def optimize(
         prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
         if plan.env.num_nodes == 1:  # on N nodes, every node's overwrite removes index.json: no fixed base
             lock.note_index()
-        jobs = _jobs(
+        jobs = build_jobs(
             plan, prepared, fn_pickle, store, chunk_size, chunk_bytes_int, compression_args, item_loader, serializers
         )
         jobs = [replace(job, writer_kwargs={**job.writer_kwargs, "checksum": checksum}) for job in jobs]
@@ -364,45 +363,6 @@ def optimize(
     return summary
 
 
-def _jobs(
-    plan: Plan,
-    prepared: Prepared,
-    fn_pickle: bytes,
-    store: Store,
-    chunk_size: int | None,
-    chunk_bytes: int | None,
-    compression: Mapping[str, Any],
-    item_loader: PyTreeLoader | TokensLoader | None,
-    serializers: Mapping[str, Serializer] | None,
-) -> list[OptimizeJob]:
-    writer_kwargs: dict[str, Any] = {
-        "chunk_size": chunk_size,
-        "chunk_bytes": chunk_bytes,
-        **compression,
-        "serializers": serializers,
-        "item_loader": item_loader,
-    }
-    jobs = []
-    for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True):
-        jobs.append(
-            OptimizeJob(
-                rank=rank,
-                items=None if plan.items is None else Picked(plan.items, positions),
-                positions=positions,
-                fn_pickle=fn_pickle,
-                store=store,
-                writer_kwargs={
-                    **writer_kwargs,
-                    "start_chunk": prepared.start_chunks.get(rank, 0),
-                    "json_leaves": _json_leaves(prepared.existing),
-                },
-                checkpoint=prepared.checkpoints.get(rank) if prepared.checkpoints else None,
-                queue_timeout=plan.env.timeout,
-            )
-        )
-    return jobs
-
-
 async def _discard(store: Store, ranks: list[int], prepared: Prepared) -> None:
     """Remove this run's chunks and partials after a failure; never a chunk an ``index.json`` names."""
     keep = {c.filename for c in prepared.existing.chunks} if prepared.existing is not None else set()
@@ -429,9 +389,3 @@ async def _finish(
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
     if env.num_nodes > 1 and env.is_last_node:
         await merge_nodes(store, env, prepared.existing, before_index=before_index, commit=lock.acommit_index)
-
-
-def _json_leaves(existing: Index | None) -> bool:
-    """Whether new chunks store list fields as ``json`` leaves: yes, unless appending to a dataset whose
-    lists were flattened (written before LitData 0.2.76, or without list fields at all)."""
-    return existing is None or existing.config is None or "json" in existing.config.data_format

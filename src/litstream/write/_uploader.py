@@ -30,7 +30,6 @@ import anyio.to_thread
 from .._errors import ConfigurationError, FormatError
 from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, header_length
-from ..format._compression import validate_compression
 from ..format._index import (
     ChunkInfo,
     DatasetConfig,
@@ -48,6 +47,7 @@ from ._append import config_diff, next_chunk_number, settings_mismatch
 from ._chunk_pack import check_chunking, dataset_config, pack_and_compress
 from ._env import OptimizerEnv
 from ._output import prepare_output
+from ._uploader_args import DEFAULT_CHUNK_BYTES, check_uploader_args
 from ._uploader_keys import UploaderKeys
 from ._uploader_stats import UploaderStatistics
 from ._writer_lock import WriterLock
@@ -62,9 +62,6 @@ if TYPE_CHECKING:
     from ..storage._store import Store
 
 __all__ = ["AsyncUploader", "UploaderStatistics"]
-
-_MODES = (None, "append", "overwrite")
-_DEFAULT_CHUNK_BYTES = "64MB"
 
 
 @dataclass
@@ -146,17 +143,9 @@ class AsyncUploader:
         self._checksum = check_checksum_argument(checksum)
         self._chunking_given = chunk_size is not None or chunk_bytes is not None
         self._chunk_size, self._chunk_bytes = check_chunking(
-            chunk_size, chunk_bytes if self._chunking_given else _DEFAULT_CHUNK_BYTES
+            chunk_size, chunk_bytes if self._chunking_given else DEFAULT_CHUNK_BYTES
         )
-        validate_compression(compression)
-        if item_loader is not None and not isinstance(item_loader, PyTreeLoader):
-            raise ConfigurationError(f"item_loader={item_loader!r} is not supported yet; use PyTreeLoader()")
-        if mode not in _MODES:
-            raise ConfigurationError(f"mode must be 'append', 'overwrite' or None, got {mode!r}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ConfigurationError(f"rank must be an int >= 0 (chunk files are chunk-<rank>-<n>.bin), got {rank!r}")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ConfigurationError(f"max_concurrency must be an int >= 1 (uploads at once), got {max_concurrency!r}")
+        check_uploader_args(compression, item_loader, mode, rank, max_concurrency)
         self._max_bytes = parse_bytes(max_bytes_in_flight, argument="max_bytes_in_flight")
         self._store = store_for(output_dir, storage_options, argument="output_dir")
         self._compression = compression
