@@ -38,7 +38,6 @@ from ._sequence_feed import put_until_stopped
 __all__ = ["LoaderQueue", "LoaderSequence", "is_streaming_loader", "loader_inputs"]
 
 
-
 def is_streaming_loader(value: object) -> bool:
     """True for a ``litstream.StreamingDataLoader`` (checked without importing torch)."""
     module = sys.modules.get("litstream._dataloader")
