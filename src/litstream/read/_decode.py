@@ -22,7 +22,7 @@ from .._trace import CAT_READ, TRACER
 from ..format._arrow import ArrowChunk
 from ..format._loaders import SampleDecoder
 from ..format._tokens import TokenBlocks, TokenLayout
-from ._source import populate, release
+from ._pages import populate, release
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import bisect
-import contextlib
 import itertools
-import mmap
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from time import perf_counter_ns
@@ -38,6 +36,7 @@ from ._source_cache import CacheSettings, _open_cache, _read_through_cache
 from ._verify import check_chunk, check_chunk_file, get_checked, has_checksum
 
 if TYPE_CHECKING:
+    import mmap
     import os
     from collections.abc import Callable, Mapping
     from pathlib import Path
@@ -49,32 +48,7 @@ if TYPE_CHECKING:
     from ..storage._transfer import Downloader
     from ._cache import ChunkCache
 
-__all__ = ["DatasetSource", "populate", "release"]
-
-
-_MADV_POPULATE_READ = 22  # Linux >= 5.14; not exported by the mmap module of Python 3.11
-
-
-def populate(data: object, begin: int = 0, end: int | None = None) -> None:
-    """Map the pages of bytes ``[begin, end)`` of an ``mmap`` now (one system call: about 1 ms for
-    64 MB in the page cache, against ~50 ms of page faults when touched), so decoding them takes no
-    page faults; a no-op for other buffers or older kernels."""
-    if isinstance(data, mmap.mmap):
-        start = begin - begin % mmap.PAGESIZE
-        stop = len(data) if end is None else min(end, len(data))
-        if stop > start:
-            with contextlib.suppress(OSError, ValueError):
-                data.madvise(_MADV_POPULATE_READ, start, stop - start)
-
-
-def release(data: object, end: int) -> None:
-    """Unmap the pages of an ``mmap`` before byte ``end`` from this process (they stay in the page
-    cache and are mapped again if read), so a sequential reader holds about one batch of the chunk."""
-    if isinstance(data, mmap.mmap):
-        length = end - end % mmap.PAGESIZE
-        if length > 0:
-            with contextlib.suppress(OSError, ValueError):
-                data.madvise(mmap.MADV_DONTNEED, 0, length)
+__all__ = ["DatasetSource"]
 
 
 @dataclass

@@ -48,7 +48,7 @@ def _identity(path: Path) -> tuple[str, int, int, int, int] | None:
 
 
 _WINDOW = 8 * 2**20  # bytes of a mapped chunk file hashed at a time
-_MADV_POPULATE_READ = 22  # Linux >= 5.14 (see read/_source.populate); older kernels fall back to page faults
+_MADV_POPULATE_READ = 22  # Linux >= 5.14 (see read/_pages.populate); older kernels fall back to page faults
 
 
 def _windows(data: mmap.mmap) -> Iterator[memoryview]:
