@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 import litstream
+from running import litstream_frames
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -152,20 +153,6 @@ async def test_bad_requests_get_a_400_naming_the_field(tmp_path: Path) -> None:
     await _serve(app, body)
 
 
-def _litstream_frames(ignore: set[int | None]) -> list[str]:
-    busy = []
-    for ident, frame in sys._current_frames().items():
-        if ident == threading.get_ident() or ident in ignore:
-            continue
-        f: Any = frame
-        while f is not None:
-            if os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR):
-                busy.append(f"{f.f_code.co_filename}:{f.f_code.co_name}")
-                break
-            f = f.f_back
-    return busy
-
-
 def _tasks_in_our_code() -> list[str]:
     """Running tasks whose coroutine stack is inside litstream or the example's stream response (the
     server's own tasks keep running; a stream's tasks must not)."""
@@ -274,7 +261,7 @@ async def test_a_client_that_stops_reading_stops_the_stream_and_a_disconnect_lea
         # A ranged GET already running in a worker thread cannot be interrupted: it is abandoned and ends on
         # its own. Wait for that (a deadline, not a guess): no thread may stay in litstream's code.
         with anyio.fail_after(30):
-            while _litstream_frames(threads_before):  # noqa: ASYNC110 - a worker thread ending sets no event
+            while litstream_frames(threads_before):  # noqa: ASYNC110 - a worker thread ending sets no event
                 await anyio.sleep(0.02)
         assert _tasks_in_our_code() == []
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +9,7 @@ import pytest
 
 import litstream
 from litstream import ConfigurationError, DatasetNotFoundError, FormatError, StreamingDataset, astream, optimize
+from running import litstream_frames
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -30,21 +30,6 @@ def ints_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # The package's own directory, by identity (not a path fragment: a clone directory or a virtual
 # environment may be called "litstream" too, and anyio's idle threads live there).
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(litstream.__file__)) + os.sep
-
-
-def _litstream_frames(ignore: set[int | None]) -> list[str]:
-    """Threads (other than this one and ``ignore``) currently executing litstream's own modules."""
-    busy = []
-    for ident, frame in sys._current_frames().items():
-        if ident == threading.get_ident() or ident in ignore:
-            continue
-        f: Any = frame
-        while f is not None:
-            if os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR):
-                busy.append(f"{f.f_code.co_filename}:{f.f_code.co_name}")
-                break
-            f = f.f_back
-    return busy
 
 
 async def test_plain_async_for_yields_every_sample_in_order(ints_dir: Path) -> None:
@@ -128,7 +113,7 @@ async def test_leaving_early_leaves_nothing_running(ints_dir: Path, form: str, h
     assert seen == list(range(10))
     await anyio.wait_all_tasks_blocked()
     assert len(anyio.get_running_tasks()) == tasks_before
-    assert _litstream_frames(threads_before) == []
+    assert litstream_frames(threads_before) == []
     # Only the backend's idle thread-pool workers may have appeared; none runs litstream code.
     new = [t for t in threading.enumerate() if t.ident not in threads_before]
     assert all(("AnyIO" in t.name or "Trio" in t.name or "trio" in t.name) for t in new), [t.name for t in new]

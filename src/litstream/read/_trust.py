@@ -87,14 +87,8 @@ def resolve_allow_pickle(allow_pickle: bool | None, url: str | None) -> bool:
     Raises:
         ConfigurationError: a bad ``allow_pickle`` or environment value.
     """
-    chosen = check_allow_pickle(allow_pickle)
-    if chosen is None:
-        chosen = _global
-    if chosen is None:
-        chosen = _from_environment()
-    if chosen is None:
-        chosen = not is_untrusted_location((url or "").lower())
-    return chosen
+    chosen = reader_pickle(allow_pickle, url)
+    return True if chosen is None else chosen  # None: only the location decided, and it allows them
 
 
 def reader_pickle(allow_pickle: bool | None, url: str | None) -> bool | None:
