@@ -103,7 +103,7 @@ def main() -> None:
     import anyio
     from run_all import s3_with_datasets  # SeaweedFS + latency proxy, as the other remote benchmarks
 
-    from litstream.read._raw_index import FileMetadata, encode_index, index_cache_dir
+    from litstream.index._raw import FileMetadata, encode_index, index_cache_dir
     from litstream.storage._resolver import store_for
 
     with tempfile.TemporaryDirectory(prefix="raw-bench-") as tmp:

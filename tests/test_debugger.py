@@ -15,7 +15,7 @@ import pytest
 
 import litstream
 from litstream import debugger
-from litstream._trace import TRACER, part_files
+from litstream._core._trace import TRACER, part_files
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -247,7 +247,7 @@ def test_optimize_records_one_write_per_chunk(tmp_path: Path) -> None:
 
 
 def test_full_part_files_leave_memory_and_all_are_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("litstream._trace._SEGMENT_EVENTS", 3)
+    monkeypatch.setattr("litstream._core._trace._SEGMENT_EVENTS", 3)
     trace = tmp_path / "seg.json"
     debugger.enable_tracer(log_file=str(trace), flush_interval=0)
     for k in range(7):

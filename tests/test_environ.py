@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import litstream
-from litstream._environ import CLIENT_OPTION_PREFIXES, Environ, environ, exported, variables
+from litstream._core._environ import CLIENT_OPTION_PREFIXES, Environ, environ, exported, variables
 from litstream.storage._options import CLIENT_KEYS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "environment.md"
@@ -85,7 +85,7 @@ DOCS_IGNORED = "## LitData's other `LITDATA_*` variables: ignored, with a warnin
 @pytest.mark.litdata
 def test_litdata_variables_are_honoured_or_listed_as_ignored() -> None:
     """The two groups cover every LITDATA_* name of the installed LitData, and the docs list the ignored ones."""
-    from litstream._litdata_env import HONOURED, IGNORED
+    from litstream._core._litdata_env import HONOURED, IGNORED
     from peer import require_peer
 
     litdata = require_peer("litdata")
@@ -145,7 +145,7 @@ def test_litdata_item_shuffle_window_orders_items_as_litdata(
 
 
 def test_a_bad_litdata_item_shuffle_window_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from litstream._litdata_params import item_shuffle_window_value
+    from litstream.read._litdata_params import item_shuffle_window_value
 
     monkeypatch.setenv("LITDATA_ITEM_SHUFFLE_WINDOW", "lots")
     with pytest.raises(litstream.ConfigurationError, match="LITDATA_ITEM_SHUFFLE_WINDOW='lots' is not understood"):

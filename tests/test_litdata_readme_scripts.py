@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import litstream
-from litstream._migrate import migrate_source
+from litstream._cli._migrate import migrate_source
 from peer import require_peer
 
 require_peer("litdata")

@@ -1,4 +1,4 @@
-"""Batches of DataLoader workers travel in reusable shared-memory slots (``litstream._slots``).
+"""Batches of DataLoader workers travel in reusable shared-memory slots (``litstream._torch._slots``).
 
 What a user gets is exactly what ``num_workers=0`` gives, batches kept by the user are never
 overwritten by later ones, and no shared memory or process outlives an epoch however it ends.
@@ -20,7 +20,7 @@ import torch
 
 import litstream
 from litstream import _slots
-from litstream._slots import ScratchPool, SlotBatch, SlotExchange, SlotPacker
+from litstream._torch._slots import ScratchPool, SlotBatch, SlotExchange, SlotPacker
 
 ITEMS = 600
 BATCH = 16  # 38 batches: each worker fills its slots many times over
@@ -374,7 +374,7 @@ def test_scratch_memory_is_reused_only_when_nothing_refers_to_it() -> None:
 
 
 def test_scratch_rows_collate_without_a_copy() -> None:
-    from litstream._collate import fast_collate
+    from litstream._torch._collate import fast_collate
     from litstream.format._chunk import ChunkView, pack_chunk
     from litstream.format._index import DatasetConfig
     from litstream.format._loaders import SampleDecoder, SampleEncoder

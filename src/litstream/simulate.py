@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import ConfigurationError
+from ._core._errors import ConfigurationError
+from ._core._sync import run_sync
 from ._sim._config import (
     ClusterModel,
     CostModel,
@@ -28,7 +29,6 @@ from ._sim._config import (
     config_from_mapping,
 )
 from ._sim._report import RankReport, SimulationReport, build_report
-from ._sync import run_sync
 
 __all__ = [
     "ClusterModel",

@@ -28,8 +28,8 @@ import pytest
 import torch
 
 import litstream
-from litstream.format._media_audio import AudioSerializer as LsAudio
-from litstream.format._media_video import VideoSerializer as LsVideo
+from litstream.format.media._audio import AudioSerializer as LsAudio
+from litstream.format.media._video import VideoSerializer as LsVideo
 from peer import require_dev, require_peer
 
 litdata = require_peer("litdata")

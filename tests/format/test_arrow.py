@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from litstream import ConfigurationError, FormatError
-from litstream.format._arrow import (
+from litstream.format._chunk import ChunkView, header_length, pack_chunk
+from litstream.format.arrow._chunk import (
     ARROW_FOOTER_MAGIC,
     ArrowChunk,
     ArrowRowsOnly,
@@ -19,8 +20,7 @@ from litstream.format._arrow import (
     pyarrow_module,
     read_chunk_view,
 )
-from litstream.format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk
-from litstream.format._chunk import ChunkView, header_length, pack_chunk
+from litstream.format.arrow._write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk
 
 
 def row(i: int) -> dict[str, Any]:
@@ -282,7 +282,7 @@ def test_compression_shrinks_repetitive_payloads() -> None:
 def test_decompression_bomb_is_refused_before_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
     """The decoded size comes from the IPC message headers (each compressed buffer's int64 length);
     a payload that would inflate past ``MAX_INFLATION`` x its size (and the floor) is refused."""
-    import litstream.format._arrow as arrow
+    import litstream.format.arrow._chunk as arrow
 
     samples = [{"s": "x" * 200_000} for _ in range(20)]  # 4 MB of text that zstd squeezes to a few KB
     data = pack_arrow_chunk(samples, "zstd")
@@ -304,7 +304,7 @@ def test_ipc_compression_codecs_litdata_may_record(codec: str) -> None:
 
 @pytest.mark.parametrize("compression", [None, "zstd", "lz4"])
 def test_decoded_size_read_from_headers_equals_arrow_buffers(compression: str | None) -> None:
-    from litstream.format._arrow_ipc import decoded_bytes
+    from litstream.format.arrow._ipc import decoded_bytes
 
     table = pa.Table.from_pylist([row(i) for i in range(600)])
     payload = memoryview(ipc_file(table, compression=compression))

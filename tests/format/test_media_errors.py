@@ -14,14 +14,14 @@ import torch
 
 import litstream
 from litstream import FormatError
-from litstream.format._media_audio import AudioSerializer, encode_wav
-from litstream.format._media_graph import GraphSerializer
-from litstream.format._media_image import JpegArraySerializer, TiffSerializer
-from litstream.format._media_mesh import MeshSerializer, PdfSerializer
-from litstream.format._media_nifti import NiftiSerializer
-from litstream.format._media_text import TextSerializer
-from litstream.format._media_video import VideoSerializer
 from litstream.format._serializers import default_serializers, select_serializer
+from litstream.format.media._audio import AudioSerializer, encode_wav
+from litstream.format.media._graph import GraphSerializer
+from litstream.format.media._image import JpegArraySerializer, TiffSerializer
+from litstream.format.media._mesh import MeshSerializer, PdfSerializer
+from litstream.format.media._nifti import NiftiSerializer
+from litstream.format.media._text import TextSerializer
+from litstream.format.media._video import VideoSerializer
 from pyg_block import block_torch_geometric
 
 

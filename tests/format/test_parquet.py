@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from litstream import ConfigurationError, FormatError
-from litstream.format._parquet import (
+from litstream.format.arrow._parquet import (
     ParquetChunk,
     ParquetFileInfo,
     ParquetLoader,

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 import litstream
-from litstream._cli import main
-from litstream._sync import run_sync
+from litstream._cli._main import main
+from litstream._core._sync import run_sync
 from litstream.read._index_load import load_index
 from litstream.simulate import (
     ClusterModel,

@@ -25,7 +25,7 @@ from litstream.read import _source_cache
 from litstream.read._core import ChunkWork, ReadPlanArgs, plan_pieces, produce_chunks
 from litstream.read._decode import work_batches
 from litstream.read._source import DatasetSource
-from litstream.read._source_cache import CacheSettings
+from litstream.read.cache._source_cache import CacheSettings
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup

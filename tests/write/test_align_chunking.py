@@ -9,7 +9,7 @@ import pytest
 
 import litstream
 from litstream import ConfigurationError
-from litstream.write._inputs import split_aligned
+from litstream.write.run._inputs import split_aligned
 from peer import require_peer
 
 if TYPE_CHECKING:

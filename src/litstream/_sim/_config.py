@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 
 __all__ = ["ClusterModel", "CostModel", "NetworkModel", "ReadSettings", "SimulationConfig", "config_from_mapping"]
 

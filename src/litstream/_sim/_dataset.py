@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigurationError, FormatError
+from .._core._errors import ConfigurationError, FormatError
 from ..format._chunk import header_length, pack_chunk
 from ..format._compression import compress
 from ..format._index import INDEX_FILENAME, ChunkInfo, Index

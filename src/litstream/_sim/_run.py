@@ -1,6 +1,6 @@
 """Run the real read engine for a whole simulated cluster, in one process, on the virtual clock (trio).
 
-Each DataLoader worker of each rank is one real :class:`~litstream.read._sample_stream.SampleStream` (what
+Each DataLoader worker of each rank is one real :class:`~litstream.read.aio._sample_stream.SampleStream` (what
 ``astream`` returns) with its own read plan (``ReadPlanArgs`` with its rank, worker, worker count and machine
 count), reading from its own :class:`~litstream._sim._store.SimStore`. A worker groups its samples into
 batches, spends the modelled decode time (a virtual sleep) and hands each batch to its rank through a queue of
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from .._errors import ConfigurationError, raise_collapsed
+from .._core._errors import ConfigurationError, raise_collapsed
 from ..format._loaders import TokensLoader
 from ..read._core import ReadPlanArgs
 from ..read._spec import ReadSpec
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from anyio.abc import ObjectReceiveStream, ObjectSendStream
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from ..read._sample_stream import SampleStream
+    from ..read.aio._sample_stream import SampleStream
     from ._config import SimulationConfig
     from ._dataset import SimDataset
 
@@ -76,7 +76,7 @@ class _Cluster:
         self.drop_last = self.world_size > 1 if drop_last is None else drop_last  # StreamingDataset's default
         self.ahead = config.read.max_pre_download
         if dataset.remote:  # as StreamingDataset: remote chunks at least 4 ahead
-            from .._dataset import _REMOTE_MIN_PRE_DOWNLOAD
+            from .._torch._dataset import _REMOTE_MIN_PRE_DOWNLOAD
 
             self.ahead = max(self.ahead, _REMOTE_MIN_PRE_DOWNLOAD)
         block = config.read.block_size

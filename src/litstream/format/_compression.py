@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, FormatError
+from .._core._errors import ConfigurationError, FormatError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import ConfigurationError, FormatError, PickleRefusedError
+from .._core._errors import ConfigurationError, FormatError, PickleRefusedError
 from ._batch_decode import decode_items, sample_builder
 from ._fast_encode import fast_encoder
 from ._json_serializer import JsonLeaf

@@ -42,7 +42,7 @@ Deliberate differences from LitData:
   object, string, bytes or void dtype are refused instead of being stored as unreadable bytes.
 * Tensors that require grad, live on another device or carry a conjugate bit are accepted by
   ``no_header_tensor`` too (LitData refuses them there).
-* Failures raise :class:`~litstream._errors.FormatError` (a ``ValueError``) instead of ``KeyError``,
+* Failures raise :class:`~litstream._core._errors.FormatError` (a ``ValueError``) instead of ``KeyError``,
   ``struct.error`` or ``AssertionError``.
 """
 
@@ -54,12 +54,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from . import _dtypes as dt
-from ._image_serializers import JpegSerializer, PilSerializer
 from ._json_serializer import JsonSerializer
-from ._media_paths import is_media_path
 from ._serializer_base import Serializer, loaded_class
+from .media._image_serializers import JpegSerializer, PilSerializer
+from .media._paths import is_media_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -326,7 +326,7 @@ _DEFAULT_ORDER: tuple[type[Serializer], ...] = (
 
 def default_serializers() -> dict[str, Serializer]:
     """Return a new registry of the built-in serializers, keyed by name, in priority order."""
-    from ._media_registry import with_media_serializers  # typed media wrappers (LitData's litdata.types)
+    from .media._registry import with_media_serializers  # typed media wrappers (LitData's litdata.types)
 
     return with_media_serializers({serializer.name: serializer for serializer in (cls() for cls in _DEFAULT_ORDER)})
 

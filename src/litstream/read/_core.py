@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import anyio
 import anyio.to_thread
 
-from .._errors import PlanError
-from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
-from ._lazy_order import LazyOrder, resolve_order
-from ._plan import ChunkSlice, resume_position, worker_plan
-from ._source_cache import open_streaming, streamable
-from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
+from .._core._errors import PlanError
+from .cache._source_cache import open_streaming, streamable
+from .plan._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
+from .plan._lazy_order import LazyOrder, resolve_order
+from .plan._plan import ChunkSlice, resume_position, worker_plan
+from .plan._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from ..format._chunk import ChunkView
     from ._source import DatasetSource
-    from ._subset import Selection
+    from .plan._subset import Selection
 
 
 __all__ = [

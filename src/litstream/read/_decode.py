@@ -18,10 +18,10 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from .._trace import CAT_READ, TRACER
-from ..format._arrow import ArrowChunk
+from .._core._trace import CAT_READ, TRACER
 from ..format._loaders import SampleDecoder
 from ..format._tokens import TokenBlocks, TokenLayout
+from ..format.arrow._chunk import ArrowChunk
 from ._pages import populate, release
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 from ._core import piece_chunks
 from ._limits import LIMIT_FRACTION, MaxMemory, MemoryLimit, check_max_memory, memory_limit
 
@@ -42,7 +42,7 @@ __all__ = [
     "plan_read",
 ]
 
-_SLOT_HEADROOM = 1.25  # litstream._slots sizes a slot at the batch's bytes times this
+_SLOT_HEADROOM = 1.25  # litstream._torch._slots sizes a slot at the batch's bytes times this
 
 
 @dataclass(frozen=True)

@@ -11,20 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
-from .._trace import CAT_DECOMPRESS, CAT_READ, TRACER
-from ..format._arrow import ArrowChunk, ArrowRowsOnly, read_chunk_view
+from .._core._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from .._core._trace import CAT_DECOMPRESS, CAT_READ, TRACER
 from ..format._chunk import ChunkView, item_span_offset
 from ..format._compression import Compression, compression_from_config, decompress
 from ..format._config_keys import check_config_keys
 from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
 from ..format._framed import chunk_from_file
-from ..format._mds import decompress_shard, is_mds_config
-from ..format._mds_encodings import MdsDecoder
-from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._temporal import TemporalDecoder
 from ..format._tokens import TokenLayout, check_item_loader
 from ..format._trust_marker import untrusted_sources
+from ..format.arrow._chunk import ArrowChunk, ArrowRowsOnly, read_chunk_view
+from ..format.arrow._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
+from ..format.mds._encodings import MdsDecoder
+from ..format.mds._index import decompress_shard, is_mds_config
 from ..storage._files import local_path, map_object, read_span_at
 from ..storage._safe_files import UnsafeFileError, regular_size
 from ._decoder_choice import _sample_decoder
@@ -32,8 +32,8 @@ from ._headers import OffsetTables
 from ._index_load import load_index, load_local_index
 from ._inplace import decompressed_in_place
 from ._sizes import check_local_sizes
-from ._source_cache import CacheSettings, _open_cache, _read_through_cache
 from ._verify import check_chunk, check_chunk_file, get_checked, has_checksum
+from .cache._source_cache import CacheSettings, _open_cache, _read_through_cache
 
 if TYPE_CHECKING:
     import mmap
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..format._serializers import Serializer
     from ..storage._store import Store
     from ..storage._transfer import Downloader
-    from ._cache import ChunkCache
+    from .cache._cache import ChunkCache
 
 __all__ = ["DatasetSource"]
 

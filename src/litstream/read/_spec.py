@@ -21,25 +21,25 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .._litdata_params import check_read_params, item_shuffle_window_value
-from .._local_remote import check_local_dataset, local_remote_source
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
-from ..format._parquet import ParquetLoader
+from ..format.arrow._parquet import ParquetLoader
 from ..storage._files import local_path
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ..storage._store import HedgedStore, Store
 from ._args import check_read_args, check_read_loader
-from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
-from ._cache_dirs import default_cache_root, parse_cache_size
-from ._compose import MemberSpec
 from ._core import ReadPlanArgs, ShuffleMode
+from ._litdata_params import check_read_params, item_shuffle_window_value
+from ._local_remote import check_local_dataset, local_remote_source
 from ._source import DatasetSource
-from ._source_cache import CacheSettings
-from ._subset import Selection, check_subsample, resolve_selection
 from ._transform import Transform, check_transforms, compose
 from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
-from ._window import DEFAULT_SHUFFLE_WINDOW
+from .cache._dirs import default_cache_root, parse_cache_size
+from .cache._source_cache import CacheSettings
+from .plan._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
+from .plan._compose import MemberSpec
+from .plan._subset import Selection, check_subsample, resolve_selection
+from .plan._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from ..format._encryption import Encryption
     from ..format._serializers import Serializer
     from ._core import Piece
-    from ._sample_stream import SampleStream
-    from ._session import StreamPosition
+    from .aio._sample_stream import SampleStream
+    from .plan._session import StreamPosition
 
 __all__ = ["Loader", "ReadSpec", "SpecAttribute"]
 
@@ -184,7 +184,7 @@ class ReadSpec:
             url = where.url
             if index_path is None and local_source is None and url is not None and url.startswith("hf://"):
                 if eager:  # hf:// Parquet: index once, kept
-                    from ..write._hf import hf_dataset_index
+                    from ..index._hf import hf_dataset_index
 
                     hf_index, hf_loader = hf_dataset_index(store, url, cache_dir, storage_options, item_loader)
                     index_path, item_loader = hf_index, hf_loader or item_loader
@@ -245,7 +245,7 @@ class ReadSpec:
         """
         index_path, item_loader = self.index_path, self.item_loader
         if self.hub is not None and index_path is None:
-            from ..write._hf import ahf_dataset_index
+            from ..index._hf import ahf_dataset_index
 
             url, options, given = self.hub
             cache_dir = None if self.cache is None else self.cache.cache_dir
@@ -359,7 +359,7 @@ class ReadSpec:
             select: The items served, when not :meth:`select` (``astream``'s own subsample on top).
             max_pre_download: Overrides the spec's prefetch depth.
         """
-        from ._sample_stream import SampleStream
+        from .aio._sample_stream import SampleStream
 
         return SampleStream(
             self,

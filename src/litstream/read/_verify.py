@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import ChecksumError
+from .._core._errors import ChecksumError
 from ..format._checksum import CHECKSUM_KEY, verify_chunk
 
 if TYPE_CHECKING:

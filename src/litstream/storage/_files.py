@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio.to_thread
 
-from .._errors import FormatError, LitstreamError, ObjectNotFoundError, StorageError
+from .._core._errors import FormatError, LitstreamError, ObjectNotFoundError, StorageError
 from ._base import mapped_errors
 from ._safe_files import open_regular
 

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import anyio
 import anyio.to_thread
 
-from .._errors import ObjectNotFoundError, StorageError
+from .._core._errors import ObjectNotFoundError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors
 from ._faults import retries_exhausted
 from ._keys import check_key

@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 import sniffio
 
-from .._errors import ConfigurationError, StorageError
+from .._core._errors import ConfigurationError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
 from ._faults import explain_failure
 from ._keys import check_key

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

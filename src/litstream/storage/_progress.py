@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from .._errors import LitstreamError, StorageError
+from .._core._errors import LitstreamError, StorageError
 from ._files import map_file
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import LitstreamError, StorageError
-from .._trace import CAT_DOWNLOAD, TRACER
+from .._core._errors import LitstreamError, StorageError
+from .._core._trace import CAT_DOWNLOAD, TRACER
 from ._base import MiB
 from ._budget import ByteBudget
 from ._ordered import OrderedGate, Request

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from .._errors import ObjectNotFoundError, StorageError
+from .._core._errors import ObjectNotFoundError, StorageError
 from ._base import mapped_errors
 from ._keys import check_key
 from ._listing import list_retrying

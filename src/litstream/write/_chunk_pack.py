@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 from ..format._chunk import pack_chunk
 from ..format._compression import Compression, compress
 from ..format._encrypted import encrypt_chunk

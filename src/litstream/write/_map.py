@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
-from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
-from .._litdata_params import check_write_params
-from .._sync import run_sync
+from .._core._errors import ConfigurationError, OutputNotEmptyError, WorkerError
+from .._core._sync import run_sync
+from ..read._litdata_params import check_write_params
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
-from ._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
-from ._inputs import Picked
 from ._readers import with_reader
-from ._runner import run_jobs
-from ._sequence_feed import FedBatches, FedInputs
 from ._summary import WorkerSummary, summarize
 from ._writer_lock import WriterLock, is_lock_name
+from .run._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
+from .run._inputs import Picked
+from .run._runner import run_jobs
+from .run._sequence_feed import FedBatches, FedInputs
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ..storage._resolver import Dir
     from ..storage._store import Store
     from ._summary import RunSummary
-    from ._worker import Report
+    from .run._worker import Report
 
 __all__ = ["map"]
 

@@ -1,0 +1,143 @@
+"""LitData 0.2.76 parameters that litstream accepts for drop-in use but does not act on.
+
+Two kinds. *Tuning knobs* (downloader/uploader thread counts, DNS, decode batching, O_DIRECT) change
+how fast LitData works, never what it produces; litstream schedules its own I/O, so any valid value
+is accepted and has no effect. *Behaviour switches* (a custom reader, profiling, elastic resume,
+Lightning machines) change what LitData does; litstream does not implement them, so only the default
+is accepted and any other value raises :class:`~litstream.ConfigurationError` naming the parameter,
+rather than being silently ignored. docs/migrating-from-litdata.md lists them all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._core._environ import environ
+from .._core._errors import ConfigurationError, PlanError
+from .._core._litdata_env import warn_ignored
+from .plan._assign import resolve_item_shuffle_window
+
+__all__ = ["check_read_params", "check_write_params"]
+
+
+def _refuse(name: str, value: Any, default: Any, why: str) -> None:
+    if value is not default and value != default:
+        raise ConfigurationError(
+            f"{name}={value!r} is not supported by litstream ({why}); leave it at its default, {default!r}"
+        )
+
+
+def _optional_count(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be None or an int >= 1, got {value!r}")
+
+
+def _optional_bool(name: str, value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be None, True or False, got {value!r}")
+
+
+def check_write_params(
+    *,
+    num_nodes: Any = None,
+    machine: Any = None,
+    num_downloaders: Any = None,
+    num_uploaders: Any = None,
+    reader: Any = None,
+    optimize_dns: Any = None,
+    keep_data_ordered: Any = None,
+    broadcast_paths: Any = False,
+    align_chunking: Any = False,
+    item_loader: Any = None,
+) -> None:
+    """Validate the LitData-only arguments of ``optimize`` / ``map``.
+
+    Also warns once for each ``LITDATA_*`` variable that is set and that litstream ignores (``_litdata_env``).
+
+    Raises:
+        ConfigurationError: a behaviour switch has a value other than its default, or a knob a bad type.
+    """
+    warn_ignored(stacklevel=4)  # the caller of optimize(...) / map(...)
+    _refuse(
+        "num_nodes",
+        num_nodes,
+        None,
+        "it launches a Lightning multi-node job; set DATA_OPTIMIZER_NUM_NODES "
+        "and DATA_OPTIMIZER_NODE_RANK and run optimize on each node instead, see docs/environment.md",
+    )
+    _refuse("machine", machine, None, "it selects a Lightning AI machine; run on the machine you want instead")
+    _refuse("broadcast_paths", broadcast_paths, False, "it resolves Lightning Studio paths across nodes")
+    if not isinstance(align_chunking, bool):
+        raise ConfigurationError(f"align_chunking must be True or False, got {align_chunking!r}")
+    if type(item_loader).__name__ == "TemporalArrayLoader":
+        raise ConfigurationError(
+            "item_loader=TemporalArrayLoader() cannot be written by litstream yet (it reads such datasets); "
+            "write them with LitData, or store the tracks with PyTreeLoader()"
+        )
+    _optional_count("num_downloaders", num_downloaders)
+    _optional_count("num_uploaders", num_uploaders)
+    _optional_bool("optimize_dns", optimize_dns)
+    _optional_bool("keep_data_ordered", keep_data_ordered)
+
+
+def item_shuffle_window_value(value: Any) -> int:
+    """The in-chunk shuffle block size ``item_shuffle_window=value`` means (LitData 0.2.76's values).
+
+    ``None`` / ``"auto"`` take ``LITDATA_ITEM_SHUFFLE_WINDOW`` when it is set, as LitData does.
+
+    Raises:
+        ConfigurationError: a negative int, a float or an unknown string (see
+            ``read._assign.resolve_item_shuffle_window``), in the argument or the variable.
+    """
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        variable = environ().litdata_item_shuffle_window
+        if variable is not None and variable.strip().lower() != "auto":  # LitData's fallback for the default
+            try:
+                return resolve_item_shuffle_window(variable)
+            except PlanError:
+                raise ConfigurationError(
+                    f"LITDATA_ITEM_SHUFFLE_WINDOW={variable!r} is not understood: set an int >= 0, 'auto' (256) or "
+                    "'full' (0), or unset it"
+                ) from None
+    try:
+        return resolve_item_shuffle_window(value)
+    except PlanError as exc:
+        raise ConfigurationError(
+            f"{exc}: item_shuffle_window is the in-chunk shuffle block size of shuffle=True (LitData's, default 256)"
+        ) from None
+
+
+def check_read_params(
+    *,
+    session_options: Any = None,
+    force_override_state_dict: Any = False,
+    num_canonical_nodes: Any = None,
+    batch_decode: Any = "auto",
+    item_shuffle_window: Any = None,
+    window_direct_io: Any = False,
+) -> None:
+    """Validate the LitData-only arguments of ``StreamingDataset``.
+
+    Also warns once for each ``LITDATA_*`` variable that is set and that litstream ignores (``_litdata_env``).
+
+    Raises:
+        ConfigurationError: a behaviour switch has a value other than its default, or a knob a bad type.
+    """
+    warn_ignored(stacklevel=4)  # the caller of StreamingDataset(...)
+    if session_options not in (None, {}):
+        raise ConfigurationError(
+            f"session_options={session_options!r} is not supported by litstream (boto3 session options); "
+            "give credentials and the profile in storage_options instead, see docs/storage.md"
+        )
+    if not isinstance(force_override_state_dict, bool):
+        raise ConfigurationError(f"force_override_state_dict must be True or False, got {force_override_state_dict!r}")
+    _optional_count("num_canonical_nodes", num_canonical_nodes)
+    item_shuffle_window_value(item_shuffle_window)
+    if batch_decode not in ("auto", "all", True, False) and (
+        isinstance(batch_decode, bool) or not isinstance(batch_decode, int) or batch_decode < 0
+    ):
+        raise ConfigurationError(f"batch_decode must be 'auto', 'all', a bool or an int >= 0, got {batch_decode!r}")
+    if not isinstance(window_direct_io, bool):
+        raise ConfigurationError(f"window_direct_io must be True or False, got {window_direct_io!r}")

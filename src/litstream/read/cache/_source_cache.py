@@ -1,0 +1,207 @@
+"""An opened dataset's local chunk cache: its settings, opening it, and reading a chunk through it —
+whole, or while it downloads (:func:`open_streaming`)."""
+
+from __future__ import annotations
+
+import mmap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio.to_thread
+
+from ..._core._errors import ChecksumError
+from ...format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM
+from ...format._chunk import ChunkView, header_length
+from ...format._loaders import SampleDecoder
+from ...storage._files import map_file
+from ...storage._hedged import HedgedStore
+from ...storage._progress import Progress
+from ...storage._transfer import Downloader
+from .._verify import check_chunk, drop_copy, file_id, has_checksum
+from ._cache import ChunkCache
+from ._dirs import dataset_cache_dir, default_cache_root
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from anyio.abc import TaskGroup
+
+    from ...format._index import ChunkInfo, Index
+    from ...storage._store import Store
+    from .._source import DatasetSource
+
+__all__ = ["CacheSettings", "_open_cache", "_read_through_cache", "open_streaming", "streamable"]
+
+
+async def _read_through_cache(
+    cache: ChunkCache,
+    downloader: Downloader,
+    name: str,
+    size: int | None,
+    priority: int | None = None,
+    queued: Callable[[], object] | None = None,
+    verify: ChunkInfo | None = None,
+    url: str = "",
+) -> bytes | mmap.mmap:
+    """Chunk ``name`` mapped from the cache, downloaded first if missing.
+
+    With ``verify`` (its ``index.json`` entry, recording a checksum) the file is checked once per process and
+    file version: a copy that does not match is deleted and downloaded again once, and if the new copy does
+    not match either, it is deleted too and :class:`~litstream.ChecksumError` names the chunk and ``url``.
+    """
+    await cache.aacquire(name, size=size)  # evicts released chunks to make room first
+    try:
+        for attempt in range(2):
+            path = await downloader.fetch(name, size=size, priority=priority, queued=queued)
+            data, mapped = await anyio.to_thread.run_sync(_map, path)
+            if verify is None:
+                return data
+            fix = None if attempt == 0 else f"a fresh download from {url} differs too: {_SOURCE_FIX}"
+            try:
+                await anyio.to_thread.run_sync(check_chunk, data, verify, path, str(path), fix)
+                return data
+            except ChecksumError:
+                await anyio.to_thread.run_sync(drop_copy, path, data, mapped)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+    finally:
+        await _release(cache, name)
+
+
+_SOURCE_FIX = "the dataset's own file is corrupt (the cached copies were deleted); re-create the dataset with optimize"
+
+
+_STREAMED_FIX = (
+    "it was decoded while it downloaded, so samples of it may have been read; the copy was deleted, read "
+    "the dataset again (or fix the source, if the next download differs too)"
+)
+
+
+def _map(path: Path) -> tuple[bytes | mmap.mmap, tuple[int, int] | None]:
+    mapped = file_id(path)
+    return map_file(path), mapped
+
+
+async def _release(cache: ChunkCache, name: str) -> None:
+    """Give back a hold, also when cancelled (an unreleased hold keeps the chunk from eviction for good)."""
+    with anyio.CancelScope(shield=True):
+        await cache.arelease(name)
+
+
+def _open_cache(store: Store, index: Index, settings: CacheSettings) -> tuple[ChunkCache, Downloader]:
+    root = Path(settings.cache_dir) if settings.cache_dir else default_cache_root()
+    directory = dataset_cache_dir(root, store.url, index.updated_at)
+    directory.mkdir(parents=True, exist_ok=True)
+    size = 0.75 if settings.max_cache_size is None else settings.max_cache_size
+    # Hedging is for small random reads (ds[i]); duplicating 8 MB chunk pieces would only add load
+    # (and an abandoned duplicate keeps downloading in its thread), so chunks bypass it.
+    plain = store.inner if isinstance(store, HedgedStore) else store
+    tuning = {
+        k: v for k, v in (("piece_size", settings.piece_size), ("max_concurrency", settings.max_concurrency)) if v
+    }
+    return ChunkCache(directory, max_cache_size=size), Downloader(plain, directory, **tuning)
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """Where and how much of a remote dataset is kept on local disk.
+
+    Attributes:
+        cache_dir: Cache root; ``None`` uses ``default_cache_root()`` (``LITSTREAM_CACHE_DIR``, then
+            ``LITDATA_CACHE_DIR``, then ``~/.cache/litstream/chunks``). The dataset lives in
+            ``<root>/<md5(url)>/<updated_at>/``, as in LitData.
+        max_cache_size: Bytes (int or ``"50GB"``), a fraction of free disk in (0, 1], or ``None`` for
+            75 % of the free disk (LitData's default). Chunks held by a reader are never evicted.
+        piece_size: Bytes per ranged GET of a chunk download (the ``Downloader``'s); ``None``: its default.
+        max_concurrency: Ranged GETs in flight (the ``Downloader``'s); ``None``: its default.
+    """
+
+    cache_dir: str | None = None
+    max_cache_size: int | float | str | None = None
+    piece_size: int | None = None
+    max_concurrency: int | None = None
+
+
+def streamable(source: DatasetSource, chunk_index: int) -> bool:
+    """Whether chunk ``chunk_index`` can be decoded while it downloads: a remote, uncompressed, unencrypted
+    chunk of PyTree samples, larger than one ranged GET, without a checksum or with the default one (then only
+    while it is not cached yet)."""
+    downloader = source.downloader
+    if source.cache is None or downloader is None or not isinstance(source.decoder, SampleDecoder):
+        return False
+    config = source.index.config
+    if (config is not None and config.compression) or source.compression is not None:
+        return False
+    if source.encryption_level is not None or source.parquet is not None or source.tokens is not None:
+        return False
+    info = source.index.chunks[chunk_index]
+    if info.chunk_bytes <= downloader.piece_size:
+        return False
+    if not has_checksum(info):
+        return True
+    # With the default (fast) checksum a chunk streams while it is not cached yet, and is checked as its download
+    # ends (open_streaming); a cached copy, or one with a sha256/blake2b, is checked before any item is decoded.
+    value = info.extra.get(CHECKSUM_KEY)
+    fast = isinstance(value, str) and value.startswith(f"{DEFAULT_CHECKSUM}:")
+    return fast and not downloader.path(info.filename).exists()
+
+
+async def open_streaming(
+    source: DatasetSource, chunk_index: int, tg: TaskGroup, priority: int | None, queued: Callable[[], object]
+) -> tuple[ChunkView, Callable[[int], None] | None]:
+    """Start downloading a :func:`streamable` chunk in ``tg`` and return its view once its header is written,
+    with ``ready(end)``: block until its bytes ``[0, end)`` are (the decoder calls it before each batch).
+
+    A chunk whose items do not end where the chunk ends (an Arrow payload follows them) is returned
+    whole, with ``ready`` ``None``. The chunk is held in the cache until its download ends and, by a hold of
+    the reader's own, until it is mapped (the download may end first: the file is not evicted meanwhile).
+
+    Raises:
+        FormatError: a header that contradicts ``index.json``.
+        StorageError: (from ``ready``) the download failed before the bytes came; ``DownloadAbandoned``
+            (``storage/_progress.py``) if it was cancelled.
+    """
+    info = source.index.chunks[chunk_index]
+    cache, downloader = source.cache, source.downloader
+    assert cache is not None
+    assert downloader is not None
+    progress = Progress(info.chunk_bytes)
+
+    async def download() -> None:
+        try:
+            await cache.aacquire(info.filename, size=info.chunk_bytes)
+            try:
+                path = await downloader.fetch(
+                    info.filename, size=info.chunk_bytes, priority=priority, queued=queued, progress=progress
+                )
+                if has_checksum(info):  # its items may be decoded already: a mismatch drops the copy and raises
+                    data, mapped = await anyio.to_thread.run_sync(_map, path)
+                    try:
+                        await anyio.to_thread.run_sync(check_chunk, data, info, path, str(path), _STREAMED_FIX)
+                    except ChecksumError:
+                        await anyio.to_thread.run_sync(drop_copy, path, data, mapped)
+                        raise
+                    if isinstance(data, mmap.mmap):
+                        data.close()
+            finally:
+                await _release(cache, info.filename)
+        except BaseException as exc:
+            progress.failed(exc)
+            raise
+
+    await cache.aacquire(info.filename)  # the reader's hold (no eviction: the download's hold makes room)
+    try:
+        tg.start_soon(download)
+        data = await progress.map_when(header_length(info.chunk_size))
+    except BaseException as exc:
+        progress.failed(exc)  # wakes a thread still waiting (after a cancellation)
+        raise
+    finally:
+        await _release(cache, info.filename)
+    view = ChunkView(data)
+    if view.num_items == info.chunk_size and len(data) == info.chunk_bytes and int(view.offsets[-1]) == len(data):
+        return source._checked_view(chunk_index, data, False), progress.wait
+    await anyio.to_thread.run_sync(progress.wait, info.chunk_bytes)  # e.g. an Arrow payload: read it whole
+    return source._checked_view(chunk_index, data, False), None
