@@ -99,7 +99,10 @@ MOVES: dict[str, str] = {
     "read._session_compose": "read.plan._session_compose",
     # read/cache: local chunk files
     "read._cache": "read.cache._cache",
-    "read._cache_dirs": "read.cache._dirs",
+    "read._cache_dirs": "storage._cache_dirs",
+    "read.cache._dirs": "storage._cache_dirs",
+    "format._units": "_core._units",
+    "read._core": "read._engine",
     "read._source_cache": "read.cache._source_cache",
     # read/raw: never-optimized files
     "read._raw": "read.raw._stream",
@@ -112,7 +115,6 @@ MOVES: dict[str, str] = {
     "read._sample_stream": "read.aio._sample_stream",
     # index: Parquet / Hub / raw-file indexing shared by read and write
     "write._parquet_index": "index._parquet",
-    "write._hf": "index._hf",
     "read._raw_index": "index._raw",
     "read._raw_indexer": "index._raw_indexer",
     # write/run: the process runner

@@ -207,5 +207,7 @@ def test_import_litstream_loads_no_library_module_but_errors_and_version(tmp_pat
         tmp_path,
     )
     first, second = out.splitlines()
-    assert first == "[] ['litstream._core', 'litstream._core._errors', 'litstream._core._terminal', 'litstream._version']"
+    assert (
+        first == "[] ['litstream._core', 'litstream._core._errors', 'litstream._core._terminal', 'litstream._version']"
+    )
     assert second == "True True"

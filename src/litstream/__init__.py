@@ -73,7 +73,6 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .format.media._video import Video as Video
     from .format.media._video import VideoSerializer as VideoSerializer
     from .index._hf import index_hf_dataset as index_hf_dataset
-    from .index._hf import optimize_hf as optimize_hf
     from .index._parquet import index_parquet_dataset as index_parquet_dataset
     from .read._trust import set_allow_pickle as set_allow_pickle
     from .read.aio._astream import astream as astream
@@ -85,6 +84,7 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .storage._walk import walk as walk
     from .write._complete import complete_dataset as complete_dataset
     from .write._complete import is_complete_dataset as is_complete_dataset
+    from .write._hf import optimize_hf as optimize_hf
     from .write._map import map as map
     from .write._media_folder import iter_webdataset_tar as iter_webdataset_tar
     from .write._media_folder import list_media_folder as list_media_folder
@@ -165,7 +165,7 @@ _LAZY = {
     "map": ".write._map",
     "merge_datasets": ".write._merge_datasets",
     "optimize": ".write._optimize",
-    "optimize_hf": ".index._hf",
+    "optimize_hf": ".write._hf",
     "set_allow_pickle": ".read._trust",
     "train_test_split": "._torch._split",
     "walk": ".storage._walk",

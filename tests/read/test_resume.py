@@ -24,7 +24,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
-from litstream.read._core import ChunkWindow, ReadPlanArgs, plan_pieces
+from litstream.read.plan._pieces import ChunkWindow, ReadPlanArgs, plan_pieces
 from litstream.read.plan._plan import ChunkSlice
 from litstream.read.plan._resume import (
     EpochSpec,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
-    from litstream.read._core import Piece
+    from litstream.read.plan._pieces import Piece
 
 
 def write_ints(d: Path, n: int, chunk_size: int) -> Path:

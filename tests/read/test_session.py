@@ -10,18 +10,19 @@ import pytest
 
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
 from litstream._torch._dataset_io import _open_now
-from litstream.read._core import ReadPlanArgs, plan_pieces
 from litstream.read._decode import iter_work
+from litstream.read._engine import split_head
 from litstream.read.plan._checkpoint import CompositeCheckpoint, CycleCarry, DatasetCheckpoint
+from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
 from litstream.read.plan._resume import Level, Topology
-from litstream.read.plan._session import open_session, resume_plan, split_head
+from litstream.read.plan._session import open_session, resume_plan
 from litstream.storage._local import LocalFileStore
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from litstream.read._core import Piece
     from litstream.read._source import DatasetSource
+    from litstream.read.plan._pieces import Piece
 
 
 def _identity(i: int) -> int:

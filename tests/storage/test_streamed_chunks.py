@@ -22,10 +22,11 @@ from test_transfer import ScriptedStore
 
 from litstream import StorageError, StreamingDataset, optimize
 from litstream.read import _source_cache
-from litstream.read._core import ChunkWork, ReadPlanArgs, plan_pieces, produce_chunks
 from litstream.read._decode import work_batches
+from litstream.read._engine import ChunkWork, produce_chunks
 from litstream.read._source import DatasetSource
 from litstream.read.cache._source_cache import CacheSettings
+from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -148,7 +149,7 @@ def test_a_remote_read_in_small_ranged_gets_yields_every_sample(
         streamed.append(out[1] is not None)
         return out
 
-    monkeypatch.setattr("litstream.read._core.open_streaming", spy)
+    monkeypatch.setattr("litstream.read._engine.open_streaming", spy)
     ds = StreamingDataset(url, storage_options=s3_server.options(), cache_dir=str(tmp_path / "cache"), shuffle=shuffle)
     assert ds._cache_settings is not None
     ds._cache_settings = dataclasses.replace(ds._cache_settings, piece_size=PIECE)  # the downloader's settings

@@ -24,11 +24,12 @@ import pytest
 from test_transfer import ScriptedStore
 
 from litstream import optimize
-from litstream.read._core import ChunkWork, ReadPlanArgs, plan_pieces, produce_chunks
 from litstream.read._decode import work_batches
+from litstream.read._engine import ChunkWork, produce_chunks
 from litstream.read._source import DatasetSource
 from litstream.read.cache._cache import ChunkCache
 from litstream.read.cache._source_cache import CacheSettings
+from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
 from litstream.storage import _progress
 
 if TYPE_CHECKING:

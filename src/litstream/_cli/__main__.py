@@ -1,4 +1,6 @@
-"""``python -m litstream._cli``: the ``litstream`` command."""
+"""``python -m litstream._cli._main``: the ``litstream`` command."""
+
+from __future__ import annotations
 
 import sys
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .._core._environ import environ
 from .._core._errors import ConfigurationError
-from ..read.cache._dirs import default_cache_root, litdata_cache_root, own_cache_root
+from ..storage._cache_dirs import default_cache_root, litdata_cache_root, own_cache_root
 
 if TYPE_CHECKING:
     import argparse

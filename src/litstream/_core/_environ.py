@@ -38,7 +38,7 @@ __all__ = [
 
 CLIENT_OPTION_PREFIXES = {"s3": "AWS_", "gcs": "GOOGLE_", "azure": "AZURE_"}
 """obstore's HTTP client options in the environment: this prefix + an option name in capitals
-(``AWS_ALLOW_HTTP``, ``AZURE_PROXY_URL``); the names are ``storage._options.CLIENT_KEYS``."""
+(``AWS_ALLOW_HTTP``, ``AZURE_PROXY_URL``); the names are :data:`CLIENT_KEYS`."""
 
 
 @dataclass(frozen=True)
@@ -97,12 +97,18 @@ class Environ:
         return {name[len(prefix) :].lower(): value for name, value in self.client_options if name.startswith(prefix)}
 
 
+#: obstore ClientConfig keys (shared by every store kind), lower-case; ``storage._options`` validates them.
+CLIENT_KEYS = frozenset(
+    "allow_http allow_invalid_certificates connect_timeout default_content_type default_headers http1_only "
+    "http2_keep_alive_interval http2_keep_alive_timeout http2_keep_alive_while_idle http2_only pool_idle_timeout "
+    "pool_max_idle_per_host proxy_url proxy_ca_certificate proxy_excludes root_certificate randomize_addresses "
+    "read_timeout timeout user_agent".split()
+)
+
 _NAMES = tuple(f.name.upper() for f in fields(Environ) if f.name != "client_options")
 
 
 def _client_option_names() -> tuple[str, ...]:
-    from ..storage._options import CLIENT_KEYS  # not at import: ``import litstream`` stays cheap
-
     return tuple(prefix + key.upper() for prefix in CLIENT_OPTION_PREFIXES.values() for key in sorted(CLIENT_KEYS))
 
 

@@ -20,8 +20,8 @@ import anyio.to_thread
 
 from .._core._errors import ConfigurationError, raise_collapsed
 from ..format._loaders import TokensLoader
-from ..read._core import ReadPlanArgs
 from ..read._spec import ReadSpec
+from ..read.plan._pieces import ReadPlanArgs
 from ._clock import VirtualClock
 from ._store import Network, NetworkStats, SimStore
 

@@ -35,9 +35,9 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
-    from ..read._core import ShuffleMode
     from ..read.aio._compose import ComposedSampleStream
     from ..read.plan._compose import Composer, Run
+    from ..read.plan._pieces import ShuffleMode
 
 __all__ = ["CompositeDataset", "Position"]
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Generator
 
-    from ..read._core import ShuffleMode
+    from ..read.plan._pieces import ShuffleMode
     from ..read.plan._resume import Level
 
 __all__ = ["StreamingDataLoader"]

@@ -17,15 +17,15 @@ from torch.utils.data import IterableDataset
 from .._core import _portal
 from .._core._distributed import DistributedEnv, detect_distributed, detect_worker
 from .._core._errors import raise_collapsed
-from ..read._core import ShuffleMode, produce_chunks
 from ..read._decode import iter_work
+from ..read._engine import produce_chunks, split_head
 from ..read._litdata_params import check_read_params
 from ..read._memory import adapt_reader, check_max_memory, fit_decoded_cache
 from ..read._spec import Loader, ReadSpec, SpecAttribute
 from ..read._transform import Transform, check_transforms
-from ..read.cache._dirs import check_cache_size
-from ..read.plan._session import open_session, split_head
+from ..read.plan._session import open_session
 from ..read.plan._window import DEFAULT_SHUFFLE_WINDOW
+from ..storage._cache_dirs import check_cache_size
 from ._collate import shared_block
 from ._dataset_io import WORKER_ALLOC, _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
 from ._dataset_keys import KeyedMixin
@@ -42,9 +42,9 @@ if TYPE_CHECKING:
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
     from ..format.arrow._parquet import ParquetLoader
-    from ..read._core import Piece
     from ..read._source import DatasetSource
     from ..read.cache._source_cache import CacheSettings
+    from ..read.plan._pieces import Piece, ShuffleMode
     from ..read.plan._resume import ResumePlan
     from ..storage._resolver import Dir
     from ..storage._store import Store

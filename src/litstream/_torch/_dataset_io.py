@@ -9,7 +9,7 @@ import anyio
 import sniffio
 
 from ..format._index import INDEX_FILENAME
-from ..read._core import ChunkWork
+from ..read._engine import ChunkWork
 from ..read._source import DatasetSource
 from ..storage._files import local_path
 

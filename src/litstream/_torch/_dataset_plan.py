@@ -9,8 +9,8 @@ from ..read.plan._plan import items_per_rank, worker_plan
 from ._dataset_io import _inside_worker
 
 if TYPE_CHECKING:
-    from ..read._core import ReadPlanArgs
     from ..read._spec import ReadSpec
+    from ..read.plan._pieces import ReadPlanArgs
 
 __all__ = ["PlanMixin"]
 

@@ -17,10 +17,10 @@ from .._core._errors import ConfigurationError
 from .._core._litdata_env import warn_ignored
 from ..index._raw import FileMetadata, index_cache_dir, key_of
 from ..index._raw_indexer import BaseIndexer, FileIndexer, build_or_load_index
-from ..read.cache._dirs import default_cache_root
 from ..read.raw._fetch import FetchConfig, FetchStatistics, RawFetcher
 from ..read.raw._files import RawFiles
 from ..read.raw._stream import RawReader, RawStream, epoch_order
+from ..storage._cache_dirs import default_cache_root
 from ..storage._files import local_path
 from ..storage._obstore import ObstoreStore
 from ..storage._resolver import Dir, resolve_dir, store_for

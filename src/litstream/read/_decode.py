@@ -1,6 +1,6 @@
-"""Decoding the items of a :class:`~litstream.read._core.ChunkWork`, batch by batch.
+"""Decoding the items of a :class:`~litstream.read._engine.ChunkWork`, batch by batch.
 
-The producer (``read._core.produce_chunks``) hands over chunks; this module turns their items into
+The producer (``read._engine.produce_chunks``) hands over chunks; this module turns their items into
 samples: column-wise for PyTree and Arrow chunks, a block at a time for tokens, in batches sized by
 item bytes so that the first sample of a chunk comes quickly and a retained sample keeps little
 alive. The sync facades call :func:`iter_work` / :func:`work_batches` on their own thread; ``astream``
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     from ..format._chunk import ChunkView
-    from ._core import ChunkWork
+    from ._engine import ChunkWork
     from ._source import DatasetSource
 
 __all__ = ["decode_work", "decode_work_async", "iter_work", "work_batches"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .._core._environ import environ
 from .._core._errors import ConfigurationError
-from ..format._units import parse_bytes
+from .._core._units import parse_bytes
 
 __all__ = [
     "LIMIT_FRACTION",

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._core._errors import ConfigurationError
-from ._core import piece_chunks
 from ._limits import LIMIT_FRACTION, MaxMemory, MemoryLimit, check_max_memory, memory_limit
+from .plan._pieces import piece_chunks
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._core import Piece
     from ._source import DatasetSource
+    from .plan._pieces import Piece
 
 __all__ = [
     "LIMIT_FRACTION",

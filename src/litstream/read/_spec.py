@@ -24,20 +24,20 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format.arrow._parquet import ParquetLoader
+from ..storage._cache_dirs import default_cache_root, parse_cache_size
 from ..storage._files import local_path
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ..storage._store import HedgedStore, Store
 from ._args import check_read_args, check_read_loader
-from ._core import ReadPlanArgs, ShuffleMode
 from ._litdata_params import check_read_params, item_shuffle_window_value
 from ._local_remote import check_local_dataset, local_remote_source
 from ._source import DatasetSource
 from ._transform import Transform, check_transforms, compose
 from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
-from .cache._dirs import default_cache_root, parse_cache_size
 from .cache._source_cache import CacheSettings
 from .plan._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from .plan._compose import MemberSpec
+from .plan._pieces import ReadPlanArgs, ShuffleMode
 from .plan._subset import Selection, check_subsample, resolve_selection
 from .plan._window import DEFAULT_SHUFFLE_WINDOW
 
@@ -46,8 +46,8 @@ if TYPE_CHECKING:
 
     from ..format._encryption import Encryption
     from ..format._serializers import Serializer
-    from ._core import Piece
     from .aio._sample_stream import SampleStream
+    from .plan._pieces import Piece
     from .plan._session import StreamPosition
 
 __all__ = ["Loader", "ReadSpec", "SpecAttribute"]
@@ -90,7 +90,7 @@ class ReadSpec:
         selection: The items served (a subset or split), or ``None``: the subsample of every chunk.
         subsample: LitData's ``subsample`` fraction (``> 0``).
         subsample_shuffle: Whether the subsample is a random choice (LitData uses the ``shuffle`` of ``__init__``).
-        shuffle: A :data:`~litstream.read._core.ShuffleMode`, checked.
+        shuffle: A :data:`~litstream.read.plan._pieces.ShuffleMode`, checked.
         seed: The shuffle seed.
         drop_last: ``None`` means ``world_size > 1``.
         shuffle_window: Chunks mixed with ``shuffle="window"``.

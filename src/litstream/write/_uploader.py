@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 
 from .._core._errors import ConfigurationError, FormatError
+from .._core._units import parse_bytes
 from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, header_length
 from ..format._index import (
@@ -39,7 +40,6 @@ from ..format._index import (
     partial_index_name,
 )
 from ..format._loaders import PyTreeLoader, SampleEncoder
-from ..format._units import parse_bytes
 from ..storage._base import MiB
 from ..storage._resolver import store_for
 from ..storage._transfer import ByteBudget, Uploader

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ...format.arrow._parquet import ParquetLoader
     from ...storage._resolver import Dir
     from ...storage._store import Store
-    from .._core import ShuffleMode
+    from ..plan._pieces import ShuffleMode
     from ._sample_stream import SampleStream
 
 __all__ = ["HasReadSpec", "astream"]

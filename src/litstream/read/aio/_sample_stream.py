@@ -14,8 +14,9 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from ..._core._errors import raise_collapsed
-from .._core import ChunkWork, Piece, ReadPlanArgs, piece_chunks, plan_pieces, produce_chunks, works_for
 from .._decode import work_batches
+from .._engine import ChunkWork, produce_chunks, works_for
+from ..plan._pieces import Piece, ReadPlanArgs, piece_chunks, plan_pieces
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence

@@ -35,7 +35,7 @@ import anyio.to_thread
 
 from ..._core._errors import ConfigurationError
 from ..._core._trace import CAT_DELETE, CAT_LOCK, TRACER
-from ._dirs import LOCK_DIR, parse_cache_size
+from ...storage._cache_dirs import LOCK_DIR, parse_cache_size
 
 if os.name == "posix":
     import fcntl

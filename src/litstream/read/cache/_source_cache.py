@@ -14,13 +14,13 @@ from ..._core._errors import ChecksumError
 from ...format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM
 from ...format._chunk import ChunkView, header_length
 from ...format._loaders import SampleDecoder
+from ...storage._cache_dirs import dataset_cache_dir, default_cache_root
 from ...storage._files import map_file
 from ...storage._hedged import HedgedStore
 from ...storage._progress import Progress
 from ...storage._transfer import Downloader
 from .._verify import check_chunk, drop_copy, file_id, has_checksum
 from ._cache import ChunkCache
-from ._dirs import dataset_cache_dir, default_cache_root
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -43,7 +43,7 @@ from ._window import DEFAULT_SHUFFLE_WINDOW
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from .._core import Piece, ShuffleMode
+    from ._pieces import Piece, ShuffleMode
 
 __all__ = [
     "ENDLESS",
@@ -130,7 +130,7 @@ def suffix(stream: Sequence[Run], skip: int) -> list[Run]:
 
 
 def to_pieces(stream: Sequence[Run]) -> list[Piece]:
-    """The pieces (as ``read._core.plan_pieces`` returns them) that serve ``stream`` in order."""
+    """The pieces (as ``read.plan._pieces.plan_pieces`` returns them) that serve ``stream`` in order."""
     out: list[Piece] = []
     group: list[Segment] = []
     spec: EpochSpec | None = None

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..._core._errors import ConfigurationError
-from .._core import ChunkWindow, Piece
 from ._checkpoint import DatasetCheckpoint, require
+from ._pieces import ChunkWindow, Piece
 from ._plan import ChunkSlice, epoch_assignment, item_order
 from ._resume_types import EpochSpec, Level, Segment, Stream, Topology, Window
 from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, windows
@@ -240,7 +240,7 @@ class ResumePlan:
     finished: bool
 
     def pieces(self, worker: int) -> list[Piece]:
-        """The pieces (as ``read._core.plan_pieces`` returns them) logical ``worker`` still serves.
+        """The pieces (as ``read.plan._pieces.plan_pieces`` returns them) logical ``worker`` still serves.
 
         Consecutive runs of one chunk are merged so that chunk is fetched once.
         """

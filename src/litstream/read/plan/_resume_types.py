@@ -12,7 +12,7 @@ from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from ._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
-    from .._core import ShuffleMode
+    from ._pieces import ShuffleMode
     from ._plan import ChunkSlice
 
 __all__ = ["EpochSpec", "Level", "Segment", "Stream", "Topology", "Window"]

@@ -5,7 +5,7 @@ DataLoader worker), :func:`litstream.astream` (asyncio or trio) and the Combined
 wrappers (``read._session_compose``) — so a feature of one face is a feature of all.
 
 Given the dataset (its :class:`~litstream.read._source.DatasetSource` and selection), the plan
-arguments of the reader (:class:`~litstream.read._core.ReadPlanArgs`: rank, world size, worker,
+arguments of the reader (:class:`~litstream.read.plan._pieces.ReadPlanArgs`: rank, world size, worker,
 workers, batch size, shuffle, seed, epoch, drop_last) and a checkpoint, :func:`open_session` decides:
 
 * **fresh**: no checkpoint; the plan of ``args.epoch`` (``read._plan``);
@@ -14,7 +14,7 @@ workers, batch size, shuffle, seed, epoch, drop_last) and a checkpoint, :func:`o
 * **elastic resume**: another topology; the reader serves its run of the restriped remainder;
 * **next epoch**: a checkpoint taken at the end of its epoch starts the following epoch afresh.
 
-:func:`split_head` is the head-chunk fast path of a local, uncompressed dataset, and
+:func:`~litstream.read._engine.split_head` is the head-chunk fast path of a local, uncompressed dataset, and
 :class:`StreamPosition` counts what a single reader (``astream``) served so that it can write its
 own checkpoint (``read._checkpoint``).
 """
@@ -25,20 +25,19 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..._core._errors import ConfigurationError
-from .._core import ChunkWork, ReadPlanArgs, plan_pieces
 from ._checkpoint import DatasetCheckpoint
-from ._plan import ChunkSlice
+from ._pieces import ReadPlanArgs, plan_pieces
 from ._resume import ResumePlan, Topology, check_config, resolve_resume
 from ._subset import Selection, check_selection_state
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
 
-    from .._core import Piece
     from .._source import DatasetSource
+    from ._pieces import Piece
     from ._resume_types import Level
 
-__all__ = ["Session", "StreamPosition", "open_session", "resume_plan", "split_head"]
+__all__ = ["Session", "StreamPosition", "open_session", "resume_plan"]
 
 
 @dataclass(frozen=True)
@@ -114,28 +113,6 @@ def open_session(
     if selection is not None:
         pieces = selection.file_pieces(pieces)
     return Session(resume.spec.epoch, pieces, logical, 0, resume.levels)
-
-
-def split_head(source: DatasetSource, pieces: Sequence[Piece], limit: int) -> tuple[ChunkWork | None, list[Piece]]:
-    """Take up to ``limit`` samples of the first piece when its chunk can be mapped right now.
-
-    The head-chunk fast path: a local, uncompressed chunk is mapped in the calling thread (no event
-    loop needed), so a reader serves its first samples before its engine starts. Same samples, same
-    order: ``head`` followed by ``rest`` is ``pieces``.
-
-    Returns:
-        ``(head, rest)``; ``head`` is ``None`` (and ``rest`` is ``pieces``) when the first chunk
-        cannot be mapped now.
-    """
-    if not pieces or not isinstance(pieces[0][0], ChunkSlice):
-        return None, list(pieces)
-    piece, order = pieces[0]
-    view = source.map_local_chunk(piece.chunk_index)
-    if view is None:
-        return None, list(pieces)
-    head = min(limit, len(order))
-    rest = [(piece, order[head:]), *pieces[1:]] if head < len(order) else list(pieces[1:])
-    return ChunkWork(piece.chunk_index, view, order[:head]), rest
 
 
 class StreamPosition:

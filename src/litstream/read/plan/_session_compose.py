@@ -22,10 +22,10 @@ from ._resume import round_robin
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from .._core import Piece
     from ..aio._sample_stream import SampleStream
     from ._compose import Composer, Run
     from ._compose_resume import CompositePlan
+    from ._pieces import Piece
     from ._resume_types import Level, Topology
 
 __all__ = [

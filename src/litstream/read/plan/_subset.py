@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 import numpy as np
 
 from ..._core._errors import ConfigurationError
-from .._core import ChunkWindow
+from ._pieces import ChunkWindow
 from ._plan import ChunkSlice
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .._core import Piece
+    from ._pieces import Piece
 
 __all__ = [
     "Region",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._core._errors import ConfigurationError
+from ._errors import ConfigurationError
 
 __all__ = ["parse_bytes"]
 

@@ -8,9 +8,9 @@ import os
 import shutil
 from pathlib import Path
 
-from ..._core._environ import environ
-from ..._core._errors import ConfigurationError
-from ...format._units import parse_bytes
+from .._core._environ import environ
+from .._core._errors import ConfigurationError
+from .._core._units import parse_bytes
 
 if os.name == "posix":
     import fcntl
@@ -115,7 +115,7 @@ def parse_cache_size(value: int | float | str | None, *, directory: str | os.Pat
 
     Args:
         value: ``None`` (no limit), a positive ``int`` of bytes, a string with a decimal unit (``"50GB"``,
-            ``"1MB"``, as :func:`~litstream.format._units.parse_bytes`), or a ``float`` in ``(0, 1]``: that
+            ``"1MB"``, as :func:`~litstream._core._units.parse_bytes`), or a ``float`` in ``(0, 1]``: that
             fraction of the free space on ``directory``'s file system.
         directory: Where the cache is (the nearest existing ancestor is measured); needed for a fraction.
 
