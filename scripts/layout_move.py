@@ -25,8 +25,8 @@ MOVES: dict[str, str] = {
     "_distributed": "_core._distributed",
     "_terminal": "_core._terminal",
     "_debug": "_core._debug",
-    "_sync": "_core._sync",
-    "_portal": "_core._portal",
+    "_sync": "_core._bridge",
+    "_portal": "_core._bridge",
     "_litdata_env": "_core._litdata_env",
     # _torch: the torch faces
     "_affinity": "_torch._affinity",
@@ -218,6 +218,20 @@ def _map_dotted(name: str, new_mods: set[str]) -> str:
 
 _ABS = re.compile(r"\blitstream((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 _PATH = re.compile(r"\b(src/)?litstream/((?:[A-Za-z_][A-Za-z0-9_]*/)*[A-Za-z_][A-Za-z0-9_]*)\.py\b")
+_FROM_PKG = re.compile(r"^(?P<ind>[ \t]*)from litstream(?P<pkg>(?:\.[A-Za-z_]\w*)*) import (?P<name>_\w+)$", re.M)
+
+
+def _from_package(m: re.Match[str], new_mods: set[str]) -> str:
+    """``from litstream.read import _source_cache`` (a module imported from its package) -> its new package."""
+    pkg = m["pkg"][1:]
+    old = f"{pkg}.{m['name']}" if pkg else m["name"]
+    new = _map_dotted(old, new_mods)
+    if new == old or new.rsplit(".", 1)[-1] != m["name"]:
+        return m.group(0)
+    parent = new.rsplit(".", 1)[0] if "." in new else ""
+    return f"{m['ind']}from litstream{'.' + parent if parent else ''} import {m['name']}"
+
+
 _LAZY_ENTRY = re.compile(r'"(\w+)": "\.([A-Za-z_][\w.]*)"')
 _REL = re.compile(r"^(?P<indent>[ \t]*)from (?P<dots>\.+)(?P<mod>[A-Za-z_][A-Za-z0-9_.]*)? import (?P<rest>.*)$", re.M)
 
@@ -301,7 +315,8 @@ def rewrite(old_of: dict[Path, str], moved: set[str]) -> None:
             text = path.read_text()
         except UnicodeDecodeError:
             continue
-        new = _ABS.sub(lambda m: "litstream." + _map_dotted(m[1][1:], new_mods), text)
+        new = _FROM_PKG.sub(lambda m: _from_package(m, new_mods), text)
+        new = _ABS.sub(lambda m: "litstream." + _map_dotted(m[1][1:], new_mods), new)
         new = _PATH.sub(
             lambda m: (
                 (m[1] or "") + "litstream/" + _map_dotted(m[2].replace("/", "."), new_mods).replace(".", "/") + ".py"

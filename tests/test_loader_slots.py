@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import litstream
-from litstream import _slots
+from litstream._torch import _slots
 from litstream._torch._slots import ScratchPool, SlotBatch, SlotExchange, SlotPacker
 
 ITEMS = 600

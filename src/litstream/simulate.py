@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._core._bridge import run_sync
 from ._core._errors import ConfigurationError
-from ._core._sync import run_sync
 from ._sim._config import (
     ClusterModel,
     CostModel,

@@ -20,7 +20,7 @@ import yaml
 
 import litstream
 from litstream._cli._main import main
-from litstream._core._sync import run_sync
+from litstream._core._bridge import run_sync
 from litstream.read._index_load import load_index
 from litstream.simulate import (
     ClusterModel,

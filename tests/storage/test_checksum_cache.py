@@ -20,7 +20,7 @@ from test_transfer import ScriptedStore
 
 from litstream import ChecksumError, StreamingDataset, astream, optimize
 from litstream.format._checksum import CHECKSUM_KEY
-from litstream.read import _source_cache
+from litstream.read.cache import _source_cache
 from litstream.storage._resolver import store_for
 from litstream.storage._transfer import Downloader
 

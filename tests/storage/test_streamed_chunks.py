@@ -21,10 +21,10 @@ import pytest
 from test_transfer import ScriptedStore
 
 from litstream import StorageError, StreamingDataset, optimize
-from litstream.read import _source_cache
 from litstream.read._decode import work_batches
 from litstream.read._engine import ChunkWork, produce_chunks
 from litstream.read._source import DatasetSource
+from litstream.read.cache import _source_cache
 from litstream.read.cache._source_cache import CacheSettings
 from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
 

@@ -26,7 +26,7 @@ from write_targets import TARGETS, Target, make_target
 
 from clean_process import run_clean
 from litstream import LocalFileStore, RunSummary, StreamingDataset, WorkerError, WorkerSummary, map, optimize
-from litstream._core._sync import run_sync
+from litstream._core._bridge import run_sync
 from litstream.write.run._env import OptimizerEnv
 from litstream.write.run._feed import SequenceInputs, run_ahead
 from litstream.write.run._nodes import finish_node

@@ -73,7 +73,7 @@ def _options(text: str | None) -> dict[str, Any]:
 def _init(dataset: str, config_path: Path, force: bool, options: dict[str, Any]) -> int:
     yaml = _yaml()
 
-    from .._core._sync import run_sync
+    from .._core._bridge import run_sync
     from ..read._index_load import load_index
     from ..simulate import SimulationConfig
     from ..storage._files import local_path

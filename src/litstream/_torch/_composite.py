@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torch.utils.data import IterableDataset
 
-from .._core import _portal
+from .._core import _bridge
 from .._core._distributed import DistributedEnv, detect_worker
 from .._core._errors import ConfigurationError
 from ..read._args import check_reader_args
@@ -204,7 +204,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
             self._clear_resume()
             self.current_epoch = session.epoch
         where = Position(session.worker, session.epoch, len(session.levels), session.topology, session.bases)
-        with _portal.daemon_portal() as portal:
+        with _bridge.daemon_portal() as portal:
             yield from self._emit(session.streams, session.count, portal, where)
         self._clear_resume()
         self.current_epoch = session.epoch + 1  # in a persistent DataLoader worker too (as StreamingDataset)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import IterableDataset
 
-from .._core import _portal
+from .._core import _bridge
 from .._core._distributed import DistributedEnv, detect_distributed, detect_worker
 from .._core._errors import raise_collapsed
 from ..read._decode import iter_work
@@ -260,7 +260,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
                 spec.store, spec.serializers, spec.item_loader, spec.pickle_choice, spec.encryption
             )
         if self._source is None:
-            self._source = _portal.call(spec.open)
+            self._source = _bridge.call(spec.open)
         if opened:  # under a memory limit, ds[i]'s cache of decompressed chunks fits this reader's share
             fit_decoded_cache(self._source, self.max_memory, detect_worker().num_workers)
         return self._source
@@ -316,8 +316,8 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         if not 0 <= position < total:
             raise IndexError(f"index {index} is out of range for a dataset of {total} items")
         if selection is None:
-            return self._apply(_portal.call(source.get_item, position))
-        return self._apply(_portal.call(_get_item_at, source, *selection.locate(position)))
+            return self._apply(_bridge.call(source.get_item, position))
+        return self._apply(_bridge.call(_get_item_at, source, *selection.locate(position)))
 
     @property
     def transforms(self) -> list[Callable[[Any], Any]]:
@@ -354,7 +354,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             head, pieces = split_head(source, pieces, _HEAD_ITEMS)
             if head is not None:
                 yield from iter_work(source, head, self._apply if self.transforms else None)
-        with _portal.daemon_portal() as portal:
+        with _bridge.daemon_portal() as portal:
             yield from self._serve(pieces, portal)
         self._clear_resume()
         # In every process, as LitData: a persistent DataLoader worker keeps this copy, so its next epoch reshuffles.

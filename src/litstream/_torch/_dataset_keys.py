@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._core import _portal
+from .._core import _bridge
 from ..read._keys import KeyReader, read_by_keys
 
 if TYPE_CHECKING:
@@ -52,5 +52,5 @@ class KeyedMixin:
     def get_by_keys(self, keys: Sequence[str | int]) -> list[Any]:
         """The samples of ``keys``, in that order, in one call to the read engine (see :meth:`get_by_key`)."""
         source = self._get_source()
-        samples = _portal.call(read_by_keys, source, self._keys(), list(keys), self._selected())
+        samples = _bridge.call(read_by_keys, source, self._keys(), list(keys), self._selected())
         return [self._apply(sample) for sample in samples]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._core import _bridge
 from .._core._errors import ConfigurationError, DatasetNotFoundError
 from ..format._index import INDEX_FILENAME, is_partial_index_name
 
@@ -139,12 +140,12 @@ class Cache:
         self._rank: int | None = None
         self._session: _WriteSession | None = None
         self._is_done = False
-        self._dataset: StreamingDataset | None = None
+        self._source: DatasetSource | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_session"] = None  # an open writer belongs to the process that started it
-        state["_dataset"] = None
+        state["_source"] = None
         return state
 
     # -- LitData's properties ---------------------------------------------------------------------
@@ -235,30 +236,36 @@ class Cache:
         _merge(self.cache_dir, node_rank)
 
     # -- reading ----------------------------------------------------------------------------------
-    def _reader(self) -> StreamingDataset:
-        if self._dataset is None:
-            from ._dataset import StreamingDataset
+    def _reader(self) -> DatasetSource:
+        if self._source is None:
+            from ..read._spec import ReadSpec
 
             if self._dir.url is None and not self.filled:
                 raise DatasetNotFoundError(
                     f"Cache({self.cache_dir!r}) holds no {INDEX_FILENAME} yet: call done() and merge() after "
                     "writing, before reading"
                 )
-            self._dataset = StreamingDataset(self._dir if self._dir.url else self.cache_dir, **self._read_args)
-        return self._dataset
+            spec = ReadSpec.build(self._dir if self._dir.url else self.cache_dir, **self._read_args)
+            self._source = _bridge.call(spec.open)
+        return self._source
 
     def __getitem__(self, index: int) -> Any:
-        """Item ``index`` (0-based, in ``index.json`` order) of the merged dataset.
+        """Item ``index`` (0-based, in ``index.json`` order; negative counts from the end) of the merged dataset.
 
         Raises:
             DatasetNotFoundError: ``index.json`` does not exist yet.
             IndexError: ``index`` is out of range.
         """
-        return self._reader()[index]
+        source = self._reader()
+        total = len(source)
+        position = index + total if index < 0 else index
+        if not 0 <= position < total:
+            raise IndexError(f"index {index} is out of range for a dataset of {total} items")
+        return _bridge.call(source.get_item, position)
 
     def __len__(self) -> int:
         """Items in the merged dataset (token windows with ``TokensLoader``)."""
-        return len(self._reader()._get_source())
+        return len(self._reader())
 
 
 def _default_level(compression: str | None, item_loader: Any) -> str | None:
@@ -297,7 +304,7 @@ class _WriteSession:
     """One rank's open :class:`ChunkWriter` on a private event loop, fed in index order."""
 
     def __init__(self, cache_dir: str, rank: int, write_args: dict[str, Any]) -> None:
-        from .._core._portal import daemon_portal
+        from .._core._bridge import daemon_portal
         from ..storage._local import LocalFileStore
         from ..write._chunk_pack import check_chunking
         from ..write._writer import ChunkWriter
@@ -368,7 +375,7 @@ async def _own_writer(writer: ChunkWriter, receive: MemoryObjectReceiveStream[En
 
 
 def _merge(cache_dir: str, node_rank: int | None) -> None:
-    from .._core._sync import run_sync
+    from .._core._bridge import run_sync
     from ..format._index import Index, merge_partial_indexes
     from ..storage._local import LocalFileStore
     from ..write._merge import merge_index

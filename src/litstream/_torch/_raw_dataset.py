@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from .._core import _portal
+from .._core import _bridge
 from .._core._errors import ConfigurationError
 from .._core._litdata_env import warn_ignored
 from ..index._raw import FileMetadata, index_cache_dir, key_of
@@ -243,7 +243,7 @@ class StreamingRawDataset(_Base):
         """
         wanted = [self._check(i) for i in indices]
         reader = self._fresh()
-        values = _portal.call(reader.get_items, wanted)
+        values = _bridge.call(reader.get_items, wanted)
         if self.max_prefetch > 0 and wanted and wanted == list(range(wanted[0], wanted[0] + len(wanted))):
             self._look_ahead(reader, wanted[0], len(wanted))
         return self._apply(values)
@@ -261,7 +261,7 @@ class StreamingRawDataset(_Base):
             start = first + k * step
             stop = min(total, start + (max(self.max_prefetch, size) if k == 1 else size))
             if start < stop:
-                _portal.start_soon(reader.prefetch, range(start, stop))
+                _bridge.start_soon(reader.prefetch, range(start, stop))
 
     def __getitem__(self, index: int | slice) -> Any:
         """Item ``index`` (a file's bytes, transformed), or a list of items for a slice.

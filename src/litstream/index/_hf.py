@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, ObjectNotFoundError
-from .._core._sync import run_sync
 from ..format._index import INDEX_FILENAME
 from ..format.arrow._parquet import ParquetLoader
 from ..storage._cache_dirs import default_cache_root

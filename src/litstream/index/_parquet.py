@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, DatasetNotFoundError
-from .._core._sync import run_sync
 from ..format._index import INDEX_FILENAME, Index
 from ..format.arrow._parquet import (
     PARQUET_FOOTER_TAIL,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, FormatError
-from .._core._sync import run_sync
 from ..storage._listing import list_retrying
 
 if TYPE_CHECKING:

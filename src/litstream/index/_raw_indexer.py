@@ -20,8 +20,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, ObjectNotFoundError, StorageError
-from .._core._sync import run_sync
 from ._raw import INDEX_NAME, FileMetadata, decode_index, encode_index, key_of, list_files, save_index
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from .._core._bridge import run_sync
 from .._core._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError
-from .._core._sync import run_sync
 from ..format._chunk import header_length, item_span_offset
 from ..format._compression import compression_from_config, decompress
 from ..format._dtypes import numpy_dtype_from_index, parse_dtype_suffix, torch_dtype_itemsize

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._core._bridge import run_sync
 from .._core._errors import DatasetNotFoundError, ObjectNotFoundError
-from .._core._sync import run_sync
 from ..format._index import INDEX_FILENAME
 from ..index._hf import hub_url
 from ..storage._resolver import store_for

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
+from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, OutputNotEmptyError, WorkerError
-from .._core._sync import run_sync
 from ..read._litdata_params import check_write_params
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._readers import with_reader

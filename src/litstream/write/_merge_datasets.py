@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._core._bridge import run_sync
 from .._core._errors import (
     ConfigurationError,
     DatasetNotFoundError,
@@ -26,7 +27,6 @@ from .._core._errors import (
     OutputNotEmptyError,
     raise_collapsed,
 )
-from .._core._sync import run_sync
 from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, chunk_digest, expected_digest, verify_chunk
 from ..format._chunk import chunk_filename
 from ..format._compression import compression_from_config

@@ -17,8 +17,8 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, FormatError, ObjectNotFoundError, OutputLockedError
-from .._core._sync import run_sync
 from ..format._checksum import check_checksum_argument
 from ..format._compression import resolve_compression
 from ..format._encrypted import check_writer_encryption

@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .._core._bridge import run_sync
 from .._core._errors import (
     ConfigurationError,
     DatasetNotFoundError,
@@ -25,7 +26,6 @@ from .._core._errors import (
     ObjectNotFoundError,
     OutputNotEmptyError,
 )
-from .._core._sync import run_sync
 from ..format._checksum import CHECKSUM_KEY, chunk_digest, expected_digest
 from ..format._chunk import ChunkView
 from ..format._compression import decompress

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import cloudpickle
 
+from ..._core._bridge import run_sync
 from ..._core._environ import exported
 from ..._core._errors import OutputLockedError, WorkerError
-from ..._core._sync import run_sync
 from ._env import set_worker_env, worker_env
 from ._feed import FedQueue, QueueInputs, pack
 from ._inputs import ALL_DONE

@@ -1,13 +1,16 @@
-"""Event loops for the synchronous facades.
+"""The one crossing between synchronous code and the async core.
 
+* :func:`run_sync` — runs one coroutine to completion on a fresh event loop, in this thread, or in a
+  short-lived helper thread when this thread already runs a loop (a sync litstream call made from async
+  code). For one-off calls of the write path, the CLI and the stores' synchronous adapters.
 * :func:`daemon_portal` — an anyio blocking portal whose event loop runs in a **daemon** thread, so
   a half-consumed iterator that is still alive when the interpreter exits can never keep the
   process from ending (anyio's ``start_blocking_portal`` uses a non-daemon pool thread).
-* :func:`call` — runs one coroutine function from synchronous code on a per-process portal that
-  is kept between calls (``ds[i]``, ``len(ds)``): starting a fresh event loop per call costs more
-  than the read itself. The portal is stopped before this process forks (``os.register_at_fork``)
-  and at exit, so a forked DataLoader worker never inherits a loop thread or its locks; it is
-  started again on the next call.
+* :func:`call` / :func:`start_soon` — run a coroutine function from synchronous code on a per-process
+  portal that is kept between calls (``ds[i]``, ``len(ds)``): starting a fresh event loop per call costs
+  more than the read itself. The portal is stopped before this process forks (``os.register_at_fork``)
+  and at exit, so a forked DataLoader worker never inherits a loop thread or its locks; it is started
+  again on the next call.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ import os
 import queue
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import sniffio
 from anyio.from_thread import BlockingPortal
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
-__all__ = ["call", "daemon_portal"]
+__all__ = ["call", "daemon_portal", "run_sync", "start_soon"]
 
 # anyio imports its asyncio backend when the first event loop starts (~10 ms); do it at import time,
 # so the first `iter()` / `ds[i]` of a process (and of every forked DataLoader worker) does not pay it.
@@ -109,3 +114,20 @@ def start_soon(fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
     """
     future = _SHARED.get().start_task_soon(fn, *args)
     future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
+def run_sync(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Run ``fn(*args)`` to completion on a fresh event loop and return its result.
+
+    The loop runs in this thread, or in a short-lived helper thread when this thread already runs
+    an event loop (a sync litstream call made from async code).
+    """
+    try:
+        sniffio.current_async_library()
+        inside_loop = True
+    except sniffio.AsyncLibraryNotFoundError:
+        inside_loop = False
+    if not inside_loop:  # outside the except block, so errors of fn are not chained to sniffio's
+        return anyio.run(fn, *args)
+    with ThreadPoolExecutor(1, thread_name_prefix="litstream-sync") as pool:
+        return pool.submit(anyio.run, fn, *args).result()
