@@ -232,6 +232,8 @@ def _from_package(m: re.Match[str], new_mods: set[str]) -> str:
     return f"{m['ind']}from litstream{'.' + parent if parent else ''} import {m['name']}"
 
 
+_ROOM_PATH = re.compile(r"(?<![\w./])((?:read|write|format|storage|_core|_torch|_cli|index)/(?:\w+/)*_\w+)\.py\b")
+_BARE_PATH = re.compile(r"`(_[a-z]\w*)\.py`")
 _LAZY_ENTRY = re.compile(r'"(\w+)": "\.([A-Za-z_][\w.]*)"')
 _REL = re.compile(r"^(?P<indent>[ \t]*)from (?P<dots>\.+)(?P<mod>[A-Za-z_][A-Za-z0-9_.]*)? import (?P<rest>.*)$", re.M)
 
@@ -323,6 +325,8 @@ def rewrite(old_of: dict[Path, str], moved: set[str]) -> None:
             ),
             new,
         )
+        new = _ROOM_PATH.sub(lambda m: _map_dotted(m[1].replace("/", "."), new_mods).replace(".", "/") + ".py", new)
+        new = _BARE_PATH.sub(lambda m: "`" + _map_dotted(m[1], new_mods).replace(".", "/") + ".py`", new)
         if path == SRC / "litstream" / "__init__.py":  # the lazy table: ``"Name": ".module"``
             new = _LAZY_ENTRY.sub(lambda m: f'"{m[1]}": ".{_map_dotted(m[2], new_mods)}"', new)
         if path.suffix == ".py" and path.is_relative_to(SRC / "litstream"):

@@ -50,7 +50,7 @@ def test_environ_reads_each_variable_and_treats_empty_as_unset(monkeypatch: pyte
     env = environ()
     assert env.world_size == "8"
     assert env.hf_token is None
-    assert env.data_optimizer_timeout == " 5 "  # raw: write/_env.py parses and names the variable
+    assert env.data_optimizer_timeout == " 5 "  # raw: write/run/_env.py parses and names the variable
     assert env.client_options_for("s3") == {"allow_http": "true"}
     assert env.client_options_for("azure") == {"proxy_url": "http://proxy:3128"}
     assert env.client_options_for("gcs") == {}

@@ -1,5 +1,5 @@
-"""LitData's Arrow chunks: layout detection, decoding, untrusted payloads (format/_arrow.py) and the
-writer side (format/_arrow_write.py)."""
+"""LitData's Arrow chunks: layout detection, decoding, untrusted payloads (format/arrow/_chunk.py) and the
+writer side (format/arrow/_write.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The MDS index and sample decoding (``format/_mds.py``, ``format/_mds_encodings.py``) on hand-made,
+"""The MDS index and sample decoding (``format/mds/_index.py``, ``format/mds/_encodings.py``) on hand-made,
 hostile input: every malformed field is a ``FormatError`` naming it, never a crash or a wrong sample.
 The samples MDSWriter itself writes are covered in ``tests/compat/test_mds_compat.py``."""
 

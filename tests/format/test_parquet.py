@@ -1,4 +1,4 @@
-"""Parquet files as chunks: footers to index entries, bytes to rows (format/_parquet.py)."""
+"""Parquet files as chunks: footers to index entries, bytes to rows (format/arrow/_parquet.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The read session (``read/_session.py``) and the checkpoint format (``read/_checkpoint.py``)."""
+"""The read session (``read/plan/_session.py``) and the checkpoint format (``read/plan/_checkpoint.py``)."""
 
 from __future__ import annotations
 

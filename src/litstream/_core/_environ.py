@@ -6,8 +6,8 @@ test checks that too). It reads the environment on every call, so a value export
 launcher, a test's ``monkeypatch``) is seen by the next read; each call costs a few microseconds.
 
 Values are the raw strings, ``None`` when a variable is unset or empty. Each user parses and validates
-its own values and names the variable in its error (``write/_env.py``, ``read/_trust.py``,
-``_distributed.py``), so this module holds no policy. The cloud SDK variables that obstore reads itself
+its own values and names the variable in its error (``write/run/_env.py``, ``read/_trust.py``,
+``_core/_distributed.py``), so this module holds no policy. The cloud SDK variables that obstore reads itself
 (credentials, regions) are not read here: only those litstream must see (an endpoint, to allow plain
 HTTP; whether any credential is set, to explain a failure; the HTTP client options obstore would drop).
 
@@ -48,22 +48,22 @@ class Environ:
     ``docs/environment.md`` gives each variable's meaning and default.
     """
 
-    # ranks (``_distributed.py``)
+    # ranks (``_core/_distributed.py``)
     world_size: str | None = None
     global_rank: str | None = None
     rank: str | None = None
     nnodes: str | None = None
-    # the chunk cache (``read/_cache.py``)
+    # the chunk cache (``read/cache/_cache.py``)
     litstream_cache_dir: str | None = None
     litdata_cache_dir: str | None = None
     xdg_cache_home: str | None = None
-    # LitData's in-chunk shuffle block size (``_litdata_params.py``)
+    # LitData's in-chunk shuffle block size (``read/_litdata_params.py``)
     litdata_item_shuffle_window: str | None = None
     # pickled leaves (``read/_trust.py``)
     litstream_allow_pickle: str | None = None
     # the readers' memory budget (``read/_memory.py``)
     litstream_max_memory: str | None = None
-    # tracing in child processes (``_trace.py``)
+    # tracing in child processes (``_core/_trace.py``)
     litstream_trace: str | None = None
     litstream_trace_file: str | None = None
     # the Hugging Face Hub (``storage/_resolver.py``)
@@ -83,7 +83,7 @@ class Environ:
     aws_container_credentials_relative_uri: str | None = None
     aws_container_credentials_full_uri: str | None = None
     aws_metadata_endpoint: str | None = None
-    # optimize on several machines (``write/_env.py``)
+    # optimize on several machines (``write/run/_env.py``)
     data_optimizer_num_nodes: str | None = None
     data_optimizer_node_rank: str | None = None
     data_optimizer_timeout: str | None = None
@@ -127,7 +127,7 @@ def environ() -> Environ:
 
 def litdata_variables_set() -> tuple[tuple[str, str], ...]:
     """``(name, value)`` of the ``LITDATA_*`` variables that are set and not empty, sorted by name; for the
-    warning that litstream ignores those it does not read (``_litdata_env.py``)."""
+    warning that litstream ignores those it does not read (``_core/_litdata_env.py``)."""
     return tuple(sorted((n, v) for n, v in os.environ.items() if n.startswith("LITDATA_") and v))
 
 

@@ -2,7 +2,7 @@
 
 A map-style dataset (``len``, ``ds[i]``, ``ds[a:b]``, ``__getitems__`` for torch's ``DataLoader``), an
 iterable, and an async stream (``ds.astream()``). Configuration plus a portal: listing lives in
-``read/_raw_index.py``, fetching in ``read/_raw_fetch.py`` and ``read/_raw.py``. torch is not imported.
+``index/_raw.py``, fetching in ``read/raw/_fetch.py`` and ``read/raw/_stream.py``. torch is not imported.
 """
 
 from __future__ import annotations

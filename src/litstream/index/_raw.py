@@ -4,7 +4,7 @@ Layout (LitData's, so either library reuses the other's cache): a zstd frame hol
 ``{"source": <input_dir>, "files": [{"path": str, "size": int}, ...], "created_at": <epoch seconds>}``,
 saved as ``<cache_dir>/<md5(input_dir)>/index.json.zstd`` (temporary name, then rename).
 
-Where the list comes from and where it is kept: ``read/_raw_indexer.py``.
+Where the list comes from and where it is kept: ``index/_raw_indexer.py``.
 """
 
 from __future__ import annotations

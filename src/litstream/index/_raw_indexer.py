@@ -38,7 +38,7 @@ class BaseIndexer(ABC):
     """Chooses the files of a ``StreamingRawDataset`` (LitData's ``litdata.raw.indexer.BaseIndexer``).
 
     Subclass it and implement :meth:`discover_files`; pass an instance as ``indexer=``. The dataset keeps
-    what it returns (see the module docs of ``read/_raw_indexer.py``: cached under ``cache_dir`` and next
+    what it returns (see the module docs of ``index/_raw_indexer.py``: cached under ``cache_dir`` and next
     to the data), so ``discover_files`` runs again only with ``recompute_index=True`` or a fresh cache.
     """
 

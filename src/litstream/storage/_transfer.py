@@ -4,7 +4,7 @@
   it, its blocks reserved first, then ``os.replace``-d); concurrent fetches of one name in a process share
   one download; a ``CapacityLimiter`` bounds the requests in flight, a byte budget the bytes between store
   and disk. Two *processes* fetching one name both download it, each atomically (cross-process use:
-  ``read/_cache.py``).
+  ``read/cache/_cache.py``).
   An :class:`~litstream.storage.ObstoreStore` streams each piece into the file through ~256 KiB buffers
   (``get_into_file``): a reader's resident memory then stays flat however much it downloads.
 * :class:`Uploader` (``storage/_upload.py``, re-exported here): local files (or bytes held in memory) go up

@@ -1,5 +1,5 @@
 """Arrow IPC message headers, read without decoding anything: how many bytes a payload's record
-batches decode to, so that a decompression bomb is refused before any allocation (``format/_arrow.py``).
+batches decode to, so that a decompression bomb is refused before any allocation (``format/arrow/_chunk.py``).
 
 An IPC file is ``"ARROW1"`` + 2 padding bytes, then a stream of messages (schema, record batches),
 then its footer; a stream is the messages alone. Each message is a flatbuffer ``Message`` whose

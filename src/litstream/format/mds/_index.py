@@ -11,7 +11,7 @@ An MDS directory holds ``index.json`` and shard files::
 
 A shard (``raw_data``; ``zip_data`` is that file compressed whole) has LitData's chunk layout
 (``format/_chunk.py``: ``N``, ``N + 1`` absolute uint32 offsets, items) with a JSON block between the
-offsets and the first item, which the absolute offsets skip. One item (``format/_mds_encodings.py``)
+offsets and the first item, which the absolute offsets skip. One item (``format/mds/_encodings.py``)
 is a uint32 size for each variable-size column (``column_sizes[i]`` null) in column order, then every
 column's bytes in column order.
 

@@ -65,7 +65,7 @@ class ComposedSampleStream:
     def state_dict(self) -> dict[str, Any] | None:
         """The position of this stream as a checkpoint: pass it as ``astream(..., state=...)`` to resume.
 
-        The layout of the wrapper's ``state_dict`` (``read/_checkpoint.py``: one state per member
+        The layout of the wrapper's ``state_dict`` (``read/plan/_checkpoint.py``: one state per member
         plus the ``"composite"`` entry), counting the samples this stream returned. Before iteration
         has started, the ``state`` the stream was given, or ``None`` (nothing served yet). After the
         last sample, resuming from it starts the next epoch.

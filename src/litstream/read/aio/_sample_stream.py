@@ -143,7 +143,7 @@ class SampleStream:
         """The position of this stream as a checkpoint: pass it as ``astream(..., state=...)`` to resume.
 
         A dict of plain values (picklable, JSON-compatible) in the layout of
-        ``StreamingDataset.state_dict`` (``read/_checkpoint.py``), counting the samples this stream
+        ``StreamingDataset.state_dict`` (``read/plan/_checkpoint.py``), counting the samples this stream
         returned so far. Before iteration has started (the dataset is not open yet) it is the
         ``state`` the stream was given, or ``None`` (nothing served: start without a state). After
         the last sample, resuming from it starts the next epoch.
