@@ -10,6 +10,7 @@ its range, a request body of at most 4 kB; the last few results are kept, so mov
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 from collections import OrderedDict
@@ -122,11 +123,16 @@ class Playground:
     # -- routes -----------------------------------------------------------------------------------
     async def run(self, request: Request) -> Response:
         """``POST /api/simulate`` with the knob values as JSON: the result, or a 400/413/422/429 naming why."""
+        too_big = error_json(413, f"the request body is over {MAX_BODY} bytes; send only the knob values")
+        declared = request.headers.get("content-length", "0")
+        if not declared.isdigit() or int(declared) > MAX_BODY:  # refused unread
+            return too_big
         body = b""
-        async for part in request.stream():
-            body += part
-            if len(body) > MAX_BODY:
-                return error_json(413, f"the request body is over {MAX_BODY} bytes; send only the knob values")
+        async with contextlib.aclosing(request.stream()) as parts:
+            async for part in parts:
+                body += part
+                if len(body) > MAX_BODY:  # a chunked body, or one longer than declared
+                    return too_big
         try:
             sent = json.loads(body or b"{}")
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
