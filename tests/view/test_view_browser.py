@@ -14,7 +14,6 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from peer import in_ci, require_dev
 from view_data import HOSTILE, image_of, uvicorn_thread, write
 
 from litstream._sim._dataset import prepare_dataset
@@ -23,6 +22,7 @@ from litstream._view._app import create_app
 from litstream._view._dataset import DatasetView
 from litstream._view._playground import Playground
 from litstream.simulate import NetworkModel, SimulationConfig
+from peer import in_ci, require_dev
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

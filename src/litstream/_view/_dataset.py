@@ -82,12 +82,13 @@ class DatasetView:
         Raises:
             DatasetNotFoundError: no index there. FormatError: a malformed index. StorageError: it cannot be read.
         """
-        from .._dataset import StreamingDataset
         from ..read._index_load import load_index
         from ..storage._resolver import store_for
 
-        index = await load_index(store_for(url, dict(storage_options) if storage_options else None))
         options = dict(storage_options) if storage_options else None
+        index = await load_index(store_for(url, options))  # a dataset that cannot be read fails here, quickly
+        from .._dataset import StreamingDataset  # torch, once the index was read
+
         dataset = await anyio.to_thread.run_sync(lambda: StreamingDataset(url, storage_options=options))
         return cls(url, index, dataset, nav or [("/data", "dataset")])
 
