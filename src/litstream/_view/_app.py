@@ -12,7 +12,10 @@ site cannot reach the app through DNS rebinding). ``backend="asyncio"`` runs uvi
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import os
+import socket
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
     from ._dataset import DatasetView
     from ._playground import Playground
 
-__all__ = ["LOOPBACK_NAMES", "create_app", "is_loopback", "serve"]
+__all__ = ["LOOPBACK_NAMES", "create_app", "is_loopback", "listen", "serve"]
 
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
@@ -85,32 +88,44 @@ def create_app(
     return Starlette(routes=routes, middleware=middleware)
 
 
-def serve(app: Any, host: str, port: int, backend: str = "asyncio") -> None:
-    """Serve ``app`` until interrupted: uvicorn on asyncio, Hypercorn on trio.
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` and listening (the server then takes it over).
 
     Raises:
-        ConfigurationError: an unknown backend, or its server is not installed (``pip install 'litstream[view]'``).
+        ConfigurationError: the address cannot be used (in use, not this machine's, not allowed), named.
     """
-    if backend == "asyncio":
-        try:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family, backlog=128)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot listen on {host}:{port} ({exc}); choose another --port or --host") from None
+
+
+def serve(app: Any, host: str, port: int, backend: str = "asyncio") -> None:
+    """Serve ``app`` on ``host:port`` until interrupted: uvicorn on asyncio, Hypercorn on trio.
+
+    Raises:
+        ConfigurationError: an unknown backend, its server is not installed (``pip install 'litstream[view]'``),
+            or the address cannot be used.
+    """
+    if backend not in ("asyncio", "trio"):
+        raise ConfigurationError(f"--backend {backend!r} is not usable; use 'asyncio' (uvicorn) or 'trio' (Hypercorn)")
+    try:
+        if backend == "asyncio":
             import uvicorn
-        except ImportError:
-            raise ConfigurationError("serving on asyncio needs uvicorn: pip install 'litstream[view]'") from None
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
-        server.run()
-        return
-    if backend == "trio":
-        try:
+        else:
             import trio
             from hypercorn.config import Config
             from hypercorn.trio import serve as hypercorn_serve
-        except ImportError:
-            raise ConfigurationError(
-                "serving on trio needs hypercorn and trio: pip install 'litstream[view]'"
-            ) from None
+    except ImportError as exc:
+        raise ConfigurationError(f"serving on {backend} needs {exc.name}: pip install 'litstream[view]'") from None
+    with listen(host, port) as sock:
+        if backend == "asyncio":
+            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+            server.run(sockets=[sock])
+            return
         config = Config()
-        config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+        config.bind = [f"fd://{os.dup(sock.fileno())}"]  # Hypercorn owns (and closes) its own descriptor
         config.loglevel = "WARNING"
-        trio.run(hypercorn_serve, app, config)
-        return
-    raise ConfigurationError(f"--backend {backend!r} is not usable; use 'asyncio' (uvicorn) or 'trio' (Hypercorn)")
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl+C: stop quietly, as uvicorn does
+            trio.run(hypercorn_serve, app, config)

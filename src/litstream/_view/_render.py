@@ -81,8 +81,9 @@ def _text(text: str) -> str:
 
 def _png(image: Any) -> bytes:
     """A PIL image as a PNG of at most :data:`THUMBNAIL` pixels a side."""
-    small = image.copy()
-    small.thumbnail((THUMBNAIL, THUMBNAIL))
+    from PIL import ImageOps
+
+    small = ImageOps.contain(image, (THUMBNAIL, THUMBNAIL)) if max(image.size) > THUMBNAIL else image.copy()
     if small.mode not in ("1", "L", "LA", "P", "RGB", "RGBA"):
         small = small.convert("RGB")
     out = io.BytesIO()
@@ -123,14 +124,17 @@ def _array(value: Any) -> str:
 def _audio(samples: np.ndarray[Any, Any], rate: int) -> str:
     from ..format._media_audio import encode_wav
 
+    if samples.ndim != 2:
+        return f"<code>audio of shape {_esc(str(samples.shape))}</code>"
     channels, frames = samples.shape
     summary = f"audio: {channels} channel(s), {frames} samples at {rate} Hz ({frames / max(rate, 1):.2f} s)"
-    if rate <= 0 or frames == 0:
+    if not 0 < rate < 2**31 or frames == 0 or channels == 0:
         return f"<code>{_esc(summary)}</code>"
-    shown = samples[:, : MAX_AUDIO_SECONDS * rate]
+    kept = min(frames, MAX_AUDIO_SECONDS * rate, MAX_MEDIA_BYTES // (2 * channels))  # 16-bit WAV frames
+    shown = samples[:, :kept]
     data = encode_wav(shown[0] if channels == 1 else shown, rate)
-    if len(data) > MAX_MEDIA_BYTES:
-        return f"<code>{_esc(summary)} (too long to play here)</code>"
+    if kept < frames:
+        summary += f"; the first {kept / rate:.2f} s play here"
     return _media("audio", "audio/wav", data, summary)
 
 
@@ -141,6 +145,14 @@ def _number(value: Any) -> str:
 
 
 def render_value(value: Any, depth: int = 0) -> str:
+    """See :func:`_render`; a leaf that cannot be drawn (a malformed image or waveform) is named instead."""
+    try:
+        return _render(value, depth)
+    except Exception as exc:  # a stranger's value: whatever a converter raises, the page still shows
+        return f'<span class="error">{_esc(type(value).__name__)} could not be shown: {_esc(str(exc)[:300])}</span>'
+
+
+def _render(value: Any, depth: int = 0) -> str:
     """``value`` (a decoded sample or a part of one) as an HTML fragment of bounded size.
 
     Args:
