@@ -20,6 +20,7 @@ import httpx
 import pytest
 from view_data import CHUNK, HOSTILE, N, image_of, write
 
+from litstream import _errors as litstream_errors
 from litstream._sim._dataset import prepare_dataset
 from litstream._sync import run_sync
 from litstream._view._app import create_app
@@ -331,3 +332,43 @@ async def test_an_hf_dataset(tmp_path: Path) -> None:
         url = "hf://datasets/org/view"
         summary, page, keyed = await _remote_pages(url, {"endpoint": hub.url, "token": False})
     _check_remote(summary, page, keyed, url)
+
+
+def _tokens(i: int) -> Any:
+    import numpy as np
+
+    return np.arange(i * 100, i * 100 + 37, dtype=np.int64)
+
+
+async def test_a_token_dataset_is_viewed_as_windows(tmp_path: Path) -> None:
+    import litstream
+
+    data = str(tmp_path / "tokens")
+    await anyio.to_thread.run_sync(
+        lambda: litstream.optimize(
+            _tokens,
+            list(range(8)),
+            data,
+            chunk_size=4,
+            item_loader=litstream.TokensLoader(),
+            num_workers=1,
+            verbose=False,
+        )
+    )
+    app = create_app(view=await DatasetView.open(data, None, 16))
+    async with _client(app) as client:
+        summary = (await client.get("/api/data/summary")).json()
+        page = (await client.get("/data", params={"offset": 2, "count": 1})).text
+        beyond = await client.get("/data", params={"offset": summary["samples"]})
+    ds = litstream.StreamingDataset(data, item_loader=litstream.TokensLoader(16))
+    window = await anyio.to_thread.run_sync(ds.__getitem__, 2)
+    assert summary["samples"] == len(ds)  # windows of 16 tokens, as StreamingDataset serves them
+    assert summary["items_written"] == 8
+    assert summary["block_size"] == 16
+    assert f"shape ({len(window)},), dtype int64, min {int(window.min())}, max {int(window.max())}" in page
+    assert beyond.status_code == 400
+
+
+async def test_a_bad_block_size_is_refused(dataset: str) -> None:
+    with pytest.raises(litstream_errors.ConfigurationError, match="--block-size 0"):
+        await DatasetView.open(dataset, None, 0)

@@ -4,6 +4,7 @@ listens; the real commands serve the app (uvicorn on asyncio, Hypercorn on trio)
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -45,6 +46,13 @@ def test_bad_input_fails_before_serving(
     filled = [a.format(missing=tmp_path / "nothing", dataset=dataset) for a in args]
     assert main(filled) == 1
     assert said in capsys.readouterr().err
+
+
+def test_a_port_in_use_is_named(dataset: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["view", dataset, "--port", str(port)]) == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
 def test_serve_refuses_a_bad_config_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

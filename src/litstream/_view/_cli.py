@@ -40,6 +40,7 @@ def add_view_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     p = commands.add_parser("view", help="look at a dataset in the browser (index, chunks, samples, keys)")
     p.add_argument("dataset", help="dataset directory or URL (as StreamingDataset takes it)")
     p.add_argument("--storage-options", default=None, help="credentials and client options as a JSON object")
+    p.add_argument("--block-size", type=int, default=256, help="tokens per sample shown of a token dataset")
     add_server_arguments(p)
 
 
@@ -87,7 +88,7 @@ def run_view(args: argparse.Namespace) -> int:
     from ._dataset import DatasetView
 
     hosts = _check_address(args.host, args.port)
-    view = run_sync(DatasetView.open, args.dataset, _options(args.storage_options))
+    view = run_sync(DatasetView.open, args.dataset, _options(args.storage_options), args.block_size)
     return _start(create_app(view=view, allowed_hosts=hosts), args, f"viewing {args.dataset}")
 
 
@@ -97,7 +98,7 @@ def run_serve(args: argparse.Namespace, raw: dict[str, Any]) -> int:
     from .._sync import run_sync
     from ..simulate import config_from_mapping
     from ._app import create_app
-    from ._dataset import DatasetView
+    from ._dataset import DEFAULT_BLOCK, DatasetView
     from ._playground import Playground
 
     hosts = _check_address(args.host, args.port)
@@ -110,6 +111,7 @@ def run_serve(args: argparse.Namespace, raw: dict[str, Any]) -> int:
         max_sessions=args.max_sessions,
         nav=nav,
     )
-    view = run_sync(DatasetView.open, config.dataset, config.storage_options or None)
+    block = config.read.block_size or DEFAULT_BLOCK
+    view = run_sync(DatasetView.open, config.dataset, config.storage_options or None, block)
     view.nav = nav
     return _start(create_app(playground=playground, view=view, allowed_hosts=hosts), args, "playground")

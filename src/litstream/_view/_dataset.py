@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 from starlette.responses import JSONResponse, Response
 
-from .._errors import KeyNotFoundError, LitstreamError
+from .._errors import ConfigurationError, KeyNotFoundError, LitstreamError
 from ..format._keys import section_of
 from ._page import HEADERS, error_html, page
 from ._render import render_value
@@ -36,6 +36,8 @@ CHUNKS_PER_PAGE = 100
 """Rows of the chunk table per page."""
 MAX_KEY = 256
 """Characters of a key looked up."""
+DEFAULT_BLOCK = 256
+"""Tokens per sample shown of a token dataset."""
 
 
 class QueryError(ValueError):
@@ -66,31 +68,50 @@ def _human(n: int) -> str:
 
 @dataclass
 class DatasetView:
-    """A dataset being viewed: its URL, its index (read once) and the ``StreamingDataset`` that reads samples."""
+    """A dataset being viewed: its URL, its index (read once), the ``StreamingDataset`` that reads samples and
+    their count (``len(ds)``: a token dataset is viewed as windows of ``block_size`` tokens)."""
 
     url: str
     index: Index
     dataset: Any  # litstream.StreamingDataset (imported lazily: it imports torch)
     nav: list[tuple[str, str]]
+    total: int = 0
+    block_size: int | None = None
 
     @classmethod
     async def open(
-        cls, url: str, storage_options: Mapping[str, Any] | None = None, *, nav: list[tuple[str, str]] | None = None
+        cls, url: str, storage_options: Mapping[str, Any] | None = None, block_size: int = DEFAULT_BLOCK
     ) -> DatasetView:
         """Read the index of ``url`` and prepare the reader.
 
+        Args:
+            url: The dataset, as ``StreamingDataset`` takes it.
+            storage_options: Credentials and client options for object stores.
+            block_size: Tokens per sample shown of a token dataset (``TokensLoader``; >= 1). Default 256.
+
         Raises:
             DatasetNotFoundError: no index there. FormatError: a malformed index. StorageError: it cannot be read.
+            ConfigurationError: ``block_size`` < 1.
         """
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ConfigurationError(f"view: --block-size {block_size!r} is not usable; use an integer >= 1")
         from ..read._index_load import load_index
         from ..storage._resolver import store_for
 
         options = dict(storage_options) if storage_options else None
         index = await load_index(store_for(url, options))  # a dataset that cannot be read fails here, quickly
         from .._dataset import StreamingDataset  # torch, once the index was read
+        from ..format._loaders import TokensLoader
 
-        dataset = await anyio.to_thread.run_sync(lambda: StreamingDataset(url, storage_options=options))
-        return cls(url, index, dataset, nav or [("/data", "dataset")])
+        tokens = index.config is not None and index.config.item_loader == "TokensLoader"
+        loader = TokensLoader(block_size=block_size) if tokens else None
+
+        def make() -> tuple[Any, int]:
+            ds = StreamingDataset(url, storage_options=options, item_loader=loader)
+            return ds, len(ds)
+
+        dataset, total = await anyio.to_thread.run_sync(make)
+        return cls(url, index, dataset, [("/data", "dataset")], total, block_size if tokens else None)
 
     # -- what the index says ---------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
@@ -99,7 +120,9 @@ class DatasetView:
         sizes = [c.chunk_size for c in self.index.chunks]
         return {
             "dataset": self.url,
-            "samples": self.index.num_items,
+            "samples": self.total,
+            "items_written": self.index.num_items,
+            "block_size": self.block_size,
             "chunks": len(self.index.chunks),
             "bytes": sum(c.chunk_bytes for c in self.index.chunks),
             "items_per_chunk": [min(sizes), max(sizes)] if sizes else None,
@@ -120,7 +143,12 @@ class DatasetView:
         keys = s["keys_shards"]
         rows = [
             ("dataset", s["dataset"]),
-            ("samples", str(s["samples"])),
+            (
+                "samples",
+                str(s["samples"])
+                if self.block_size is None
+                else f"{s['samples']} windows of {self.block_size} tokens ({s['items_written']} sequences written)",
+            ),
             ("chunks", f"{s['chunks']}" + (f" ({per_chunk[0]} to {per_chunk[1]} samples each)" if per_chunk else "")),
             ("bytes", f"{_human(s['bytes'])} uncompressed ({s['bytes']} bytes)"),
             ("layout (data_format)", layout),
@@ -132,6 +160,10 @@ class DatasetView:
         cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
         return f'<table class="grid" id="summary">{cells}</table>'
 
+    def _first_link(self, first: int) -> str:
+        """A link to a chunk's first sample (token datasets are viewed as windows: no link)."""
+        return f'<a href="/data?offset={first}">{first}</a>' if self.block_size is None else str(first)
+
     def _chunks_html(self, chunk_page: int) -> str:
         chunks = self.index.chunks
         first = chunk_page * CHUNKS_PER_PAGE
@@ -141,7 +173,7 @@ class DatasetView:
         rows = "".join(
             f"<tr><td>{i}</td><td>{html.escape(info.filename[:200])}</td><td>{info.chunk_size}</td>"
             f"<td>{info.chunk_bytes}</td><td>{'' if info.dim is None else info.dim}</td>"
-            f'<td><a href="/data?offset={starts[i]}">{starts[i]}</a></td></tr>'
+            f"<td>{self._first_link(starts[i])}</td></tr>"
             for i, info in enumerate(chunks[first : first + CHUNKS_PER_PAGE], start=first)
         )
         pages = max(1, -(-len(chunks) // CHUNKS_PER_PAGE))
@@ -160,7 +192,7 @@ class DatasetView:
         """``count`` samples from ``offset`` on, read with ``astream`` over ``ds.subset(...)``."""
         from ..read._astream import astream
 
-        end = min(self.index.num_items, offset + count)
+        end = min(self.total, offset + count)
         if end <= offset:
             return []
         part = await anyio.to_thread.run_sync(self.dataset.subset, slice(offset, end))
@@ -202,7 +234,7 @@ class DatasetView:
     # -- routes -----------------------------------------------------------------------------------
     async def home(self, request: Request) -> Response:
         """``GET /data?offset=&count=&chunks=``: summary, a page of chunks, a page of samples, the key form."""
-        n = self.index.num_items
+        n = self.total
         pages = max(1, -(-len(self.index.chunks) // CHUNKS_PER_PAGE))
         try:
             offset = _int_param(request, "offset", 0, 0, max(0, n - 1))
@@ -226,10 +258,8 @@ class DatasetView:
     async def one(self, request: Request) -> Response:
         """``GET /data/sample/{index}``: one sample, read with ``ds[i]``."""
         position = request.path_params["index"]
-        if not 0 <= position < self.index.num_items:
-            return error_html(
-                404, f"sample {position} does not exist: the dataset has {self.index.num_items}", nav=self.nav
-            )
+        if not 0 <= position < self.total:
+            return error_html(404, f"sample {position} does not exist: the dataset has {self.total}", nav=self.nav)
         try:
             sample = await self.sample(position)
         except LitstreamError as exc:
