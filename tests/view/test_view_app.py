@@ -372,3 +372,26 @@ async def test_a_token_dataset_is_viewed_as_windows(tmp_path: Path) -> None:
 async def test_a_bad_block_size_is_refused(dataset: str) -> None:
     with pytest.raises(litstream_errors.ConfigurationError, match="--block-size 0"):
         await DatasetView.open(dataset, None, 0)
+
+
+async def test_the_configs_own_values_are_the_sliders_start(dataset: str) -> None:
+    """A config value off a slider's step or outside its range is kept as it is, not snapped or refused."""
+    from litstream.simulate import ReadSettings
+
+    config = SimulationConfig(
+        dataset,
+        chunks="read",
+        read=ReadSettings(max_cache_size=1_234_567_000_000, batch_size=4096),
+        network=NetworkModel(rate_limit=3333.0),
+    )
+    app = create_app(playground=Playground(config, await prepare_dataset(config)))
+    async with _client(app) as client:
+        page = (await client.get("/")).text
+        kept = await client.post("/api/simulate", json={"max_cache_size": 1_234_567, "batch_size": 4096})
+        over = await client.post("/api/simulate", json={"batch_size": 4097})
+    assert 'id="max_cache_size" name="max_cache_size" min="0" max="1234567" step="any" value="1234567"' in page
+    assert 'id="rate_limit" name="rate_limit" min="0" max="20000" step="any" value="3333"' in page
+    assert 'id="batch_size" name="batch_size" min="1" max="4096" step="1" value="4096"' in page
+    assert kept.status_code == 200
+    assert over.status_code == 400
+    assert "from 1 to 4096" in over.json()["error"]

@@ -171,11 +171,13 @@ class Playground:
         for knob in KNOBS:
             low, high = self.ranges[knob.name]
             value = values[knob.name]
+            steps = (value - low) / knob.step
+            step = f"{knob.step:g}" if abs(steps - round(steps)) < 1e-6 else "any"  # never snap the config's value
             rows.append(
                 f'<label for="{knob.name}">{html.escape(knob.label)}</label>'
-                f'<input type="range" id="{knob.name}" name="{knob.name}" min="{low:g}" max="{high:g}" '
-                f'step="{knob.step:g}" value="{value:g}">'
-                f'<output id="{knob.name}-value" for="{knob.name}">{value:g}</output>'
+                f'<input type="range" id="{knob.name}" name="{knob.name}" min="{low:.10g}" max="{high:.10g}" '
+                f'step="{step}" value="{value:.10g}">'
+                f'<output id="{knob.name}-value" for="{knob.name}">{value:.10g}</output>'
             )
         options = "".join(
             f'<option value="{name}"{" selected" if values["shuffle"] == name else ""}>{name}</option>'
