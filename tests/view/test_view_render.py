@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from litstream._view._render import MAX_ITEMS, MAX_MEDIA_BYTES, MAX_TEXT, THUMBNAIL, render_value
+from litstream._view._render import MAX_ITEMS, MAX_MEDIA_BYTES, MAX_TEXT, THUMBNAIL, media_budget, render_value
 from litstream.format._media_audio import DecodedAudio, encode_wav
 
 
@@ -111,3 +111,12 @@ def test_a_leaf_that_cannot_be_drawn_is_named() -> None:
     assert "_Hostile could not be shown: &lt;b&gt;repr fails&lt;/b&gt;" in text
     assert "<code>1</code>" in text
     assert "<audio" not in text
+
+
+def test_a_page_embeds_a_bounded_amount_of_media() -> None:
+    image = _encoded(Image.new("RGB", (12, 9), "blue"), "PNG")
+    with media_budget(3 * len(image)):
+        text = render_value([image] * 5 + [Image.new("RGB", (8, 8))])
+    assert len(_shown_images(text)) == 3  # the rest are named, not embedded
+    assert text.count("media not shown") == 3
+    assert len(_shown_images(render_value([image] * 5))) == 5  # outside a page: each leaf is bounded alone

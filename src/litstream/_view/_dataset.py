@@ -19,10 +19,10 @@ from starlette.responses import JSONResponse, Response
 from .._errors import ConfigurationError, KeyNotFoundError, LitstreamError
 from ..format._keys import section_of
 from ._page import HEADERS, error_html, page
-from ._render import render_value
+from ._render import media_budget, render_value
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from starlette.requests import Request
 
@@ -55,6 +55,13 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     if value is None or not low <= value <= high:
         raise QueryError(f"{name}={raw[:40]!r} is not usable; use an integer from {low} to {high}")
     return value
+
+
+def _label(position_or_key: int | str) -> str:
+    """A sample's heading: a link to its own page, or (looked up by key) the key, escaped."""
+    if isinstance(position_or_key, int):
+        return f'<a href="/data/sample/{position_or_key}">{position_or_key}</a>'
+    return html.escape(position_or_key)
 
 
 def _human(n: int) -> str:
@@ -217,11 +224,13 @@ class DatasetView:
         return await anyio.to_thread.run_sync(self.dataset.get_by_key, int(key))
 
     @staticmethod
-    def _samples_html(samples: list[tuple[int, Any]]) -> str:
-        rows = "".join(
-            f'<tr class="sample-row"><th><a href="/data/sample/{i}">{i}</a></th><td>{render_value(s)}</td></tr>'
-            for i, s in samples
-        )
+    def _samples_html(samples: Sequence[tuple[int | str, Any]]) -> str:
+        """The samples as a table, each headed by its position (a link) or its key (images encoded, audio
+        written: call it in a worker thread)."""
+        with media_budget():
+            rows = "".join(
+                f'<tr class="sample-row"><th>{_label(i)}</th><td>{render_value(s)}</td></tr>' for i, s in samples
+            )
         return f'<table class="grid" id="samples">{rows}</table>'
 
     def _key_form(self, key: str = "") -> str:
@@ -243,7 +252,7 @@ class DatasetView:
         except QueryError as exc:
             return error_html(400, str(exc), nav=self.nav)
         try:
-            body = self._samples_html(await self.samples(offset, count))
+            body = await anyio.to_thread.run_sync(self._samples_html, await self.samples(offset, count))
         except LitstreamError as exc:
             body = f'<p class="error">the samples could not be read: {html.escape(str(exc))}</p>'
         previous = max(0, offset - count)
@@ -264,7 +273,8 @@ class DatasetView:
             sample = await self.sample(position)
         except LitstreamError as exc:
             return error_html(502, f"sample {position} could not be read: {exc}", nav=self.nav)
-        return page(f"Sample {position}", self._samples_html([(position, sample)]), nav=self.nav)
+        body = await anyio.to_thread.run_sync(self._samples_html, [(position, sample)])
+        return page(f"Sample {position}", body, nav=self.nav)
 
     async def key(self, request: Request) -> Response:
         """``GET /data/key?key=``: the sample with that key, read with ``ds.get_by_key``."""
@@ -277,10 +287,8 @@ class DatasetView:
             return error_html(404, str(exc).strip("'\""), nav=self.nav)
         except LitstreamError as exc:
             return error_html(502, f"key {key!r} could not be read: {exc}", nav=self.nav)
-        body = (
-            f'{self._key_form(key)}<table class="grid" id="samples"><tr class="sample-row"><th>{html.escape(key)}</th>'
-        )
-        return page("Sample by key", f"{body}<td>{render_value(sample)}</td></tr></table>", nav=self.nav)
+        shown = await anyio.to_thread.run_sync(self._samples_html, [(key, sample)])
+        return page("Sample by key", self._key_form(key) + shown, nav=self.nav)
 
     async def summary_json(self, request: Request) -> Response:
         """``GET /api/data/summary``: the index summary as JSON."""

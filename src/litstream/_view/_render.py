@@ -9,14 +9,19 @@ JPEG, GIF, WebP; WAV, FLAC, OGG, MP3), never anything the browser would run.
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import html
 import io
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["MAX_ITEMS", "MAX_MEDIA_BYTES", "MAX_TEXT", "render_value"]
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["MAX_ITEMS", "MAX_MEDIA_BYTES", "MAX_PAGE_MEDIA_BYTES", "MAX_TEXT", "media_budget", "render_value"]
 
 MAX_TEXT = 2000
 """Characters of a string shown (the rest is counted)."""
@@ -26,6 +31,8 @@ MAX_DEPTH = 4
 """Nesting levels rendered; deeper values are named only."""
 MAX_MEDIA_BYTES = 2 * 2**20
 """Bytes of one image or audio payload put into a page; larger ones are summarised."""
+MAX_PAGE_MEDIA_BYTES = 16 * 2**20
+"""Bytes of images and audio one page embeds at most (see :func:`media_budget`); later media are summarised."""
 THUMBNAIL = 256
 """Pixels of the longer side of a decoded image as shown."""
 MAX_AUDIO_SECONDS = 30
@@ -33,6 +40,27 @@ MAX_AUDIO_SECONDS = 30
 
 _IMAGES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"))
 _AUDIO = ((b"fLaC", "audio/flac"), (b"OggS", "audio/ogg"), (b"ID3", "audio/mpeg"))
+
+
+_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("litstream_view_budget", default=None)
+
+
+@contextlib.contextmanager
+def media_budget(limit: int = MAX_PAGE_MEDIA_BYTES) -> Iterator[None]:
+    """Within this block, :func:`render_value` embeds at most ``limit`` bytes of media in all (one page's)."""
+    token = _BUDGET.set([limit])
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def _spent() -> bool:
+    left = _BUDGET.get()
+    return left is not None and left[0] <= 0
+
+
+_SPENT = '<span class="note">media not shown: this page embeds enough already; open the sample alone</span>'
 
 
 def _esc(text: str) -> str:
@@ -58,6 +86,12 @@ def sniff(data: bytes) -> tuple[str, str] | None:
 
 
 def _media(kind: str, mime: str, data: bytes, note: str) -> str:
+    left = _BUDGET.get()
+    if left is not None:
+        if left[0] < len(data):
+            left[0] = 0
+            return _SPENT + f'<div class="note">{_esc(note)}</div>'
+        left[0] -= len(data)
     url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
     tag = f'<img class="sample" alt="image" src="{url}">' if kind == "img" else f'<audio controls src="{url}"></audio>'
     return f'{tag}<div class="note">{_esc(note)}</div>'
@@ -112,7 +146,7 @@ def _array(value: Any) -> str:
         parts += [f"min {low}", f"max {high}"]
     summary = f"<code>{_esc(', '.join(parts))}</code>"
     image = _image_array(array)
-    if image is None:
+    if image is None or _spent():
         return summary
     try:
         from PIL import Image
@@ -128,7 +162,7 @@ def _audio(samples: np.ndarray[Any, Any], rate: int) -> str:
         return f"<code>audio of shape {_esc(str(samples.shape))}</code>"
     channels, frames = samples.shape
     summary = f"audio: {channels} channel(s), {frames} samples at {rate} Hz ({frames / max(rate, 1):.2f} s)"
-    if not 0 < rate < 2**31 or frames == 0 or channels == 0:
+    if not 0 < rate < 2**31 or frames == 0 or channels == 0 or _spent():
         return f"<code>{_esc(summary)}</code>"
     kept = min(frames, MAX_AUDIO_SECONDS * rate, MAX_MEDIA_BYTES // (2 * channels))  # 16-bit WAV frames
     shown = samples[:, :kept]
@@ -178,6 +212,8 @@ def _render(value: Any, depth: int = 0) -> str:
     if type(value).__module__.startswith("PIL.") and hasattr(value, "thumbnail"):
         width, height = value.size
         note = f"image {width}x{height} {value.mode}"
+        if _spent():
+            return f'{_SPENT}<div class="note">{_esc(note)}</div>'
         return _media("img", "image/png", _png(value), note)
     if isinstance(value, (dict, list, tuple)):
         if depth >= MAX_DEPTH:
