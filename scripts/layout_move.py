@@ -198,8 +198,7 @@ def move_files() -> set[str]:
 
 
 def _exists(name: str, new_mods: set[str]) -> bool:
-    parts = name.split(".")
-    return any(".".join(parts[:k]) in new_mods for k in range(len(parts), 0, -1) if ".".join(parts[:k]))
+    return name in new_mods
 
 
 def _map_dotted(name: str, new_mods: set[str]) -> str:

@@ -38,7 +38,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "write": {"_core", "format", "storage", "index", "read", "write"},
     "_sim": {"_core", "format", "storage", "index", "read", "_torch", "_sim"},
     "_torch": {"_core", "format", "storage", "index", "read", "write", "_torch"},
-    "_cli": {"", "_core", "format", "storage", "index", "read", "write", "_torch", "_sim", "_cli"},
+    "_view": {"", "_core", "format", "storage", "index", "read", "_torch", "_sim", "_view"},
+    "_cli": {"", "_core", "format", "storage", "index", "read", "write", "_torch", "_sim", "_view", "_cli"},
     "": {"", "_core", "format", "storage", "index", "read", "write", "_torch", "_sim"},
 }
 

@@ -8,7 +8,8 @@
   (see :mod:`litstream._cli._optimize`).
 * ``litstream migrate PATH... [--diff | --check]`` rewrites a project's LitData imports to litstream
   (see :mod:`litstream._cli._migrate_command`).
-* ``litstream simulate init|run`` predicts a cluster's streaming (see :mod:`litstream._cli._simulate`).
+* ``litstream simulate init|run|serve`` predicts a cluster's streaming (see :mod:`litstream._cli._simulate`).
+* ``litstream view DATASET`` shows what a dataset holds in the browser (see :mod:`litstream._view`).
 * ``litstream --version`` prints the version.
 
 It imports no torch (see ``docs/contributing.md``), so every command answers in well under a second.
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core._errors import LitstreamError
 from .._version import __version__
+from .._view._cli import add_view_command, run_view
 from ._cache import add_cache_commands, run_cache
 from ._migrate_command import add_migrate_command, run_migrate
 from ._optimize import add_optimize_command, run_optimize
@@ -147,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_optimize_command(commands)
     add_migrate_command(commands)
     add_simulate_command(commands)
+    add_view_command(commands)
     args = parser.parse_args(argv)
     try:
         if args.command == "cache":
@@ -157,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = run_migrate(args)
         elif args.command == "simulate":
             code = run_simulate(args)
+        elif args.command == "view":
+            code = run_view(args)
         else:
             code = _inspect(args.input_dir, args.json)
         sys.stdout.flush()  # here, so that a reader that left is handled below, not at interpreter exit

@@ -5,6 +5,8 @@
   after checking that the dataset's index can be read.
 * ``litstream simulate run -c CONFIG.yaml -o REPORT.html`` runs the simulation and writes a self-contained HTML
   report and ``REPORT.json`` beside it.
+* ``litstream simulate serve -c CONFIG.yaml [--port PORT]`` starts the playground page, whose sliders re-run the
+  simulation (see :mod:`litstream._view`).
 
 Nothing heavy is imported until a command runs, so ``litstream --help`` stays fast.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
+from .._view._cli import add_server_arguments
 
 if TYPE_CHECKING:
     import argparse
@@ -26,7 +29,7 @@ __all__ = ["add_simulate_command", "run_simulate"]
 
 
 def add_simulate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``simulate init`` and ``simulate run`` to the ``litstream`` parser."""
+    """Add ``simulate init``, ``simulate run`` and ``simulate serve`` to the ``litstream`` parser."""
     p = commands.add_parser("simulate", help="predict a cluster's streaming on the real engine (virtual clock)")
     sub = p.add_subparsers(dest="simulate_command", required=True)
     init = sub.add_parser("init", help="write a YAML simulation config for a dataset")
@@ -39,6 +42,11 @@ def add_simulate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     run = sub.add_parser("run", help="run a simulation and write REPORT.html and REPORT.json")
     run.add_argument("-c", "--config", required=True, help="the YAML config (from `litstream simulate init`)")
     run.add_argument("-o", "--output", required=True, help="the HTML report to write; the JSON goes beside it")
+    serve = sub.add_parser("serve", help="a local page whose sliders re-run the simulation (needs litstream[view])")
+    serve.add_argument("-c", "--config", required=True, help="the YAML config the page starts from")
+    add_server_arguments(serve)
+    serve.add_argument("--max-samples", type=int, default=2_000_000, help="samples x epochs one run may serve")
+    serve.add_argument("--max-sessions", type=int, default=256, help="machines x GPUs x workers one run may have")
 
 
 def _write(path: Path, text: str) -> None:
@@ -113,6 +121,16 @@ def _load(config_path: Path) -> dict[str, Any]:
     return raw
 
 
+def _load_relative(config_path: Path) -> dict[str, Any]:
+    """The config's mapping, its relative local paths made relative to the config file."""
+    raw = _load(config_path)
+    for key in ("dataset", "index_path"):
+        value = raw.get(key)
+        if isinstance(value, str) and value and "://" not in value and not os.path.isabs(os.path.expanduser(value)):
+            raw[key] = str(config_path.parent / value)
+    return raw
+
+
 def _run(config_path: Path, output: Path) -> int:
     from .._sim._html import report_html
     from ..simulate import config_from_mapping, simulate
@@ -121,12 +139,7 @@ def _run(config_path: Path, output: Path) -> int:
         raise ConfigurationError(f"simulate run: -o {output}: name an .html file (the JSON is written beside it)")
     if not output.parent.is_dir():
         raise ConfigurationError(f"simulate run: -o {output}: the folder {output.parent} does not exist")
-    raw = _load(config_path)
-    for key in ("dataset", "index_path"):  # relative local paths are relative to the config file
-        value = raw.get(key)
-        if isinstance(value, str) and value and "://" not in value and not os.path.isabs(os.path.expanduser(value)):
-            raw[key] = str(config_path.parent / value)
-    report = simulate(config_from_mapping(raw))
+    report = simulate(config_from_mapping(_load_relative(config_path)))
     json_path = output.with_suffix(".json")
     _write(json_path, report.to_json())
     _write(output, report_html(report))
@@ -139,9 +152,13 @@ def _run(config_path: Path, output: Path) -> int:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    """Run ``litstream simulate init|run``; returns the exit code (errors are raised as LitstreamError)."""
+    """Run ``litstream simulate init|run|serve``; returns the exit code (errors are raised as LitstreamError)."""
     if args.simulate_command == "init":
         return _init(args.dataset, Path(args.config), args.force, _options(args.storage_options))
+    if args.simulate_command == "serve":
+        from .._view._cli import run_serve
+
+        return run_serve(args, _load_relative(Path(args.config)))
     code = _run(Path(args.config), Path(args.output))
     sys.stdout.flush()
     return code
