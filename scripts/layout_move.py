@@ -217,7 +217,7 @@ def _map_dotted(name: str, new_mods: set[str]) -> str:
 
 _ABS = re.compile(r"\blitstream((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 _PATH = re.compile(r"\b(src/)?litstream/((?:[A-Za-z_][A-Za-z0-9_]*/)*[A-Za-z_][A-Za-z0-9_]*)\.py\b")
-_FROM_PKG = re.compile(r"^(?P<ind>[ \t]*)from litstream(?P<pkg>(?:\.[A-Za-z_]\w*)*) import (?P<name>_\w+)$", re.M)
+_FROM_PKG = re.compile(r"^(?P<ind>[ \t]*)from litstream(?P<pkg>(?:\.[A-Za-z_]\w*)*) import (?P<name>_\w+)(?P<alias> as \w+)?$", re.M)
 
 
 def _from_package(m: re.Match[str], new_mods: set[str]) -> str:
@@ -228,7 +228,7 @@ def _from_package(m: re.Match[str], new_mods: set[str]) -> str:
     if new == old or new.rsplit(".", 1)[-1] != m["name"]:
         return m.group(0)
     parent = new.rsplit(".", 1)[0] if "." in new else ""
-    return f"{m['ind']}from litstream{'.' + parent if parent else ''} import {m['name']}"
+    return f"{m['ind']}from litstream{'.' + parent if parent else ''} import {m['name']}{m['alias'] or ''}"
 
 
 _ROOM_PATH = re.compile(r"(?<![\w./])((?:read|write|format|storage|_core|_torch|_cli|index)/(?:\w+/)*_\w+)\.py\b")

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from view_data import CHUNK, HOSTILE, N, image_of, write
 
-from litstream import _errors as litstream_errors
+from litstream._core import _errors as litstream_errors
 from litstream._core._bridge import run_sync
 from litstream._sim._dataset import prepare_dataset
 from litstream._view._app import create_app
