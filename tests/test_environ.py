@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import litstream
-from litstream._environ import CLIENT_OPTION_PREFIXES, Environ, environ, exported, variables
-from litstream.storage._options import CLIENT_KEYS
+from litstream._environ import CLIENT_KEYS, CLIENT_OPTION_PREFIXES, Environ, environ, exported, variables
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "environment.md"
 
@@ -145,7 +144,7 @@ def test_litdata_item_shuffle_window_orders_items_as_litdata(
 
 
 def test_a_bad_litdata_item_shuffle_window_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from litstream._litdata_params import item_shuffle_window_value
+    from litstream.read._item_window import item_shuffle_window_value
 
     monkeypatch.setenv("LITDATA_ITEM_SHUFFLE_WINDOW", "lots")
     with pytest.raises(litstream.ConfigurationError, match="LITDATA_ITEM_SHUFFLE_WINDOW='lots' is not understood"):

@@ -13,8 +13,8 @@ import struct
 from typing import TYPE_CHECKING
 
 from .._errors import FormatError
+from ._image_types import Jpeg, Pil
 from ._media_base import read_media_bytes, require
-from ._media_image import Jpeg, Pil
 from ._media_image_codec import decode_image_tensor, encode_image_ref, pil_from_array
 from ._serializer_base import Serializer, loaded_class
 

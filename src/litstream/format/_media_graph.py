@@ -167,7 +167,7 @@ class GraphSerializer(Serializer):
 
     def serialize(self, obj: Any) -> tuple[bytes, str | None]:
         from ._media_tensor import as_torch_tensor
-        from ._serializers import PickleSerializer, TensorSerializer
+        from ._object_serializers import PickleSerializer, TensorSerializer
 
         if is_pyg_data(obj):
             mapping, cls = dict(obj.to_dict()), ("hetero" if type(obj).__name__ == "HeteroData" else "data")
@@ -202,7 +202,7 @@ class GraphSerializer(Serializer):
         return b"".join(parts), "graph"
 
     def deserialize(self, data: bytes | memoryview) -> Any:
-        from ._serializers import TensorSerializer
+        from ._object_serializers import TensorSerializer
 
         view = memoryview(data)
         if bytes(view[:4]) != _MAGIC:

@@ -14,7 +14,7 @@ from typing import Any
 
 from .._errors import FormatError
 from ._media_base import MediaRef, read_media_bytes
-from ._serializers import NoHeaderTensorSerializer, TensorSerializer
+from ._object_serializers import NoHeaderTensorSerializer, TensorSerializer
 
 __all__ = ["NoHeaderTensorRefSerializer", "Tensor", "TensorRefSerializer", "as_torch_tensor"]
 

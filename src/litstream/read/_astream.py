@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._errors import ConfigurationError
-from .._litdata_params import check_read_params, item_shuffle_window_value
+from .._litdata_params import check_read_params
 from ..format._encrypted import check_reader_encryption
 from ._args import check_read_args, check_read_loader
+from ._item_window import item_shuffle_window_value
 from ._session import StreamPosition
 from ._spec import ReadSpec
 from ._subset import Selection, check_subsample, subsample_selection
@@ -164,7 +165,7 @@ def astream(
             "transforms": (*base.transforms, *extra),
         }
         if item_shuffle_window is not None:
-            check_read_params(item_shuffle_window=item_shuffle_window)
+            check_read_params()
             changes["item_shuffle_window"] = item_shuffle_window_value(item_shuffle_window)
         for name, value in (
             ("item_loader", item_loader),

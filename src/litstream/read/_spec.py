@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .._litdata_params import check_read_params, item_shuffle_window_value
+from .._litdata_params import check_read_params
 from .._local_remote import check_local_dataset, local_remote_source
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
@@ -34,6 +34,7 @@ from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from ._cache_dirs import default_cache_root, parse_cache_size
 from ._compose import MemberSpec
 from ._core import ReadPlanArgs, ShuffleMode
+from ._item_window import item_shuffle_window_value
 from ._source import DatasetSource
 from ._source_cache import CacheSettings
 from ._subset import Selection, check_subsample, resolve_selection
@@ -161,7 +162,8 @@ class ReadSpec:
             ConfigurationError: a bad argument, naming it.
             DatasetNotFoundError: with ``eager``, a local ``input_dir`` that holds no dataset.
         """
-        check_read_params(item_shuffle_window=item_shuffle_window)
+        check_read_params()
+        item_shuffle_window_value(item_shuffle_window)
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
         fraction = check_subsample(subsample)

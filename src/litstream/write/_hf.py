@@ -21,7 +21,7 @@ from .._errors import ConfigurationError, ObjectNotFoundError
 from .._sync import run_sync
 from ..format._index import INDEX_FILENAME
 from ..format._parquet import ParquetLoader
-from ..read._cache_dirs import default_cache_root
+from ..storage._cache_root import default_cache_root
 from ..storage._resolver import store_for
 from ._parquet_index import index_parquet_dataset
 
