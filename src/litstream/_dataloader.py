@@ -38,7 +38,7 @@ from ._distributed import detect_distributed
 from ._errors import ConfigurationError
 from ._loader_profile import CPROFILE_MAIN, ProfileArgs, WorkerSetup, after_batch, dump_cprofile, output_dir
 from ._media_collate import litdata_collate
-from ._slots import SlotBatch, SlotExchange, SlotPacker
+from ._slots import SlotBatch, SlotExchange, SlotPacker, SlotStatistics
 from ._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from .read._litdata_state import from_litdata_combined, is_litdata_composite_state
 from .read._memory import budget_for, memory_limit
@@ -144,6 +144,7 @@ class StreamingDataLoader(DataLoader[Any]):
         self._profile = ProfileArgs.check(profile_batches, profile_skip_batches, profile_dir, profile_cprofile,
                                           num_workers)  # fmt: skip
         self._setup = WorkerSetup(kwargs.pop("worker_init_fn", None), self._profile)
+        self._slot_statistics = SlotStatistics()
         self._auto_prefetch = prefetch_factor is None and kwargs.get("prefetch_factor") is None
         if prefetch_factor is not None:
             kwargs["prefetch_factor"] = prefetch_factor
@@ -306,9 +307,14 @@ class StreamingDataLoader(DataLoader[Any]):
         self._setup.slots = True
         return exchange
 
+    def slot_statistics(self) -> SlotStatistics:
+        """What the shared-memory batch slots (``litstream._slots``) carried over this loader's finished iterations."""
+        return self._slot_statistics
+
     def _end_slots(self, exchange: SlotExchange | None) -> None:
         if exchange is None:
             return
+        self._slot_statistics += exchange.statistics()
         exchange.close()
         collate = self.collate_fn
         if not isinstance(collate, _TaggingCollate):

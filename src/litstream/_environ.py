@@ -67,6 +67,9 @@ class Environ:
     litstream_cache_dir: str | None = None
     litdata_cache_dir: str | None = None
     xdg_cache_home: str | None = None
+    # chunk downloads (``read/_source_cache.py``)
+    litstream_download_piece_size: str | None = None
+    litstream_download_concurrency: str | None = None
     # LitData's in-chunk shuffle block size (``read/_item_window.py``)
     litdata_item_shuffle_window: str | None = None
     # pickled leaves (``read/_trust.py``)

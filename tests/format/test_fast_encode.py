@@ -12,10 +12,8 @@ from litstream.format._loaders import SampleEncoder
 
 
 def _general(samples: list[Any]) -> list[bytes]:
-    encoder = SampleEncoder()
-    out = [encoder.encode(samples[0])]
-    encoder._fast = None  # the general path only
-    return out + [encoder.encode(s) for s in samples[1:]]
+    encoder = SampleEncoder(fast_path=False)
+    return [encoder.encode(s) for s in samples]
 
 
 def _fast(samples: list[Any]) -> tuple[list[bytes], SampleEncoder]:

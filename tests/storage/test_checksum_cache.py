@@ -20,9 +20,7 @@ from test_transfer import ScriptedStore
 
 from litstream import ChecksumError, StreamingDataset, astream, optimize
 from litstream.format._checksum import CHECKSUM_KEY
-from litstream.read import _source_cache
 from litstream.storage._resolver import store_for
-from litstream.storage._transfer import Downloader
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -119,7 +117,7 @@ def test_streamed_chunks_are_checked_too(s3_server: S3Server, tmp_path: Path, mo
     copy is checked before it is decoded."""
     url, chunks = _write(s3_server, fn=_big, n=600, chunk_bytes="1MB")
     assert len(chunks) >= 2
-    monkeypatch.setattr(_source_cache, "Downloader", partial(Downloader, piece_size=PIECE))
+    monkeypatch.setenv("LITSTREAM_DOWNLOAD_PIECE_SIZE", str(PIECE))  # the downloader's settings
     options, cache = s3_server.options(), tmp_path / "cache"
     assert sorted(s["i"] for s in _read(url, options, cache)) == list(range(600))
     name = chunks[0]["filename"]
