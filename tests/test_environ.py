@@ -88,6 +88,7 @@ def test_litdata_variables_are_honoured_or_listed_as_ignored() -> None:
     from peer import require_peer
 
     litdata = require_peer("litdata")
+    assert litdata.__file__ is not None
     source = Path(litdata.__file__).parent
     names = {m for path in source.rglob("*.py") for m in re.findall(r"LITDATA_[A-Z0-9_]*[A-Z0-9]", path.read_text())}
     assert names == set(HONOURED) | set(IGNORED)

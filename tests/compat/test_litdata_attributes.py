@@ -186,7 +186,7 @@ class _Upper(litstream.Serializer):
 def test_litdata_style_serializer_round_trips_and_litdata_reads_it(tmp_path: Path) -> None:
     from litdata.streaming.serializers import Serializer as LitSerializer
 
-    class LitUpper(LitSerializer):
+    class LitUpper(LitSerializer):  # type: ignore[misc]  # LitData is untyped
         serialize = _Upper.serialize
         deserialize = _Upper.deserialize
         can_serialize = _Upper.can_serialize

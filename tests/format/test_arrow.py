@@ -92,7 +92,7 @@ def test_rows_keep_value_types() -> None:
 
 
 def test_missing_fields_read_as_none_in_first_seen_order() -> None:
-    samples = [{"a": 1}, {"b": "x", "a": 2}]
+    samples: list[dict[str, Any]] = [{"a": 1}, {"b": "x", "a": 2}]
     assert arrow_chunk(pack_arrow_chunk(samples, None)).rows([0, 1]) == [
         {"a": 1, "b": None},
         {"a": 2, "b": "x"},

@@ -21,7 +21,7 @@ def _fast(samples: list[Any]) -> tuple[list[bytes], SampleEncoder]:
     return [encoder.encode(s) for s in samples], encoder
 
 
-CASES = {
+CASES: dict[str, list[Any]] = {
     "dict": [
         {"img": np.full((3, 4), i, np.uint8), "y": i, "s": "é" * i, "f": i / 3, "b": i % 2 == 0} for i in range(5)
     ],

@@ -159,11 +159,11 @@ async def test_a_chunk_read_into_memory_is_read_again_once_if_it_does_not_match(
     objects = await anyio.to_thread.run_sync(_local_dataset, tmp_path)
     name = json.loads(objects["index.json"])["chunks"][1]["filename"]
     store = FlipOnce(objects, name)
-    async with astream(store) as samples:  # type: ignore[arg-type]
+    async with astream(store) as samples:
         got = [s async for s in samples]
     assert sorted(got, key=lambda s: s["i"]) == [sample(i) for i in range(N)]
     assert store.count("get", name) == 2
     store.objects[name] = objects[name][:-1] + bytes([objects[name][-1] ^ 0x01])  # now corrupt for good
     with pytest.raises(ChecksumError, match=rf"chunk {name} \(scripted://.*{name}\) is corrupt"):
-        async with astream(store) as samples:  # type: ignore[arg-type]
+        async with astream(store) as samples:
             [s async for s in samples]

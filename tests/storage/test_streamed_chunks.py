@@ -70,7 +70,7 @@ def one_chunk(tmp_path: Path) -> dict[str, bytes]:
 
 async def _open(objects: dict[str, bytes], cache: Path) -> tuple[HoldingStore, DatasetSource]:
     store = HoldingStore(objects, hold_from=2 * PIECE)
-    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(cache), piece_size=PIECE))  # type: ignore[arg-type]
+    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(cache), piece_size=PIECE))
     return store, source
 
 

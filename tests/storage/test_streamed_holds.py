@@ -110,7 +110,7 @@ async def test_a_streamed_chunk_is_not_evicted_between_its_download_and_its_mapp
     cache_dir = tmp_path / "cache"
     opened = await DatasetSource.open(
         ScriptedStore(one_chunk), cache=CacheSettings(cache_dir=str(cache_dir), piece_size=PIECE)
-    )  # type: ignore[arg-type]
+    )
     assert opened.cache is not None
     cache = _LateReader(opened.cache.directory, max_cache_size=opened.cache.max_cache_size)
     source = dataclasses.replace(opened, cache=cache)
@@ -127,7 +127,7 @@ async def test_a_read_cancelled_while_its_chunk_downloads_gives_back_every_hold(
     one_chunk: dict[str, bytes], tmp_path: Path, streamed: bool
 ) -> None:
     store = CancellingStore(one_chunk, cancel_from=2 * PIECE)
-    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(tmp_path / "cache"), piece_size=PIECE))  # type: ignore[arg-type]
+    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(tmp_path / "cache"), piece_size=PIECE))
     assert source.cache is not None
     pieces = plan_pieces(source, ReadPlanArgs(shuffle="window" if not streamed else False))
     send, receive = anyio.create_memory_object_stream[ChunkWork](1)
