@@ -12,6 +12,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -129,6 +133,17 @@ MOVES: dict[str, str] = {
     "write._env": "write.run._env",
 }
 
+# names that left a moved module for another one: old module -> {name: new module}
+SYMBOL_MOVES: dict[str, dict[str, str]] = {
+    "read._engine": dict.fromkeys(
+        ("ShuffleMode", "Piece", "ReadPlanArgs", "ChunkWindow", "plan_pieces", "piece_chunks"), "read.plan._pieces"
+    )
+    | {"split_head": "read._engine"},
+    "read.plan._session": {"split_head": "read._engine"},
+    "index._hf": {"optimize_hf": "write._hf"},
+    "write._hf": dict.fromkeys(("hf_dataset_index", "ahf_dataset_index", "index_hf_dataset", "hub_url"), "index._hf"),
+}
+
 # files whose references stay as they are
 KEEP = {"pyproject.toml"}
 
@@ -217,7 +232,9 @@ def _map_dotted(name: str, new_mods: set[str]) -> str:
 
 _ABS = re.compile(r"\blitstream((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 _PATH = re.compile(r"\b(src/)?litstream/((?:[A-Za-z_][A-Za-z0-9_]*/)*[A-Za-z_][A-Za-z0-9_]*)\.py\b")
-_FROM_PKG = re.compile(r"^(?P<ind>[ \t]*)from litstream(?P<pkg>(?:\.[A-Za-z_]\w*)*) import (?P<name>_\w+)(?P<alias> as \w+)?$", re.M)
+_FROM_PKG = re.compile(
+    r"^(?P<ind>[ \t]*)from litstream(?P<pkg>(?:\.[A-Za-z_]\w*)*) import (?P<name>_\w+)(?P<alias> as \w+)?$", re.M
+)
 
 
 def _from_package(m: re.Match[str], new_mods: set[str]) -> str:
@@ -233,6 +250,7 @@ def _from_package(m: re.Match[str], new_mods: set[str]) -> str:
 
 _ROOM_PATH = re.compile(r"(?<![\w./])((?:read|write|format|storage|_core|_torch|_cli|index)/(?:\w+/)*_\w+)\.py\b")
 _BARE_PATH = re.compile(r"`(_[a-z]\w*)\.py`")
+_ABS_FROM = re.compile(r"^(?P<ind>[ \t]*)from litstream\.(?P<mod>[A-Za-z_][\w.]*) import (?P<rest>[^\n(]+)$", re.M)
 _LAZY_ENTRY = re.compile(r'"(\w+)": "\.([A-Za-z_][\w.]*)"')
 _REL = re.compile(r"^(?P<indent>[ \t]*)from (?P<dots>\.+)(?P<mod>[A-Za-z_][A-Za-z0-9_.]*)? import (?P<rest>.*)$", re.M)
 
@@ -287,9 +305,23 @@ def _rewrite_relative(text: str, path: Path, old_self: str, new_mods: set[str], 
                 target_new = _map_dotted(target_old, new_mods) if target_old else ""
         else:
             target_new = _map_dotted(target_old, new_mods)
-        return m["indent"] + _relative(new_pkg, target_new) + " import " + rest
+        return _split_symbols(m["indent"], target_new, rest, lambda t: _relative(new_pkg, t))
 
     return _REL.sub(repl, text)
+
+
+def _split_symbols(indent: str, module: str, rest: str, spell: Callable[[str], str]) -> str:
+    """``from MODULE import rest``, split when some of the names moved to another module (:data:`SYMBOL_MOVES`)."""
+    moves = SYMBOL_MOVES.get(module)
+    if moves is None or "(" in rest:
+        return f"{indent}{spell(module)} import {rest}"
+    names = [n.strip() for n in rest.split("#")[0].split(",") if n.strip()]
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(moves.get(name.split(" as ")[0].strip(), module), []).append(name)
+    if list(groups) == [module]:
+        return f"{indent}{spell(module)} import {rest}"
+    return "\n".join(f"{indent}{spell(target)} import {', '.join(group)}" for target, group in groups.items())
 
 
 def _relative(pkg: list[str], target: str) -> str:
@@ -317,6 +349,12 @@ def rewrite(old_of: dict[Path, str], moved: set[str]) -> None:
         except UnicodeDecodeError:
             continue
         new = _FROM_PKG.sub(lambda m: _from_package(m, new_mods), text)
+        new = _ABS_FROM.sub(
+            lambda m: _split_symbols(
+                m["ind"], _map_dotted(m["mod"], new_mods), m["rest"], lambda t: "from litstream." + t
+            ),
+            new,
+        )
         new = _ABS.sub(lambda m: "litstream." + _map_dotted(m[1][1:], new_mods), new)
         new = _PATH.sub(
             lambda m: (

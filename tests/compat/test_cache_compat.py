@@ -141,7 +141,7 @@ def test_two_dataloader_workers_write_one_dataset(tmp_path: Path, cls: str) -> N
 
     module = litstream if cls == "litstream" else litdata.streaming
     cache = module.Cache(str(tmp_path), chunk_size=3)
-    loader = DataLoader(
+    loader: DataLoader[Any] = DataLoader(
         _WritingDataset(cache),  # type: ignore[arg-type]
         num_workers=2,
         batch_sampler=BATCHES,
@@ -172,7 +172,7 @@ def _done_after_last(batch: list[int]) -> list[int]:
     info = get_worker_info()
     assert info is not None
     if batch[-1] in (11, N - 1):
-        info.dataset.cache.done()
+        info.dataset.cache.done()  # type: ignore[attr-defined]  # the _WritingDataset of this module
     return batch
 
 
@@ -203,7 +203,7 @@ def test_cache_takes_litdatas_parameters_in_litdatas_order() -> None:
     import inspect
 
     def params(cls: type) -> list[tuple[str, str]]:
-        sig = inspect.signature(cls.__init__)
+        sig = inspect.signature(cls.__init__)  # type: ignore[misc]  # the class's own, as declared
         return [(p.name, repr(p.default)) for p in sig.parameters.values() if p.name != "self"]
 
     assert params(litstream.Cache) == params(litdata.streaming.Cache)

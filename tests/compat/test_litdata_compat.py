@@ -186,7 +186,7 @@ def expected_full(i: int) -> dict[str, Any]:
     return sample
 
 
-class PillowJPEGSerializer(JPEGSerializer):
+class PillowJPEGSerializer(JPEGSerializer):  # type: ignore[misc]  # LitData is untyped
     """LitData's JPEG serializer, decoding with Pillow (torchvision is not installed here)."""
 
     def deserialize(self, data: bytes) -> torch.Tensor:

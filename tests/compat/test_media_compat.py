@@ -142,17 +142,17 @@ def _pillow_chw(data: bytes) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(rgb.transpose(2, 0, 1)))
 
 
-class _PillowJPEG(lds.JPEGSerializer):
+class _PillowJPEG(lds.JPEGSerializer):  # type: ignore[misc]  # LitData is untyped
     def deserialize(self, data: bytes) -> torch.Tensor:
         return _pillow_chw(data)
 
 
-class _PillowImage(lds.ImageSerializer):
+class _PillowImage(lds.ImageSerializer):  # type: ignore[misc]
     def deserialize(self, data: bytes) -> torch.Tensor:
         return _pillow_chw(data)
 
 
-class _PillowJPEGArray(lds.JPEGArraySerializer):
+class _PillowJPEGArray(lds.JPEGArraySerializer):  # type: ignore[misc]
     def __init__(self) -> None:
         self._jpeg_serializer = _PillowJPEG()
 
@@ -208,7 +208,7 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # -- comparisons --------------------------------------------------------------------------------------
 
 
-def _decode_audio(data: bytes) -> tuple[np.ndarray, int]:
+def _decode_audio(data: bytes | memoryview) -> tuple[np.ndarray, int]:
     frames, rate = sf.read(io.BytesIO(bytes(data)), dtype="float32", always_2d=True)
     return frames.T, rate
 

@@ -18,6 +18,7 @@ from litstream.format._index import DatasetConfig
 from litstream.format._loaders import SampleDecoder, SampleEncoder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -61,7 +62,7 @@ def _check(view: ChunkView, decoder: SampleDecoder, items: list[int]) -> list[An
     return many
 
 
-SAMPLES = {
+SAMPLES: dict[str, Callable[[int], Any]] = {
     "fixed dict": lambda i: {"image": np.full((3, 4, 4), i, np.uint8), "label": i, "name": f"s{i:04d}"},
     "variable str and 1-d": lambda i: {"x": np.arange(i % 3 + 1, dtype=np.float32), "s": "é" * (i % 4), "f": i / 3},
     "mixed shapes": lambda i: (np.zeros((2, i % 2 + 1), np.int16) + i, bool(i % 2)),

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 from collections import OrderedDict, defaultdict, deque
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -51,7 +51,7 @@ def test_data_spec_of_dict_keeps_insertion_order() -> None:
         {"b": 1, "a": {"x": [1, 2]}},
         OrderedDict(a=1, b=(2,)),
         deque([1, 2], maxlen=3),
-        defaultdict(list, {"k": 1}),
+        defaultdict[str, Any](list, {"k": 1}),
         [],
         {},
         (),

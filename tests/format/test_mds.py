@@ -186,7 +186,7 @@ def test_a_pkl_column_is_refused_before_decoding_when_pickles_are_not_allowed() 
     from litstream.format.mds._encodings import MdsDecoder
 
     config = DatasetConfig(
-        data_format=["int", "pkl"],
+        data_format=("int", "pkl"),
         data_spec=None,
         extra={"column_names": ["n", "obj"], "column_sizes": [8, None]},
     )

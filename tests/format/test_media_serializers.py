@@ -49,9 +49,9 @@ def _without_torch_geometric(monkeypatch: pytest.MonkeyPatch) -> None:
     block_torch_geometric(monkeypatch)
 
 
-NIFTI_GZ = os.path.join(os.path.dirname(nib.__file__), "tests", "data", "example4d.nii.gz")
-NIFTI = os.path.join(os.path.dirname(nib.__file__), "tests", "data", "anatomical.nii")
-PDF = os.path.join(os.path.dirname(matplotlib.__file__), "mpl-data", "images", "home.pdf")
+NIFTI_GZ = os.path.join(os.path.dirname(str(nib.__file__)), "tests", "data", "example4d.nii.gz")
+NIFTI = os.path.join(os.path.dirname(str(nib.__file__)), "tests", "data", "anatomical.nii")
+PDF = os.path.join(os.path.dirname(str(matplotlib.__file__)), "mpl-data", "images", "home.pdf")
 TEXT = string.__file__
 
 

@@ -17,7 +17,7 @@ from litstream.format.arrow._write import pack_arrow_chunk
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.servers import S3Server
+    from servers import S3Server
 
 N = 90
 

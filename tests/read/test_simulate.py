@@ -51,6 +51,7 @@ def dataset(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 async def _astream_order(ds: str, rank: int, world: int, read: ReadSettings) -> list[int]:
+    assert read.drop_last is not None  # the tests give it: astream's default is not StreamingDataset's
     stream = litstream.astream(
         ds, rank=rank, world_size=world, batch_size=read.batch_size, shuffle=read.shuffle, seed=read.seed,
         drop_last=read.drop_last,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
 __all__ = [
+    "CLIENT_KEYS",
     "CLIENT_OPTION_PREFIXES",
     "Environ",
     "environ",
@@ -35,6 +36,15 @@ __all__ = [
     "unexport",
     "variables",
 ]
+
+CLIENT_KEYS = frozenset(
+    "allow_http allow_invalid_certificates connect_timeout default_content_type default_headers http1_only "
+    "http2_keep_alive_interval http2_keep_alive_timeout http2_keep_alive_while_idle http2_only pool_idle_timeout "
+    "pool_max_idle_per_host proxy_url proxy_ca_certificate proxy_excludes root_certificate randomize_addresses "
+    "read_timeout timeout user_agent".split()
+)
+"""obstore's HTTP client option names (its ``ClientConfig`` keys), shared by every remote store kind; defined
+here, below ``storage/``, because the environment reads them too (``storage._options`` maps them)."""
 
 CLIENT_OPTION_PREFIXES = {"s3": "AWS_", "gcs": "GOOGLE_", "azure": "AZURE_"}
 """obstore's HTTP client options in the environment: this prefix + an option name in capitals
@@ -57,7 +67,10 @@ class Environ:
     litstream_cache_dir: str | None = None
     litdata_cache_dir: str | None = None
     xdg_cache_home: str | None = None
-    # LitData's in-chunk shuffle block size (``read/_litdata_params.py``)
+    # chunk downloads (``read/cache/_source_cache.py``)
+    litstream_download_piece_size: str | None = None
+    litstream_download_concurrency: str | None = None
+    # LitData's in-chunk shuffle block size (``read/_item_window.py``)
     litdata_item_shuffle_window: str | None = None
     # pickled leaves (``read/_trust.py``)
     litstream_allow_pickle: str | None = None
@@ -96,14 +109,6 @@ class Environ:
         prefix = CLIENT_OPTION_PREFIXES[kind]
         return {name[len(prefix) :].lower(): value for name, value in self.client_options if name.startswith(prefix)}
 
-
-#: obstore ClientConfig keys (shared by every store kind), lower-case; ``storage._options`` validates them.
-CLIENT_KEYS = frozenset(
-    "allow_http allow_invalid_certificates connect_timeout default_content_type default_headers http1_only "
-    "http2_keep_alive_interval http2_keep_alive_timeout http2_keep_alive_while_idle http2_only pool_idle_timeout "
-    "pool_max_idle_per_host proxy_url proxy_ca_certificate proxy_excludes root_certificate randomize_addresses "
-    "read_timeout timeout user_agent".split()
-)
 
 _NAMES = tuple(f.name.upper() for f in fields(Environ) if f.name != "client_options")
 

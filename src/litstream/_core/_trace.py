@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from ._environ import environ, export, unexport
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
 __all__ = [
     "ALL_CATEGORIES",
@@ -131,9 +131,21 @@ def merge(trace_file: Path) -> Path:
 
 
 class Tracer:
-    """The recorder of one process. Thread-safe; ``on`` and ``categories`` are read without the lock."""
+    """The recorder of one process. Thread-safe; ``on`` and ``categories`` are read without the lock.
 
-    def __init__(self) -> None:
+    The process has one, :data:`TRACER`; tests make their own.
+
+    Args:
+        clock: ``time.perf_counter_ns`` (the default) or a stand-in: when an event's end is taken and
+            when ``flush_interval`` has passed.
+        segment_events: A part file holding this many events is final (default 20,000).
+    """
+
+    def __init__(
+        self, *, clock: Callable[[], int] = time.perf_counter_ns, segment_events: int = _SEGMENT_EVENTS
+    ) -> None:
+        self._clock = clock
+        self._segment_events = segment_events
         self.on = False
         self.categories: frozenset[str] = frozenset()
         self.path: Path | None = None  # the merged trace file
@@ -173,7 +185,7 @@ class Tracer:
             if not self.on:
                 self._pid = None  # the next trace attaches afresh (clock offset, first write time)
             elif self._pid is not None:
-                self._next_flush = self._later(time.perf_counter_ns())
+                self._next_flush = self._later(self._clock())
         if self.on and path is not None:
             export({ENV_CATEGORIES: ",".join(sorted(cats)), ENV_FILE: str(path)})
         else:
@@ -195,7 +207,7 @@ class Tracer:
         """Record a complete event from ``start_ns`` (``time.perf_counter_ns()``) to now on this thread."""
         if cat not in self.categories:
             return
-        end = time.perf_counter_ns()
+        end = self._clock()
         tid = threading.get_native_id()
         with self._lock:
             if self._pid is None:
@@ -209,7 +221,7 @@ class Tracer:
         """Record a complete event of a coroutine from ``start_ns`` to now, on the first free lane of ``cat``."""
         if cat not in self.categories:
             return
-        end = time.perf_counter_ns()
+        end = self._clock()
         with self._lock:
             if self._pid is None:
                 self._attach()
@@ -229,7 +241,7 @@ class Tracer:
         """Record an instant event (``"ph": "i"``) now on this thread."""
         if cat not in self.categories:
             return
-        now = time.perf_counter_ns()
+        now = self._clock()
         tid = threading.get_native_id()
         with self._lock:
             if self._pid is None:
@@ -242,14 +254,14 @@ class Tracer:
         """First event in this process (lock held): clocks, exit hooks, the periodic flush."""
         pid = os.getpid()
         self._pid = pid
-        self._offset_ns = time.time_ns() - time.perf_counter_ns()
+        self._offset_ns = time.time_ns() - self._clock()
         if self._exit_hooked != pid:
             self._exit_hooked = pid
             atexit.register(self._at_exit)
             mp_util = sys.modules.get("multiprocessing.util")
             if mp_util is not None:  # a worker process leaves by os._exit: atexit never runs there
                 mp_util.Finalize(None, self._at_exit, exitpriority=100)
-        self._next_flush = self._later(time.perf_counter_ns())
+        self._next_flush = self._later(self._clock())
 
     def _later(self, now: int) -> int:
         return now + int(self.flush_interval * 1e9) if self.flush_interval > 0 else 1 << 62
@@ -273,7 +285,7 @@ class Tracer:
     def flush(self) -> Path | None:
         """Write this process's events to its part file if there are new ones; return the file (or ``None``).
 
-        A part holding ``_SEGMENT_EVENTS`` events is final: its events leave memory and the next ones go
+        A part holding ``segment_events`` events is final: its events leave memory and the next ones go
         to ``<stem>.pid<PID>-<k><suffix>``.
         """
         with self._flush_lock:
@@ -306,7 +318,7 @@ class Tracer:
         part.parent.mkdir(parents=True, exist_ok=True)
         _write_json(part, {"traceEvents": out, "displayTimeUnit": "ms"})
         with self._lock:
-            if len(events) >= _SEGMENT_EVENTS:
+            if len(events) >= self._segment_events:
                 del self._events[: len(events)]
                 self._written = 0
                 self._segment += 1

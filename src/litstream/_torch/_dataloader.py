@@ -43,7 +43,7 @@ from ._composite import CompositeDataset
 from ._dataset import StreamingDataset
 from ._loader_profile import CPROFILE_MAIN, ProfileArgs, WorkerSetup, after_batch, dump_cprofile, output_dir
 from ._media_collate import litdata_collate
-from ._slots import SlotBatch, SlotExchange, SlotPacker
+from ._slots import SlotBatch, SlotExchange, SlotPacker, SlotStatistics
 
 if TYPE_CHECKING:
     import os
@@ -144,6 +144,7 @@ class StreamingDataLoader(DataLoader[Any]):
         self._profile = ProfileArgs.check(profile_batches, profile_skip_batches, profile_dir, profile_cprofile,
                                           num_workers)  # fmt: skip
         self._setup = WorkerSetup(kwargs.pop("worker_init_fn", None), self._profile)
+        self._slot_statistics = SlotStatistics()
         self._auto_prefetch = prefetch_factor is None and kwargs.get("prefetch_factor") is None
         if prefetch_factor is not None:
             kwargs["prefetch_factor"] = prefetch_factor
@@ -306,9 +307,15 @@ class StreamingDataLoader(DataLoader[Any]):
         self._setup.slots = True
         return exchange
 
+    def slot_statistics(self) -> SlotStatistics:
+        """What the shared-memory batch slots (``litstream._torch._slots``) carried over this loader's finished
+        iterations."""
+        return self._slot_statistics
+
     def _end_slots(self, exchange: SlotExchange | None) -> None:
         if exchange is None:
             return
+        self._slot_statistics += exchange.statistics()
         exchange.close()
         collate = self.collate_fn
         if not isinstance(collate, _TaggingCollate):

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from multiprocessing.synchronize import Semaphore
 
-__all__ = ["ScratchPool", "SlotBatch", "SlotExchange", "SlotPacker"]
+__all__ = ["ScratchPool", "SlotBatch", "SlotExchange", "SlotPacker", "SlotStatistics"]
 
 _ALIGN = 64  # every tensor starts on a cache line (and is aligned for any dtype)
 _HEADROOM = 1.25  # a slot holds the bytes of the batch it was sized for times this
@@ -51,6 +51,23 @@ _EXCHANGES: dict[int, SlotExchange] = {}  # main process: the loader iterations 
 
 def _round_up(n: int, to: int) -> int:
     return -(-n // to) * to
+
+
+@dataclass(frozen=True)
+class SlotStatistics:
+    """What the slots of a loader carried (``StreamingDataLoader.slot_statistics()``), over its iterations.
+
+    Attributes:
+        batches: Batches copied out of a slot in this process (the others came by torch's own path).
+        semaphores: The ``/dev/shm`` file names (``sem.<name>``) of the free-slot semaphores created: spawn
+            and forkserver semaphores are named until freed; fork's are unnamed and not listed.
+    """
+
+    batches: int = 0
+    semaphores: tuple[str, ...] = ()
+
+    def __add__(self, other: SlotStatistics) -> SlotStatistics:
+        return SlotStatistics(self.batches + other.batches, self.semaphores + other.semaphores)
 
 
 @dataclass
@@ -66,6 +83,12 @@ class SlotExchange:
     slots: int
     id: int = field(default_factory=lambda: next(_ids))
     blocks: dict[int, torch.UntypedStorage] = field(default_factory=dict)
+    unpacked: int = 0  # batches copied out of a slot
+
+    def statistics(self) -> SlotStatistics:
+        """The batches unpacked so far and the semaphores' ``/dev/shm`` names (see :class:`SlotStatistics`)."""
+        names = (getattr(getattr(s, "_semlock", None), "name", None) for s in self.free)
+        return SlotStatistics(self.unpacked, tuple("sem." + name.lstrip("/") for name in names if name))
 
     def open(self) -> None:
         with _lock:
@@ -105,6 +128,8 @@ class SlotBatch:
         """The batch, its tensors copied out of the slot; frees the slot (call once)."""
         with _lock:
             exchange = _EXCHANGES.get(self.exchange)
+            if exchange is not None:
+                exchange.unpacked += 1
         if exchange is None:  # the iteration already ended: nothing to free, nobody to hand it to
             raise RuntimeError("a batch of a finished DataLoader iteration was unpacked")
         if self.block is not None:

@@ -94,13 +94,6 @@ class Compression:
     batch_size: int | None = None
 
     @property
-    def zstd_level(self) -> int:
-        """The numeric zstd level (1..22) of ``name``."""
-        level = validate_compression(self.name)
-        assert level is not None
-        return level
-
-    @property
     def whole_file(self) -> bool:
         """True when the chunk file is one frame (``"chunk"``): ``.{name}`` infix, decompress before use."""
         return self.level == "chunk"

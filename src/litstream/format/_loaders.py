@@ -157,6 +157,8 @@ class SampleEncoder:
             serializer can store (:class:`~litstream.PickleRefusedError`). Default ``True``.
         json_leaves: Store the list and dict fields of ``dict`` samples as ``json`` leaves (LitData
             0.2.76); ``False`` flattens them as LitData <= 0.2.75 did (to append to such a dataset).
+        fast_path: Encode flat samples of simple leaves by a precompiled packer (same bytes); ``False``
+            always takes the general path (the reference the fast path is tested against). Default ``True``.
     """
 
     def __init__(
@@ -165,7 +167,9 @@ class SampleEncoder:
         *,
         allow_pickle: bool = True,
         json_leaves: bool = True,
+        fast_path: bool = True,
     ) -> None:
+        self._fast_path = fast_path
         self._json_leaves = json_leaves
         self._registry = _registry(serializers)
         self._allow_pickle = allow_pickle
@@ -282,7 +286,7 @@ class SampleEncoder:
             serializers.append(serializer)
         self._spec, self._serializers = spec, serializers
         self.data_format, self.data_spec = tuple(formats), spec_to_json(spec)
-        self._fast = fast_encoder(spec, serializers)
+        self._fast = fast_encoder(spec, serializers) if self._fast_path else None
 
 
 class SampleDecoder:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._errors import FormatError
-from .media._image import is_jpeg_list
+from ._image_types import is_jpeg_list
 
 __all__ = [
     "TreeSpec",

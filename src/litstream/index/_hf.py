@@ -19,7 +19,7 @@ from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, ObjectNotFoundError
 from ..format._index import INDEX_FILENAME
 from ..format.arrow._parquet import ParquetLoader
-from ..storage._cache_dirs import default_cache_root
+from ..storage._cache_root import default_cache_root
 from ._parquet import index_parquet_dataset
 
 if TYPE_CHECKING:

@@ -29,7 +29,8 @@ from ..storage._files import local_path
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ..storage._store import HedgedStore, Store
 from ._args import check_read_args, check_read_loader
-from ._litdata_params import check_read_params, item_shuffle_window_value
+from ._item_window import item_shuffle_window_value
+from ._litdata_params import check_read_params
 from ._local_remote import check_local_dataset, local_remote_source
 from ._source import DatasetSource
 from ._transform import Transform, check_transforms, compose
@@ -90,7 +91,7 @@ class ReadSpec:
         selection: The items served (a subset or split), or ``None``: the subsample of every chunk.
         subsample: LitData's ``subsample`` fraction (``> 0``).
         subsample_shuffle: Whether the subsample is a random choice (LitData uses the ``shuffle`` of ``__init__``).
-        shuffle: A :data:`~litstream.read.plan._pieces.ShuffleMode`, checked.
+        shuffle: A :data:`~litstream.read._engine.ShuffleMode`, checked.
         seed: The shuffle seed.
         drop_last: ``None`` means ``world_size > 1``.
         shuffle_window: Chunks mixed with ``shuffle="window"``.
@@ -161,7 +162,8 @@ class ReadSpec:
             ConfigurationError: a bad argument, naming it.
             DatasetNotFoundError: with ``eager``, a local ``input_dir`` that holds no dataset.
         """
-        check_read_params(item_shuffle_window=item_shuffle_window)
+        check_read_params()
+        item_shuffle_window_value(item_shuffle_window)
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
         fraction = check_subsample(subsample)

@@ -34,7 +34,7 @@ from .._core._errors import ConfigurationError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["obstore_options"]
+__all__ = ["CLIENT_KEYS", "obstore_options"]
 
 _KEYS = {
     "s3": frozenset(

@@ -20,6 +20,7 @@ from ._files import map_file
 
 if TYPE_CHECKING:
     import mmap
+    from collections.abc import Callable
     from pathlib import Path
 
 __all__ = ["DownloadAbandoned", "Progress"]
@@ -31,10 +32,17 @@ class DownloadAbandoned(StorageError):
 
 
 class Progress:
-    """The state of one download of ``size`` bytes (see the module docstring)."""
+    """The state of one download of ``size`` bytes (see the module docstring).
 
-    def __init__(self, size: int) -> None:
+    Args:
+        size: The object's length in bytes.
+        map_file: Maps a file read-only for :meth:`map_when`; default ``storage._files.map_file`` (the chunk
+            cache passes its own, ``ChunkCache.map_file``).
+    """
+
+    def __init__(self, size: int, *, map_file: Callable[[Path], bytes | mmap.mmap] = map_file) -> None:
         self.size = size
+        self._map_file = map_file
         self._cond = threading.Condition()
         self._landed: dict[int, int] = {}  # start -> end of pieces written beyond the contiguous prefix
         self._prefix = 0
@@ -108,7 +116,7 @@ class Progress:
         path = self._wait_path()
         while True:
             try:
-                return map_file(path)
+                return self._map_file(path)
             except FileNotFoundError:
                 pass
             # The name changed since it was read: the download ended (renamed into place) or failed

@@ -110,15 +110,20 @@ def arrow_payload_span(data: bytes | bytearray | memoryview | Any, num_items: in
     return begin, size - ARROW_TRAILER
 
 
-def read_chunk_view(data: Any) -> ChunkView:
+def read_chunk_view(data: Any, *, decoded_floor: int = MAX_DECODED_FLOOR) -> ChunkView:
     """A :class:`ChunkView` of ``data``, or an :class:`ArrowChunk` when it carries an Arrow payload.
+
+    Args:
+        data: The whole chunk.
+        decoded_floor: Bytes an Arrow payload may always decode to, whatever its size (see
+            :class:`ArrowChunk`); default :data:`MAX_DECODED_FLOOR`, 1 GiB.
 
     Raises:
         FormatError: the header or the Arrow payload is malformed.
     """
     view = ChunkView(data)
     span = arrow_payload_span(data, view.num_items)
-    return view if span is None else ArrowChunk(data, span=span)
+    return view if span is None else ArrowChunk(data, span=span, decoded_floor=decoded_floor)
 
 
 def _arrow_errors(pa: Any) -> tuple[type[BaseException], ...]:
@@ -150,13 +155,16 @@ class ArrowChunk(ChunkView):
     Args:
         data: The whole chunk.
         span: ``(begin, end)`` of the IPC payload, from :func:`arrow_payload_span`.
+        decoded_floor: The payload may decode to ``max(decoded_floor, MAX_INFLATION * its size)`` bytes
+            (a decompression bomb is refused before decoding); default :data:`MAX_DECODED_FLOOR`, 1 GiB.
 
     Raises:
         FormatError: the payload is not a readable Arrow IPC file or stream, or its row count differs
-            from the chunk header's ``N``.
+            from the chunk header's ``N``, or it would decode to more than allowed.
     """
 
     span: tuple[int, int] = (0, 0)
+    decoded_floor: int = MAX_DECODED_FLOOR
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -180,7 +188,7 @@ class ArrowChunk(ChunkView):
         payload = memoryview(self.data)[begin:end]
         try:
             decoded = decoded_bytes(pa, payload)
-            limit = max(MAX_DECODED_FLOOR, MAX_INFLATION * len(payload))
+            limit = max(self.decoded_floor, MAX_INFLATION * len(payload))
             if decoded > limit:
                 raise FormatError(
                     f"the Arrow payload of a chunk ({len(payload)} bytes) would decode to {decoded} bytes, more than "

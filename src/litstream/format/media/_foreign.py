@@ -9,11 +9,14 @@ pickle of LitData's class. litdata is never imported here; a leaf is recognised 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._core._errors import FormatError
-from .._serializer_base import Serializer
+from .._serializer_base import Serializer, select_serializer
 from ._base import same_head
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["LitdataWrapperSerializer", "from_litdata"]
 
@@ -44,21 +47,25 @@ def from_litdata(obj: object) -> Any:
 
 
 class LitdataWrapperSerializer(Serializer):
-    """Writes ``litdata.types`` wrappers as their litstream twins (never recorded in ``index.json``)."""
+    """Writes ``litdata.types`` wrappers as their litstream twins (never recorded in ``index.json``).
+
+    Args:
+        fresh: Makes a new default registry (``_serializers.default_serializers``); a twin is written by the
+            first of its serializers, other than this one, that accepts it.
+    """
 
     name = "litdata_types"
 
-    def __init__(self) -> None:
+    def __init__(self, fresh: Callable[[], dict[str, Serializer]]) -> None:
+        self._fresh = fresh
         self._registry: dict[str, Serializer] | None = None
 
     def can_serialize(self, obj: object) -> bool:
         return _is_litdata_wrapper(obj)
 
     def _inner(self, obj: object) -> Serializer:
-        from .._serializers import default_serializers, select_serializer
-
         if self._registry is None:
-            self._registry = {k: s for k, s in default_serializers().items() if k != self.name}
+            self._registry = {k: s for k, s in self._fresh().items() if k != self.name}
         return select_serializer(obj, self._registry)
 
     def serialize(self, obj: Any) -> tuple[bytes, str | None]:

@@ -166,7 +166,7 @@ class GraphSerializer(Serializer):
         return isinstance(obj, Graph) or is_pyg_data(obj)
 
     def serialize(self, obj: Any) -> tuple[bytes, str | None]:
-        from .._serializers import PickleSerializer, TensorSerializer
+        from .._object_serializers import PickleSerializer, TensorSerializer
         from ._tensor import as_torch_tensor
 
         if is_pyg_data(obj):
@@ -202,7 +202,7 @@ class GraphSerializer(Serializer):
         return b"".join(parts), "graph"
 
     def deserialize(self, data: bytes | memoryview) -> Any:
-        from .._serializers import TensorSerializer
+        from .._object_serializers import TensorSerializer
 
         view = memoryview(data)
         if bytes(view[:4]) != _MAGIC:

@@ -13,9 +13,9 @@ import struct
 from typing import TYPE_CHECKING
 
 from ..._core._errors import FormatError
+from .._image_types import Jpeg, Pil
 from .._serializer_base import Serializer, loaded_class
 from ._base import read_media_bytes, require
-from ._image import Jpeg, Pil
 from ._image_codec import decode_image_tensor, encode_image_ref, pil_from_array
 
 if TYPE_CHECKING:

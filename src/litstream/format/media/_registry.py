@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._serializer_base import Serializer
 
 __all__ = ["media_serializers", "with_media_serializers"]
@@ -47,15 +49,23 @@ _AFTER = {
 }
 
 
-def with_media_serializers(core: dict[str, Serializer]) -> dict[str, Serializer]:
-    """``core`` (a registry of the core encodings, in order) with the media encodings inserted."""
+def with_media_serializers(
+    core: dict[str, Serializer], *, fresh: Callable[[], dict[str, Serializer]]
+) -> dict[str, Serializer]:
+    """``core`` (a registry of the core encodings, in order) with the media encodings inserted.
+
+    Args:
+        core: The core encodings, keyed by name, in priority order.
+        fresh: Makes a new complete default registry (``_serializers.default_serializers``); LitData's own
+            wrapper classes are written through one (passed in, so this module does not import the registry).
+    """
     media = media_serializers()
     registry: dict[str, Serializer] = {}
     for key, serializer in core.items():
         if key == "pickle":  # LitData's own wrapper classes, written as litstream's twins rather than pickled
             from ._foreign import LitdataWrapperSerializer
 
-            registry["litdata_types"] = LitdataWrapperSerializer()
+            registry["litdata_types"] = LitdataWrapperSerializer(fresh)
         registry[key] = media.get(key, serializer) if key in ("tensor", "no_header_tensor") else serializer
         for extra in _AFTER.get(key, ()):
             if extra in media:

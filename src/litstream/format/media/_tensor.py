@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._core._errors import FormatError
-from .._serializers import NoHeaderTensorSerializer, TensorSerializer
+from .._object_serializers import NoHeaderTensorSerializer, TensorSerializer
 from ._base import MediaRef, read_media_bytes
 
 __all__ = ["NoHeaderTensorRefSerializer", "Tensor", "TensorRefSerializer", "as_torch_tensor"]

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..._core._errors import ConfigurationError
 from ...format._encrypted import check_reader_encryption
 from .._args import check_read_args, check_read_loader
-from .._litdata_params import check_read_params, item_shuffle_window_value
+from .._item_window import item_shuffle_window_value
+from .._litdata_params import check_read_params
 from .._spec import ReadSpec
 from .._transform import Transform, check_transforms
 from .._trust import check_allow_pickle, resolve_allow_pickle
@@ -164,7 +165,7 @@ def astream(
             "transforms": (*base.transforms, *extra),
         }
         if item_shuffle_window is not None:
-            check_read_params(item_shuffle_window=item_shuffle_window)
+            check_read_params()
             changes["item_shuffle_window"] = item_shuffle_window_value(item_shuffle_window)
         for name, value in (
             ("item_loader", item_loader),

@@ -28,7 +28,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import anyio.to_thread
@@ -36,6 +36,10 @@ import anyio.to_thread
 from ..._core._errors import ConfigurationError
 from ..._core._trace import CAT_DELETE, CAT_LOCK, TRACER
 from ...storage._cache_dirs import LOCK_DIR, parse_cache_size
+from ...storage._files import map_file
+
+if TYPE_CHECKING:
+    import mmap
 
 if os.name == "posix":
     import fcntl
@@ -141,6 +145,15 @@ class ChunkCache:
         if not name or name.startswith("/") or any(p in (".", "..") for p in parts) or parts[0] == LOCK_DIR:
             raise ConfigurationError(f"chunk name {name!r} must be a relative '/'-separated key without '.' or '..'")
         return self.directory / name
+
+    def map_file(self, path: Path) -> bytes | mmap.mmap:
+        """The file ``path`` (of this cache), memory-mapped read-only (``storage._files.map_file``): how readers
+        map the chunks they hold.
+
+        Raises:
+            FileNotFoundError: no such file (evicted, or renamed by its download).
+        """
+        return map_file(path)
 
     def _lock_path(self, name: str) -> Path:
         return self.directory / LOCK_DIR / f"{quote(name, safe='')}.lock"

@@ -6,11 +6,15 @@ from __future__ import annotations
 import mmap
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
-from ..._core._errors import ChecksumError
+from ..._core._environ import environ
+from ..._core._errors import ChecksumError, ConfigurationError
+from ..._core._trace import CAT_READ, TRACER
+from ..._core._units import parse_bytes
 from ...format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM
 from ...format._chunk import ChunkView, header_length
 from ...format._loaders import SampleDecoder
@@ -31,7 +35,7 @@ if TYPE_CHECKING:
     from ...storage._store import Store
     from .._source import DatasetSource
 
-__all__ = ["CacheSettings", "_open_cache", "_read_through_cache", "open_streaming", "streamable"]
+__all__ = ["CacheSettings", "_open_cache", "_read_through_cache", "download_tuning", "open_streaming", "streamable"]
 
 
 async def _read_through_cache(
@@ -98,10 +102,35 @@ def _open_cache(store: Store, index: Index, settings: CacheSettings) -> tuple[Ch
     # Hedging is for small random reads (ds[i]); duplicating 8 MB chunk pieces would only add load
     # (and an abandoned duplicate keeps downloading in its thread), so chunks bypass it.
     plain = store.inner if isinstance(store, HedgedStore) else store
-    tuning = {
-        k: v for k, v in (("piece_size", settings.piece_size), ("max_concurrency", settings.max_concurrency)) if v
-    }
-    return ChunkCache(directory, max_cache_size=size), Downloader(plain, directory, **tuning)
+    return ChunkCache(directory, max_cache_size=size), Downloader(plain, directory, **download_tuning(settings))
+
+
+def download_tuning(settings: CacheSettings) -> dict[str, int]:
+    """The ``Downloader``'s ``piece_size`` and ``max_concurrency``: the settings' own, else the environment's
+    ``LITSTREAM_DOWNLOAD_PIECE_SIZE`` (bytes, or a size such as ``"16MB"``) and ``LITSTREAM_DOWNLOAD_CONCURRENCY``
+    (ranged GETs in flight), else the ``Downloader``'s defaults (neither key).
+
+    Raises:
+        ConfigurationError: a variable that is not a positive int (or size), naming it.
+    """
+    env = environ()
+    tuning = {}
+    for key, given, variable, raw in (
+        ("piece_size", settings.piece_size, "LITSTREAM_DOWNLOAD_PIECE_SIZE", env.litstream_download_piece_size),
+        ("max_concurrency", settings.max_concurrency, "LITSTREAM_DOWNLOAD_CONCURRENCY",
+         env.litstream_download_concurrency),
+    ):  # fmt: skip
+        if given:
+            tuning[key] = given
+        elif raw is not None:
+            text = raw.strip()
+            if text.isdigit() and int(text) > 0:
+                tuning[key] = int(text)
+            elif key == "piece_size":
+                tuning[key] = parse_bytes(text, argument=variable)
+            else:
+                raise ConfigurationError(f"{variable}={raw!r}: set an int >= 1 (ranged GETs in flight), or unset it")
+    return tuning
 
 
 @dataclass(frozen=True)
@@ -114,8 +143,10 @@ class CacheSettings:
             ``<root>/<md5(url)>/<updated_at>/``, as in LitData.
         max_cache_size: Bytes (int or ``"50GB"``), a fraction of free disk in (0, 1], or ``None`` for
             75 % of the free disk (LitData's default). Chunks held by a reader are never evicted.
-        piece_size: Bytes per ranged GET of a chunk download (the ``Downloader``'s); ``None``: its default.
-        max_concurrency: Ranged GETs in flight (the ``Downloader``'s); ``None``: its default.
+        piece_size: Bytes per ranged GET of a chunk download (the ``Downloader``'s); ``None``:
+            ``LITSTREAM_DOWNLOAD_PIECE_SIZE`` if set, else its default (8 MiB).
+        max_concurrency: Ranged GETs in flight (the ``Downloader``'s); ``None``: ``LITSTREAM_DOWNLOAD_CONCURRENCY``
+            if set, else its default (8).
     """
 
     cache_dir: str | None = None
@@ -167,7 +198,8 @@ async def open_streaming(
     cache, downloader = source.cache, source.downloader
     assert cache is not None
     assert downloader is not None
-    progress = Progress(info.chunk_bytes)
+    progress = Progress(info.chunk_bytes, map_file=cache.map_file)
+    t0 = perf_counter_ns() if TRACER.on else 0
 
     async def download() -> None:
         try:
@@ -202,6 +234,8 @@ async def open_streaming(
         await _release(cache, info.filename)
     view = ChunkView(data)
     if view.num_items == info.chunk_size and len(data) == info.chunk_bytes and int(view.offsets[-1]) == len(data):
+        if t0:
+            TRACER.async_span("read", CAT_READ, t0, {"chunk": chunk_index, "file": info.filename, "streamed": True})
         return source._checked_view(chunk_index, data, False), progress.wait
     await anyio.to_thread.run_sync(progress.wait, info.chunk_bytes)  # e.g. an Arrow payload: read it whole
     return source._checked_view(chunk_index, data, False), None

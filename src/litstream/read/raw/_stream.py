@@ -79,10 +79,6 @@ class RawReader:
         item = self.items[index]
         return list(item) if isinstance(item, list) else [item]
 
-    def size_of(self, index: int) -> int:
-        """Bytes of item ``index`` (the sum for a group)."""
-        return sum(f.size for f in self._files(index))
-
     def _same_loop(self) -> None:
         token = anyio.lowlevel.current_token()
         if token != self._token:  # a new portal: the old loop's events are dead
