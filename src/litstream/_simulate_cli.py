@@ -5,6 +5,8 @@
   after checking that the dataset's index can be read.
 * ``litstream simulate run -c CONFIG.yaml -o REPORT.html`` runs the simulation and writes a self-contained HTML
   report and ``REPORT.json`` beside it.
+* ``litstream simulate tune -c CONFIG.yaml -o TUNE.html`` sweeps the knobs (``_sim/_tune_cli.py``).
+* ``litstream simulate calibrate -c CONFIG.yaml`` measures the CPU costs into the config (``_sim/_tune_cli.py``).
 
 Nothing heavy is imported until a command runs, so ``litstream --help`` stays fast.
 """
@@ -39,6 +41,9 @@ def add_simulate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     run = sub.add_parser("run", help="run a simulation and write REPORT.html and REPORT.json")
     run.add_argument("-c", "--config", required=True, help="the YAML config (from `litstream simulate init`)")
     run.add_argument("-o", "--output", required=True, help="the HTML report to write; the JSON goes beside it")
+    from ._sim._tune_cli import add_tune_commands
+
+    add_tune_commands(sub)
 
 
 def _write(path: Path, text: str) -> None:
@@ -142,6 +147,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     """Run ``litstream simulate init|run``; returns the exit code (errors are raised as LitstreamError)."""
     if args.simulate_command == "init":
         return _init(args.dataset, Path(args.config), args.force, _options(args.storage_options))
+    if args.simulate_command in ("tune", "calibrate"):
+        from ._sim._tune_cli import run_tune_command
+
+        return run_tune_command(args)
     code = _run(Path(args.config), Path(args.output))
     sys.stdout.flush()
     return code
