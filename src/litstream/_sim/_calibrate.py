@@ -107,8 +107,18 @@ async def measure_costs(config: SimulationConfig, chunks: int = 3, network: bool
     loader = TokensLoader(config.read.block_size) if config.read.block_size is not None else None
     source = await DatasetSource.open(store, item_loader=loader, allow_pickle=True)
     picked = list(range(min(chunks, len(source.index.chunks))))
-    unpack_s = decode_s = 0.0
-    fetch_s, fetched, content, samples = 0.0, 0, 0, 0
+    rtt = bandwidth = None
+    first = source.index.chunks[0].filename
+    await store.get_range(first, 0, 1)  # untimed: the first read opens connections and starts threads
+    if network:
+        probes = []
+        for _ in range(_RTT_PROBES):
+            t0 = time.perf_counter()
+            await store.get_range(first, 0, 1)
+            probes.append(time.perf_counter() - t0)
+        rtt = statistics.median(probes)
+    unpack_s = decode_s = fetch_s = 0.0
+    fetched = content = samples = 0
     for chunk in picked:
         info = source.index.chunks[chunk]
         t0 = time.perf_counter()
@@ -127,17 +137,8 @@ async def measure_costs(config: SimulationConfig, chunks: int = 3, network: bool
             source.decode_in(view, item)
         decode_s += time.perf_counter() - t3
         samples += count
-    rtt = bandwidth = None
-    if network:
-        first = source.index.chunks[0].filename
-        probes = []
-        for _ in range(_RTT_PROBES):
-            t0 = time.perf_counter()
-            await store.get_range(first, 0, 1)
-            probes.append(time.perf_counter() - t0)
-        rtt = statistics.median(probes)
-        transfer = max(fetch_s - rtt * len(picked), 1e-9)
-        bandwidth = fetched / transfer
+    if rtt is not None:
+        bandwidth = fetched / max(fetch_s - rtt * len(picked), 1e-9)
     return Calibration(
         decode_time_per_byte=unpack_s / max(1, content),
         decode_time_per_sample=decode_s / max(1, samples),

@@ -130,7 +130,8 @@ class SimulationConfig:
 
     Attributes:
         dataset: The dataset: a directory or a URL, the same strings ``StreamingDataset`` takes.
-        chunks: ``"read"``: serve the real chunk files (a local dataset); ``"synthesise"``: serve chunks made of
+        chunks: ``"read"``: serve the real chunk files (a remote dataset's are read into memory first, at most
+            1 GiB: for checking the order of real samples); ``"synthesise"``: serve chunks made of
             copies of the dataset's first sample, padded to the recorded sizes (only the first chunk is read,
             once, before the simulation starts). Default ``"synthesise"``.
         storage_options: Passed to the real store when the index and the first chunk are read.
