@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
-from servers import free_port, hub_http_server
 
 import litstream
 from litstream._cli import main
@@ -33,6 +32,7 @@ from litstream.simulate import (
     simulate,
     tune,
 )
+from servers import free_port, hub_http_server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -203,7 +203,7 @@ def test_cli_init_run_tune_s3(s3_server: Any, obstore_in_process: None, tmp_path
     )
     result = _cli_round(url, tmp_path, options)
     assert result["config"]["chunks"] == "synthesise"
-    assert [t["settings"]["chunk_size"] for t in result["sweeps"]["chunk_size"]][0] == CHUNK
+    assert result["sweeps"]["chunk_size"][0]["settings"]["chunk_size"] == CHUNK
     assert options["aws_secret_access_key"] not in (tmp_path / "tune.json").read_text()
 
 
