@@ -117,13 +117,17 @@ def tune(
     return tune_config(config, dataset, knobs=knobs, max_runs=max_runs, time_budget=time_budget, tolerance=tolerance)
 
 
-def calibrate(config: SimulationConfig | dict[str, Any], *, chunks: int = 3, network: bool = False) -> Calibration:
+def calibrate(
+    config: SimulationConfig | dict[str, Any], *, chunks: int = 3, network: bool = False, startup: bool = False
+) -> Calibration:
     """Measure this machine's CPU costs for the dataset from its first ``chunks`` real chunks.
 
     Args:
         config: Names the dataset (and its ``storage_options``).
         chunks: Chunks to read (>= 1). Default 3.
         network: Also measure the store's round trip and per-connection bandwidth. Default False.
+        startup: Also measure the loader's and a DataLoader worker's start-up (needs torch; starts a worker
+            process). Default False.
 
     Returns:
         A :class:`Calibration`; its ``costs()`` (and ``network()``) are the config keys to set.
@@ -135,7 +139,7 @@ def calibrate(config: SimulationConfig | dict[str, Any], *, chunks: int = 3, net
 
     if not isinstance(config, SimulationConfig):
         config = config_from_mapping(config)
-    return run_sync(measure_costs, config, chunks, network)
+    return run_sync(measure_costs, config, chunks, network, startup)
 
 
 def _need_trio() -> None:

@@ -38,6 +38,7 @@ def add_tune_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cal.add_argument("-c", "--config", required=True, help="the YAML config to update")
     cal.add_argument("--chunks", type=int, default=3, help="real chunks to read (default 3)")
     cal.add_argument("--network", action="store_true", help="also measure the store's rtt and bandwidth")
+    cal.add_argument("--startup", action="store_true", help="also measure loader and worker start-up (torch)")
 
 
 def _resolved(config_path: Path, raw: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +81,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     yaml = _yaml()
     config_path = Path(args.config)
     raw = _load(config_path)
-    measured = calibrate(_resolved(config_path, raw), chunks=args.chunks, network=args.network)
+    measured = calibrate(_resolved(config_path, raw), chunks=args.chunks, network=args.network, startup=args.startup)
     costs = dict(raw.get("costs") or {})
     costs.update(measured.costs())
     raw["costs"] = costs
