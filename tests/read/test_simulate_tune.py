@@ -304,3 +304,47 @@ def test_predicted_order_is_the_loaders(
         served = [i for b in loader for i in b["id"].tolist()]
         assert len(served) == N // world
         assert report.ranks[rank].order == served
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_without_workers_the_rank_decodes_between_steps(dataset: str, workers: int) -> None:
+    """``num_workers=0``: decoding and collating take the rank's own time, one after the other with the device's;
+    with a worker they overlap with it (virtual seconds: the model's, exactly)."""
+    costs = CostModel(device_time_per_sample=0.002, decode_time_per_sample=0.001, collate_time_per_sample=0.001)
+    network = NetworkModel(rtt=0.0001, jitter=0.0)
+    config = SimulationConfig(
+        dataset, chunks="read", cluster=ClusterModel(num_workers=workers), costs=costs, network=network
+    )
+    report = simulate(config)
+    serial = N * (0.002 + 0.001 + 0.001)
+    if workers == 0:
+        assert report.epoch_seconds >= serial
+    else:
+        assert N * 0.002 <= report.epoch_seconds < 0.8 * serial
+
+
+def test_start_up_costs_delay_the_first_batch_by_their_sum(dataset: str) -> None:
+    network = NetworkModel(rtt=0.01, jitter=0.0)
+    cluster = ClusterModel(num_workers=2)
+
+    def first(costs: CostModel) -> float:
+        config = SimulationConfig(dataset, chunks="read", cluster=cluster, costs=costs, network=network)
+        return simulate(config).time_to_first_batch["max"]
+
+    plain = first(CostModel())
+    slow = first(CostModel(startup_time=0.25, worker_startup_time=0.5))
+    assert slow == pytest.approx(plain + 0.75, abs=1e-9)
+
+
+def test_calibrate_startup_probes_a_fresh_loader(dataset: str) -> None:
+    measured = calibrate(SimulationConfig(dataset), chunks=1, startup=True)
+    costs = measured.costs()
+    assert set(costs) == {
+        "decode_time_per_byte",
+        "decode_time_per_sample",
+        "collate_time_per_sample",
+        "startup_time",
+        "worker_startup_time",
+    }
+    assert all(0 <= v < 600 for v in costs.values())
+    assert simulate(SimulationConfig(dataset, costs=CostModel(**costs))).samples == N

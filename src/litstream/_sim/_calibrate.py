@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Calibration", "measure_costs"]
 
-_RTT_PROBES = 5
+_RTT_PROBES = 9
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,9 @@ async def measure_costs(
             collate_s += time.perf_counter() - t4
         samples += count
     if rtt is not None:
-        bandwidth = fetched / max(fetch_s - rtt * len(picked), 1e-9)
+        # a chunk read no slower than its round trip says nothing about bandwidth: then count the whole read
+        transfer = fetch_s - rtt * len(picked)
+        bandwidth = fetched / (transfer if transfer > 0.5 * fetch_s else fetch_s)
     started = worker_started = None
     if startup:
         per_sample = (decode_s + collate_s) / max(1, samples)
