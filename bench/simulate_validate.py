@@ -4,15 +4,16 @@ Three configurations, each measured with a real ``StreamingDataLoader`` (one ran
 "device" that sleeps ``--device`` seconds per sample) in a fresh interpreter, and predicted by ``simulate()``
 with the same settings, the device's measured time per sample (what the sleeps actually took: a sleep on
 a loaded machine wakes late, and the device is an input of the simulator, not a prediction) and the costs
-``calibrate()`` measured on this machine (with ``network=True`` for the
-store's round trip and per-connection bandwidth):
+``calibrate()`` measured on this machine (``network=True``: the store's round trip and per-connection
+bandwidth; ``startup=True``: the loader's and a worker's start-up):
 
 * ``local w=0``: a local dataset, no workers;
 * ``s3 w=2``: the dataset on SeaweedFS (``tests/servers.py``), 2 workers;
 * ``proxy w=2``: the same through ``bench/latency_proxy.py`` (``--delay`` seconds added each way), 2 workers.
 
 Each measured case runs ``--repeats`` times; the fastest epoch and the fastest first batch are kept (the
-machine this was written on is shared, so slower runs mostly measure other people's load). Each line also checks that the predicted order of samples equals the measured one. Prints a Markdown table
+machine this was written on is shared, so slower runs mostly measure other people's load). Each line also
+checks that the predicted order of samples equals the measured one. Prints a Markdown table
 (docs/simulate.md quotes it) and writes ``--out`` (JSON).
 
     .venv/bin/python bench/simulate_validate.py                       # 3000 samples of 8 KB, 60 chunks
@@ -168,7 +169,16 @@ def main() -> None:
                 proxy.wait(10)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(
-        json.dumps({"args": vars(args), "load_before": load_before, "load_after": os.getloadavg(), "time": time.time(), "rows": rows}, indent=1)
+        json.dumps(
+            {
+                "args": vars(args),
+                "load_before": load_before,
+                "load_after": os.getloadavg(),
+                "time": time.time(),
+                "rows": rows,
+            },
+            indent=1,
+        )
     )
     print("\n| configuration | epoch measured | epoch predicted | error | first batch measured | predicted | error "
           "| order equal |")  # fmt: skip
