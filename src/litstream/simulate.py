@@ -29,7 +29,7 @@ from ._sim._config import (
     config_from_mapping,
 )
 from ._sim._report import RankReport, SimulationReport, build_report
-from ._sim._tune import KNOBS, TuneReport
+from ._sim._tune import KNOBS, Trial, TuneReport
 from ._sync import run_sync
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "ReadSettings",
     "SimulationConfig",
     "SimulationReport",
+    "Trial",
     "TuneReport",
     "calibrate",
     "config_from_mapping",

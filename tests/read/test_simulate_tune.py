@@ -336,7 +336,10 @@ def test_start_up_costs_delay_the_first_batch_by_their_sum(dataset: str) -> None
     assert slow == pytest.approx(plain + 0.75, abs=1e-9)
 
 
-def test_calibrate_startup_probes_a_fresh_loader(dataset: str) -> None:
+def test_calibrate_startup_probes_a_fresh_loader(tmp_path: Path) -> None:
+    """``startup=True`` adds the two start-up costs (measured in fresh interpreters: one dataset is enough)."""
+    dataset = str(tmp_path / "ds")
+    litstream.optimize(_sample, list(range(N)), dataset, chunk_size=CHUNK, num_workers=1, verbose=False)
     measured = calibrate(SimulationConfig(dataset), chunks=1, startup=True)
     costs = measured.costs()
     assert set(costs) == {

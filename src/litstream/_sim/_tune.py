@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, StorageError
 from ..format._chunk import header_length
 from ._report import build_report
 
@@ -72,7 +72,8 @@ class TuneReport:
         baseline: The starting point's trial. best: The recommended settings' trial.
         recommended: ``{knob: value}`` for each knob whose recommended value differs from the starting one.
         speedup: ``baseline.epoch_seconds / best.epoch_seconds`` (1.0: nothing to gain).
-        trials: Every trial, in the order run. skipped: ``"knob=value"`` candidates not run (budget spent).
+        trials: Every trial, in the order run. skipped: ``"knob=value"`` candidates not run (budget spent), or
+            run and failed (``"knob=value (failed: why)"``, e.g. the store's retries were spent).
         not_swept: ``{knob: why}`` for knobs that do not apply to this configuration.
         sweeps: ``{knob: trials}``: each swept knob's values, the trial its sweep started from first.
         real_seconds: The sweep's wall time.
@@ -238,7 +239,11 @@ def tune_config(
                 continue
             variant = rechunked(dataset, value) if knob == "chunk_size" else best_dataset
             size = value if knob == "chunk_size" else chunk_size
-            trial = _run(_apply(current, knob, value), variant, knob, value, size)
+            try:
+                trial = _run(_apply(current, knob, value), variant, knob, value, size)
+            except StorageError as exc:  # e.g. retries spent against the rate limit: that value is no choice
+                skipped.append(f"{knob}={value} (failed: {exc})")
+                continue
             trials.append(trial)
             results.append((value, trial, variant))
         sweeps[knob] = [t for _, t, _ in results]

@@ -134,7 +134,7 @@ def tune_html(report: TuneReport) -> str:
     )
     notes = "".join(f"<li>{html.escape(k)} not swept: {html.escape(v)}</li>" for k, v in report.not_swept.items())
     if report.skipped:
-        notes += f"<li>not run (budget spent): {html.escape(', '.join(report.skipped))}</li>"
+        notes += f"<li>not run (budget spent) or failed: {html.escape(', '.join(report.skipped))}</li>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>litstream simulate tune</title>
 <style>body{{font-family:sans-serif;max-width:760px;margin:1em auto}}th,td{{text-align:left;padding-right:1em}}
