@@ -100,7 +100,8 @@ import json, sys, time
 t0 = time.perf_counter()
 import litstream
 spec = json.loads(sys.stdin.read())
-ds = litstream.StreamingDataset(spec["dataset"], storage_options=spec["options"] or None)
+loader = litstream.TokensLoader(spec["block"]) if spec["block"] else None
+ds = litstream.StreamingDataset(spec["dataset"], storage_options=spec["options"] or None, item_loader=loader)
 loader = litstream.StreamingDataLoader(ds, batch_size=spec["batch"], num_workers=spec["workers"])
 t1 = time.perf_counter()
 next(iter(loader))
@@ -120,6 +121,7 @@ def _first_batch_seconds(config: SimulationConfig, workers: int) -> float:
 
     spec = {"dataset": config.dataset, "options": config.storage_options, "batch": config.read.batch_size}
     spec["workers"] = workers  # credentials go through stdin, never the command line
+    spec["block"] = config.read.block_size
     done = subprocess.run(
         [sys.executable, "-c", _PROBE], input=json.dumps(spec), capture_output=True, text=True, check=False
     )
