@@ -7,6 +7,8 @@
   report and ``REPORT.json`` beside it.
 * ``litstream simulate serve -c CONFIG.yaml [--port PORT]`` starts the playground page, whose sliders re-run the
   simulation (see :mod:`litstream._view`).
+* ``litstream simulate tune -c CONFIG.yaml -o TUNE.html`` sweeps the knobs (``_sim/_tune_cli.py``).
+* ``litstream simulate calibrate -c CONFIG.yaml`` measures the CPU costs into the config (``_sim/_tune_cli.py``).
 
 Nothing heavy is imported until a command runs, so ``litstream --help`` stays fast.
 """
@@ -47,6 +49,9 @@ def add_simulate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     add_server_arguments(serve)
     serve.add_argument("--max-samples", type=int, default=2_000_000, help="samples x epochs one run may serve")
     serve.add_argument("--max-sessions", type=int, default=256, help="machines x GPUs x workers one run may have")
+    from .._sim._tune_cli import add_tune_commands
+
+    add_tune_commands(sub)
 
 
 def _write(path: Path, text: str) -> None:
@@ -159,6 +164,10 @@ def run_simulate(args: argparse.Namespace) -> int:
         from .._view._cli import run_serve
 
         return run_serve(args, _load_relative(Path(args.config)))
+    if args.simulate_command in ("tune", "calibrate"):
+        from .._sim._tune_cli import run_tune_command
+
+        return run_tune_command(args)
     code = _run(Path(args.config), Path(args.output))
     sys.stdout.flush()
     return code
