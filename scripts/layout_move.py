@@ -60,6 +60,7 @@ MOVES: dict[str, str] = {
     "_migrate_cli": "_cli._migrate_command",
     "_migrate": "_cli._migrate",
     "_migrate_rules": "_cli._migrate_rules",
+    "_sim._tune_cli": "_cli._simulate_tune",
     # value helpers of the read arguments
     "_litdata_params": "read._litdata_params",
     "_local_remote": "read._local_remote",

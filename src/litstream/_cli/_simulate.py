@@ -7,8 +7,8 @@
   report and ``REPORT.json`` beside it.
 * ``litstream simulate serve -c CONFIG.yaml [--port PORT]`` starts the playground page, whose sliders re-run the
   simulation (see :mod:`litstream._view`).
-* ``litstream simulate tune -c CONFIG.yaml -o TUNE.html`` sweeps the knobs (``_sim/_tune_cli.py``).
-* ``litstream simulate calibrate -c CONFIG.yaml`` measures the CPU costs into the config (``_sim/_tune_cli.py``).
+* ``litstream simulate tune -c CONFIG.yaml -o TUNE.html`` sweeps the knobs (``_cli/_simulate_tune.py``).
+* ``litstream simulate calibrate -c CONFIG.yaml`` measures the CPU costs into the config (``_cli/_simulate_tune.py``).
 
 Nothing heavy is imported until a command runs, so ``litstream --help`` stays fast.
 """
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
 from .._view._cli import add_server_arguments
+from ._simulate_files import load_config, write_text, yaml_module
 
 if TYPE_CHECKING:
     import argparse
@@ -49,26 +50,9 @@ def add_simulate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     add_server_arguments(serve)
     serve.add_argument("--max-samples", type=int, default=2_000_000, help="samples x epochs one run may serve")
     serve.add_argument("--max-sessions", type=int, default=256, help="machines x GPUs x workers one run may have")
-    from .._sim._tune_cli import add_tune_commands
+    from ._simulate_tune import add_tune_commands
 
     add_tune_commands(sub)
-
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed into place)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _yaml() -> Any:
-    try:
-        import yaml
-    except ImportError:
-        raise ConfigurationError(
-            "litstream simulate reads and writes YAML: pip install 'litstream[simulate]'"
-        ) from None
-    return yaml
 
 
 def _options(text: str | None) -> dict[str, Any]:
@@ -84,7 +68,7 @@ def _options(text: str | None) -> dict[str, Any]:
 
 
 def _init(dataset: str, config_path: Path, force: bool, options: dict[str, Any]) -> int:
-    yaml = _yaml()
+    yaml = yaml_module()
 
     from .._core._bridge import run_sync
     from ..read._index_load import load_index
@@ -103,32 +87,14 @@ def _init(dataset: str, config_path: Path, force: bool, options: dict[str, Any])
         f"# litstream simulate config for {dataset} ({index.num_items} samples, {len(index.chunks)} chunks).\n"
         "# Times in seconds, sizes in bytes, bandwidths in bytes/s; see docs/simulate.md.\n"
     )
-    _write(config_path, header + yaml.safe_dump(config, sort_keys=False))
+    write_text(config_path, header + yaml.safe_dump(config, sort_keys=False))
     print(f"wrote {config_path}")
     return 0
 
 
-def _load(config_path: Path) -> dict[str, Any]:
-    yaml = _yaml()
-
-    try:
-        text = config_path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigurationError(
-            f"simulate run: the config {config_path} does not exist; write one with `litstream simulate init`"
-        ) from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigurationError(f"simulate run: {config_path} is not valid YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ConfigurationError(f"simulate run: {config_path} must hold a mapping with at least 'dataset'")
-    return raw
-
-
 def _load_relative(config_path: Path) -> dict[str, Any]:
     """The config's mapping, its relative local paths made relative to the config file."""
-    raw = _load(config_path)
+    raw = load_config(config_path)
     for key in ("dataset", "index_path"):
         value = raw.get(key)
         if isinstance(value, str) and value and "://" not in value and not os.path.isabs(os.path.expanduser(value)):
@@ -146,8 +112,8 @@ def _run(config_path: Path, output: Path) -> int:
         raise ConfigurationError(f"simulate run: -o {output}: the folder {output.parent} does not exist")
     report = simulate(config_from_mapping(_load_relative(config_path)))
     json_path = output.with_suffix(".json")
-    _write(json_path, report.to_json())
-    _write(output, report_html(report))
+    write_text(json_path, report.to_json())
+    write_text(output, report_html(report))
     print(
         f"epoch {report.epoch_seconds:.2f} s (virtual), first batch after {report.time_to_first_batch['max']:.3f} s, "
         f"stall {report.stall_fraction:.1%}, {report.throttled} throttled; wrote {output} and {json_path} "
@@ -165,7 +131,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
         return run_serve(args, _load_relative(Path(args.config)))
     if args.simulate_command in ("tune", "calibrate"):
-        from .._sim._tune_cli import run_tune_command
+        from ._simulate_tune import run_tune_command
 
         return run_tune_command(args)
     code = _run(Path(args.config), Path(args.output))

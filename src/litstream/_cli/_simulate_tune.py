@@ -1,4 +1,4 @@
-"""``litstream simulate tune`` and ``litstream simulate calibrate`` (wired in by ``_simulate_cli``).
+"""``litstream simulate tune`` and ``litstream simulate calibrate`` (wired in by ``_cli/_simulate.py``).
 
 * ``tune -c CONFIG.yaml -o TUNE.html [--knobs a,b] [--max-runs N] [--time-budget S] [--tolerance F]`` writes
   the sweep's HTML page and ``TUNE.json`` beside it.
@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._cli._simulate import _load, _write, _yaml
 from .._core._errors import ConfigurationError
+from ._simulate_files import load_config, write_text, yaml_module
 
 if TYPE_CHECKING:
     import argparse
@@ -25,7 +25,7 @@ __all__ = ["add_tune_commands", "run_tune_command"]
 
 def add_tune_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``tune`` and ``calibrate`` to ``litstream simulate``."""
-    from ._tune import KNOBS
+    from .._sim._tune import KNOBS
 
     tune = sub.add_parser("tune", help="sweep workers, prefetch, chunk size, batch, cache; recommend settings")
     tune.add_argument("-c", "--config", required=True, help="the YAML config (the starting point)")
@@ -52,8 +52,8 @@ def _resolved(config_path: Path, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tune(args: argparse.Namespace) -> int:
+    from .._sim._tune_html import tune_html
     from ..simulate import tune
-    from ._tune_html import tune_html
 
     config_path, output = Path(args.config), Path(args.output)
     if output.suffix.lower() not in (".html", ".htm"):
@@ -61,11 +61,11 @@ def _tune(args: argparse.Namespace) -> int:
     if not output.parent.is_dir():
         raise ConfigurationError(f"simulate tune: -o {output}: the folder {output.parent} does not exist")
     knobs = tuple(k.strip() for k in args.knobs.split(",") if k.strip())
-    raw = _resolved(config_path, _load(config_path))
+    raw = _resolved(config_path, load_config(config_path))
     report = tune(raw, knobs=knobs, max_runs=args.max_runs, time_budget=args.time_budget, tolerance=args.tolerance)
     json_path = output.with_suffix(".json")
-    _write(json_path, report.to_json())
-    _write(output, tune_html(report))
+    write_text(json_path, report.to_json())
+    write_text(output, tune_html(report))
     advice = ", ".join(f"{k}={v}" for k, v in report.recommended.items()) or "keep the current settings"
     print(
         f"{advice}: predicted epoch {report.baseline.epoch_seconds:.3f} s -> {report.best.epoch_seconds:.3f} s "
@@ -78,9 +78,9 @@ def _tune(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     from ..simulate import calibrate
 
-    yaml = _yaml()
+    yaml = yaml_module()
     config_path = Path(args.config)
-    raw = _load(config_path)
+    raw = load_config(config_path)
     measured = calibrate(_resolved(config_path, raw), chunks=args.chunks, network=args.network, startup=args.startup)
     costs = dict(raw.get("costs") or {})
     costs.update(measured.costs())
@@ -95,7 +95,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         f"({measured.samples} samples) by `litstream simulate calibrate`.\n"
         "# Times in seconds, sizes in bytes, bandwidths in bytes/s; see docs/simulate.md.\n"
     )
-    _write(config_path, header + yaml.safe_dump(raw, sort_keys=False))
+    write_text(config_path, header + yaml.safe_dump(raw, sort_keys=False))
     shown = {**measured.costs(), **measured.network()}
     print(", ".join(f"{k}={v:.3g}" for k, v in shown.items()) + f"; wrote {config_path}")
     return 0
