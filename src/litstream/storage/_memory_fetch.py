@@ -1,0 +1,192 @@
+"""``MemoryFetcher``: objects fetched whole into memory in ranged GETs, never written to disk.
+
+The cacheless twin of :class:`~litstream.storage._transfer.Downloader` (a reader's ``cache_chunks=False``,
+``read/_spec.py``): the same request gate (at most ``max_concurrency`` requests and ``max_bytes_in_flight``
+bytes in flight, requests served in ticket order so the chunk needed first arrives first), the same ranged
+GETs (``_spans``: a short first GET when a reader decodes while the object arrives), but each piece is copied
+into one buffer of the object's size as it arrives instead of into a cache file.
+
+The buffer is an anonymous mapping with its pages populated in one system call (``MAP_POPULATE``: faster
+than ``bytearray``'s zero fill and its page faults, and given back to the system when the last reference to
+it goes), handed out as a :class:`memoryview` so that nothing treats it as a file mapping whose pages could
+be dropped and read again (``read/_pages.py``, ``read/_verify.py``): dropped anonymous pages read as zeros.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.lowlevel
+
+from .._errors import StorageError
+from ._base import MiB
+from ._ordered import OrderedGate, Request
+from ._transfer import _Once, _spans
+from ._upload import _positive, _single_errors
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._base import Store
+    from ._progress import Progress
+
+__all__ = ["MemoryFetcher", "new_buffer"]
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def new_buffer(size: int) -> memoryview:
+    """A writable buffer of ``size`` zero bytes whose pages are mapped now (see the module docstring)."""
+    if size == 0:
+        return memoryview(bytearray())
+    flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0) | _POPULATE
+    try:
+        return memoryview(mmap.mmap(-1, size, flags=flags) if flags else mmap.mmap(-1, size))
+    except OSError as exc:
+        raise StorageError(f"cannot allocate {size} bytes of memory for a chunk: {exc}") from exc
+
+
+class MemoryFetcher:
+    """Fetches objects of ``store`` whole into memory (see the module docstring).
+
+    It may serve successive event loops (one portal per epoch), one at a time.
+
+    Args:
+        store: Where the objects are.
+        max_concurrency: Requests in flight at once. Default 8.
+        max_bytes_in_flight: Bytes requested but not yet copied into their buffer, at most. Default 256 MiB.
+        piece_size: Objects larger than this are fetched in ranged GETs of this many bytes. Default 8 MiB.
+
+    Raises:
+        ConfigurationError: a limit that is not an int >= 1.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_concurrency: int = 8,
+        max_bytes_in_flight: int = 256 * MiB,
+        piece_size: int = 8 * MiB,
+    ) -> None:
+        self._store = store
+        self._max_concurrency = _positive("max_concurrency", max_concurrency)
+        self._max_bytes = _positive("max_bytes_in_flight", max_bytes_in_flight)
+        self._piece_size = _positive("piece_size", piece_size)
+        self._gate: tuple[object, OrderedGate] | None = None
+        self._tickets = itertools.count()
+
+    def ticket(self) -> int:
+        """A priority for :meth:`fetch` (as :meth:`Downloader.ticket <litstream.storage.Downloader.ticket>`)."""
+        return next(self._tickets)
+
+    def limit_bytes_in_flight(self, nbytes: int) -> None:
+        """Lower ``max_bytes_in_flight`` to ``nbytes``; it applies from the next event loop that fetches."""
+        self._max_bytes = min(self._max_bytes, _positive("max_bytes_in_flight", nbytes))
+
+    @property
+    def piece_size(self) -> int:
+        """Bytes per ranged GET of a large object."""
+        return self._piece_size
+
+    def _loop_gate(self) -> OrderedGate:
+        token = anyio.lowlevel.current_token()
+        if self._gate is None or self._gate[0] != token:
+            self._gate = (token, OrderedGate(self._max_concurrency, self._max_bytes))
+        return self._gate[1]
+
+    async def fetch(
+        self,
+        name: str,
+        *,
+        size: int | None = None,
+        priority: int | None = None,
+        queued: Callable[[], object] | None = None,
+        progress: Progress | None = None,
+    ) -> memoryview:
+        """Object ``name``, whole, in a new buffer of its size.
+
+        Args:
+            name: The object's key in the store.
+            size: Its length in bytes when known (from ``index.json``); ``None`` costs one HEAD request.
+            priority: A :meth:`ticket` (``None``: a new one, after every fetch asked for so far).
+            queued: Called once, as soon as every request of this fetch is queued (or this call failed).
+            progress: Given the buffer, then told which bytes are in it as they land, so a reader can decode
+                while the object arrives; told of a failure too.
+
+        Raises:
+            ObjectNotFoundError: the object does not exist.
+            StorageError: the transfer failed, or the object is shorter than ``size`` (or longer, for objects
+                of at most ``piece_size`` bytes, which are fetched whole).
+        """
+        notify = _Once(queued)
+        try:
+            buffer = await self._fetch(name, size, self.ticket() if priority is None else priority, notify, progress)
+        except BaseException as exc:
+            if progress is not None:
+                progress.failed(exc)
+            raise
+        finally:
+            notify()
+        if progress is not None:
+            progress.complete_buffer()
+        return buffer
+
+    async def _fetch(self, name: str, size: int | None, ticket: int, queued: _Once, progress: Progress | None
+                     ) -> memoryview:  # fmt: skip
+        gate = self._loop_gate()
+        if size is None:
+            async with gate.hold((ticket, -1), 0):
+                size = (await self._store.head(name)).size
+        buffer = new_buffer(size)
+        if progress is not None:
+            progress.opened_buffer(buffer)
+        spans = _spans(size, self._piece_size, progress is not None)
+        requests = [gate.enqueue((ticket, start), length) for start, length in spans]
+        queued()
+        try:
+            if size <= self._piece_size:
+                await self._piece(gate, requests[0], name, buffer, 0, size, True, progress)
+            else:
+                with _single_errors():
+                    async with anyio.create_task_group() as tg:
+                        for request, (start, length) in zip(requests, spans, strict=True):
+                            tg.start_soon(self._piece, gate, request, name, buffer, start, length, False, progress)
+        finally:
+            for request in requests:  # a piece that never ran leaves the queue
+                gate.drop(request)
+        return buffer
+
+    async def _piece(self, gate: OrderedGate, request: Request, name: str, buffer: memoryview, start: int,
+                     length: int, whole: bool, progress: Progress | None) -> None:  # fmt: skip
+        """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) into ``buffer`` there:
+        streamed by a store with ``get_into_buffer``, else answered in one buffer and copied."""
+        try:
+            await gate.wait(request)
+            target = buffer[start : start + length]
+            into = getattr(self._store, "get_into_buffer", None)
+            if into is not None:
+                received: int = await into(name, target, start, None if whole else length)
+            else:
+                if whole:
+                    data: bytes | memoryview = await self._store.get(name)
+                else:
+                    buffered = getattr(self._store, "get_range_buffer", None)
+                    fetch = buffered if buffered is not None else self._store.get_range
+                    data = await fetch(name, start, length)
+                received = len(data)
+                if received == length:
+                    target[:] = data
+            gate.free_slot(request)
+            if received != length:
+                raise StorageError(
+                    f"download of {self._store.url}/{name}: expected {length} bytes at offset {start}, got "
+                    f"{received}; the object changed or the size given (from index.json) is wrong"
+                )
+            if progress is not None:
+                progress.landed(start, length)
+        finally:
+            gate.done(request)
