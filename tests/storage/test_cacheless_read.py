@@ -257,3 +257,10 @@ def test_a_chunk_corrupt_on_the_server_is_refused_in_memory(s3_server: S3Server,
     with pytest.raises(ChecksumError):
         list(_dataset(url, options, cache, False))
     assert _files(cache) == []
+
+
+def test_ds_cache_names_the_same_directory_in_both_modes(s3_dataset: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+    url, options = s3_dataset
+    cached, cacheless = (_dataset(url, options, tmp_path / "c", mode).cache.cache_dir for mode in (True, False))
+    assert cacheless == cached
+    assert cached.startswith(str(tmp_path / "c"))
