@@ -285,8 +285,8 @@ def dataset_cache(dataset: StreamingDataset, source: DatasetSource, settings: Ca
 
         from .read._cache_dirs import dataset_cache_dir, default_cache_root
 
-        root = Path(settings.cache_dir) if settings.cache_dir else default_cache_root()
-        where = dataset_cache_dir(root, dataset._spec.store.url, source.index.updated_at)
+        cache_root = Path(settings.cache_dir) if settings.cache_dir else default_cache_root()
+        where = dataset_cache_dir(cache_root, dataset._spec.store.url, source.index.updated_at)
         directory = Dir(path=str(where), url=dataset.input_dir.url)
     else:
         root = local_path(dataset._spec.store, "")

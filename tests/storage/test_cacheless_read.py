@@ -225,6 +225,26 @@ async def test_the_fetcher_assembles_objects_from_pieces(streamed: bool, piece: 
 
 
 @pytest.mark.anyio
+async def test_a_buffer_is_reused_only_once_nothing_refers_to_it() -> None:
+    store = ObstoreStore(MemoryStore(), url="memory://")
+    other = DATA[::-1]
+    await store.put("a.bin", DATA)
+    await store.put("b.bin", other)
+    fetcher = MemoryFetcher(store, piece_size=300_000)
+    a = await fetcher.fetch("a.bin", size=len(DATA))
+    owner = a.obj
+    sample = np.frombuffer(a, dtype=np.uint8)[10:20]  # a decoded leaf that still refers to the chunk
+    del a
+    b = await fetcher.fetch("b.bin", size=len(DATA))
+    assert b.obj is not owner  # still referred to: a new buffer
+    assert bytes(sample) == DATA[10:20]  # and the sample's bytes are intact
+    del sample, b
+    c = await fetcher.fetch("b.bin", size=len(DATA))
+    assert c.obj is owner  # nothing refers to it any more: reused
+    assert bytes(c) == other
+
+
+@pytest.mark.anyio
 async def test_the_fetcher_refuses_a_size_that_differs() -> None:
     inner = ObstoreStore(MemoryStore(), url="memory://m")
     await inner.put("x.bin", DATA)
