@@ -19,7 +19,6 @@ import anyio
 import numpy as np
 import pytest
 from obstore.store import MemoryStore
-from request_counter import RequestCounter
 
 from litstream import (
     ChecksumError,
@@ -33,6 +32,7 @@ from litstream import (
 from litstream.storage._memory_fetch import MemoryFetcher
 from litstream.storage._obstore import ObstoreStore
 from litstream.storage._progress import Progress
+from request_counter import RequestCounter
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -279,7 +279,9 @@ def test_a_chunk_corrupt_on_the_server_is_refused_in_memory(s3_server: S3Server,
     assert _files(cache) == []
 
 
-def test_ds_cache_names_the_same_directory_in_both_modes(s3_dataset: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+def test_ds_cache_names_the_same_directory_in_both_modes(
+    s3_dataset: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
     url, options = s3_dataset
     cached, cacheless = (_dataset(url, options, tmp_path / "c", mode).cache.cache_dir for mode in (True, False))
     assert cacheless == cached
