@@ -232,7 +232,6 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
     encryption: SpecAttribute[Encryption | None] = SpecAttribute("encryption")
     allow_pickle: SpecAttribute[bool] = SpecAttribute("allow_pickle")
     subsample: SpecAttribute[float] = SpecAttribute("subsample")
-    cache_chunks: SpecAttribute[bool | None] = SpecAttribute("cache_chunks")
 
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:

@@ -151,7 +151,7 @@ def test_the_automatic_choice_caches_only_what_the_cache_can_hold(
     url, options = s3_dataset
     cache = tmp_path / "cache"
     ds = _dataset(url, options, cache, None, max_cache_size=max_cache_size)
-    assert ds.cache_chunks is None
+    assert ds._spec.cache_chunks is None
     assert sorted(_key(s) for s in ds) == EXPECTED
     assert any(name.endswith(".bin") for name in _files(cache)) is cached
 
