@@ -147,6 +147,9 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"{versions}; {meta['samples']:,} samples; best of {meta['repeats']}; load average "
         f"{meta['load_start']} at start, {meta['load_end']} at end; {meta['started']} UTC."
     )
+    if any(r["config"] == "remote_stream" for r in rows):
+        lines.append("remote_stream: litstream with cache_chunks=False (nothing written to its cache); LitData has "
+                     "no such mode, its figures are its remote_cold read's.")  # fmt: skip
     for peer, why in meta.get("peers_missing", {}).items():
         lines.append(f"{LABELS[peer]} not run: {why}")
     return "\n".join(lines)
