@@ -381,7 +381,7 @@ def main() -> None:
             meta["expected_checksum_scaled"] = expected_checksum(big)
             big_results, big_ceilings = run_suite(work, args, big, 1, 1, (), True)
             for config in ("optimize", "local_dataset", "remote_cold", "remote_stream"):
-                for lib in LIBS:
+                for lib in ("litstream",) if config == "remote_stream" else LIBS:  # LitData: no cacheless mode
                     if config in big_results[lib] and config in results[lib]:
                         scaled_rows.append({"config": config, "library": lib, "scale": args.scale,
                                             "1x": results[lib][config], "Nx": big_results[lib][config]})  # fmt: skip
