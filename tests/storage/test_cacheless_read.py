@@ -123,6 +123,30 @@ def test_astream_reads_into_memory(s3_dataset: tuple[str, dict[str, str]], tmp_p
     assert _files(tmp_path / "b") == []
 
 
+def test_an_astream_checkpoint_resumes_with_the_rest(
+    s3_dataset: tuple[str, dict[str, str]], tmp_path: Path, anyio_backend: str
+) -> None:
+    url, options = s3_dataset
+    cache = tmp_path / "cache"
+    kw: dict[str, Any] = {"storage_options": options, "cache_dir": str(cache), "cache_chunks": False, "shuffle": True}
+
+    async def run() -> tuple[list[int], list[int]]:
+        first: list[int] = []
+        async with astream(url, **kw) as samples:
+            async for sample in samples:
+                first.append(int(sample["i"]))
+                if len(first) == 50:
+                    break
+            state = json.loads(json.dumps(samples.state_dict()))  # a checkpoint as saved
+        async with astream(url, state=state, **kw) as samples:
+            return first, [int(s["i"]) async for s in samples]
+
+    first, rest = anyio.run(run, backend=anyio_backend)
+    assert len(first) == 50
+    assert sorted(first + rest) == list(range(N))  # each sample once across the two runs
+    assert _files(cache) == []
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_loader_checkpoint_resumes_with_the_rest(
     s3_dataset: tuple[str, dict[str, str]], tmp_path: Path, workers: int
