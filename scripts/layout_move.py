@@ -141,6 +141,7 @@ SYMBOL_MOVES: dict[str, dict[str, str]] = {
     )
     | {"split_head": "read._engine"},
     "read.plan._session": {"split_head": "read._engine"},
+    "read._litdata_params": {"item_shuffle_window_value": "read._item_window"},
     "index._hf": {"optimize_hf": "write._hf"},
     "write._hf": dict.fromkeys(("hf_dataset_index", "ahf_dataset_index", "index_hf_dataset", "hub_url"), "index._hf"),
 }

@@ -91,6 +91,12 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             ``LITDATA_CACHE_DIR`` or ``~/.cache/litstream/chunks``). Local datasets are read in place.
         max_cache_size: Cache budget: bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1];
             ``None`` means 75 % of the free disk, as in LitData. Chunks in use are never evicted.
+        cache_chunks: Whether remote chunks are written to the cache. ``True``: always (LitData's way);
+            ``False``: never: each chunk is read into memory as it arrives (ranged GETs), decoded from
+            there and dropped, nothing written under ``cache_dir`` (for data read once; later epochs and
+            ``ds[i]`` fetch again; memory: about the prefetch depth times the chunk size). ``None``
+            (default): cached when ``max_cache_size`` can hold the whole dataset, else (an LRU cache
+            would evict every chunk before its next read) as ``False``. See docs/storage.md.
         hedge_delay: For remote datasets, seconds after which a slow range read (``ds[i]``) is sent
             again and the first answer wins; ``None`` (default) derives it from observed latency;
             ``0`` turns hedging off (each read sent once), as in ``StreamingRawDataset`` and LitData.
@@ -168,6 +174,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         window_direct_io: bool = False,
         allow_pickle: bool | None = None,
         max_memory: int | str | bool | None = None,
+        cache_chunks: bool | None = None,
     ) -> None:
         check_read_params(
             session_options=session_options,
@@ -198,6 +205,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             encryption=encryption,
             item_shuffle_window=item_shuffle_window,
             allow_pickle=allow_pickle,
+            cache_chunks=cache_chunks,
         )
         check_cache_size(max_cache_size)  # warn under 25 GB, as LitData does
         self.current_epoch = 1

@@ -287,6 +287,14 @@ def dataset_cache(dataset: StreamingDataset, source: DatasetSource, settings: Ca
 
     if source.cache is not None:
         directory = Dir(path=str(source.cache.directory), url=dataset.input_dir.url)
+    elif source.fetcher is not None and settings is not None:  # cache_chunks=False: where the cache would be
+        from pathlib import Path
+
+        from ..storage._cache_dirs import dataset_cache_dir, default_cache_root
+
+        cache_root = Path(settings.cache_dir) if settings.cache_dir else default_cache_root()
+        where = dataset_cache_dir(cache_root, dataset._spec.store.url, source.index.updated_at)
+        directory = Dir(path=str(where), url=dataset.input_dir.url)
     else:
         root = local_path(dataset._spec.store, "")
         directory = Dir(path=str(root) if root is not None else dataset.input_dir.path)

@@ -33,7 +33,7 @@ from ._index_load import load_index, load_local_index
 from ._inplace import decompressed_in_place
 from ._sizes import check_local_sizes
 from ._verify import check_chunk, check_chunk_file, get_checked, has_checksum
-from .cache._source_cache import CacheSettings, _open_cache, _read_through_cache
+from .cache._source_cache import CacheSettings, _read_through_cache, open_transfer, read_into_memory
 
 if TYPE_CHECKING:
     import mmap
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ..format._index import Index
     from ..format._loaders import PyTreeLoader, SampleDecoder, TokensLoader
     from ..format._serializers import Serializer
+    from ..storage._memory_fetch import MemoryFetcher
     from ..storage._store import Store
     from ..storage._transfer import Downloader
     from .cache._cache import ChunkCache
@@ -72,6 +73,7 @@ class DatasetSource:
     _chunks_bytes: int = 0
     cache: ChunkCache | None = None
     downloader: Downloader | None = None
+    fetcher: MemoryFetcher | None = None  # a remote dataset read without its disk cache (cache_chunks=False)
     tokens: TokenLayout | None = None
     parquet: ParquetLoader | None = None
     compression: Compression | None = None  # zstd chunks (any compression_level); MDS shards use ``unpack``
@@ -160,8 +162,10 @@ class DatasetSource:
             source.compression = compression_from_config(index.config.to_json_obj())
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         source.encryption, source.encryption_level = encryption, level
-        if cache is not None:
-            source.cache, source.downloader = await anyio.to_thread.run_sync(_open_cache, store, index, cache)
+        if cache is not None:  # the disk cache, or (cache_chunks) the fetcher into memory
+            source.cache, source.downloader, source.fetcher = await anyio.to_thread.run_sync(
+                open_transfer, store, index, cache
+            )
         return source
 
     @property
@@ -183,7 +187,8 @@ class DatasetSource:
     def download_ticket(self) -> int | None:
         """A download priority for :meth:`read_chunk` (``None`` when chunks are not downloaded): take
         tickets in the order the chunks are needed, so their downloads finish in that order."""
-        return None if self.downloader is None else self.downloader.ticket()
+        transfer = self.fetcher or self.downloader
+        return None if transfer is None else transfer.ticket()
 
     async def read_chunk(
         self,
@@ -215,7 +220,7 @@ class DatasetSource:
         t0 = perf_counter_ns() if TRACER.on else 0
         info = self.index.chunks[chunk_index]
         compression = self.index.config.compression if self.index.config else None
-        data: bytes | mmap.mmap
+        data: bytes | memoryview | mmap.mmap
         path: Path | None = None  # the file the bytes are mapped from, if any
         checked = has_checksum(info)  # False once checked, or for LitData's decompressed copy
         if self.cache is not None and self.downloader is not None:
@@ -228,6 +233,11 @@ class DatasetSource:
                 self.cache, self.downloader, info.filename, size, priority, queued, verify, url
             )
             checked = False
+        elif self.fetcher is not None:  # no disk cache: into memory (checked there, fetched again on a mismatch)
+            whole = compression and (self.compression is None or self.compression.whole_file)
+            size = None if whole else info.chunk_bytes
+            url = f"{self.store.url}/{info.filename}"
+            data, checked = await read_into_memory(self.fetcher, info, size, priority, queued, url), False
         elif not compression and (mapped := map_object(self.store, info.filename)) is not None:
             # open + mmap take microseconds and read nothing (pages come later, by populate), so this
             # runs on the loop: a worker-thread hop would cost more than the call
@@ -302,7 +312,7 @@ class DatasetSource:
             TRACER.span("read", CAT_READ, t0, {"chunk": chunk_index, "file": path.name})
         return self._checked_view(chunk_index, data, False)
 
-    def _check_length(self, chunk_index: int, data: bytes | mmap.mmap) -> None:
+    def _check_length(self, chunk_index: int, data: bytes | memoryview | mmap.mmap) -> None:
         info = self.index.chunks[chunk_index]
         in_file = self.compression is not None and not self.compression.whole_file  # checked by chunk_from_file
         if not in_file and len(data) < info.chunk_bytes:
@@ -311,7 +321,7 @@ class DatasetSource:
                 f"{info.chunk_bytes}; the file is incomplete — re-run optimize"
             )
 
-    def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
+    def _checked_view(self, chunk_index: int, data: bytes | memoryview | mmap.mmap, keep: bool) -> ChunkView:
         info = self.index.chunks[chunk_index]
         if self.encryption_level is None:  # else checked before decryption
             self._check_length(chunk_index, data)

@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from .._core._errors import ConfigurationError
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format.arrow._parquet import ParquetLoader
@@ -98,6 +99,9 @@ class ReadSpec:
         item_shuffle_window: The resolved in-chunk shuffle block size of ``shuffle=True``.
         max_pre_download: Chunks fetched ahead.
         plan_cache_bytes: ``max_cache_size`` in bytes as the multi-node plan uses it (``None``: no limit).
+        cache_chunks: Whether a remote dataset's chunks are written to the disk cache (``True``), read into
+            memory as they arrive and never written (``False``), or cached when the cache may hold the whole
+            dataset (``None``, the default; see ``StreamingDataset``).
         hub: ``(url, storage_options, item_loader as given)`` of an ``hf://`` location indexed on first
             :meth:`open`, else ``None``.
     """
@@ -122,6 +126,7 @@ class ReadSpec:
     item_shuffle_window: int = DEFAULT_ITEM_SHUFFLE_WINDOW
     max_pre_download: int = 2
     plan_cache_bytes: int | None = None
+    cache_chunks: bool | None = None
     hub: tuple[str, Mapping[str, Any] | None, Loader | None] | None = None
 
     @classmethod
@@ -148,6 +153,7 @@ class ReadSpec:
         allow_pickle: bool | None = None,
         eager: bool = True,
         cache_by_default: bool = True,
+        cache_chunks: bool | None = None,
     ) -> ReadSpec:
         """Check LitData's read arguments and resolve them into a spec (see ``StreamingDataset`` for each).
 
@@ -155,8 +161,10 @@ class ReadSpec:
             eager: ``True`` (``StreamingDataset``): a local dataset must exist now and an ``hf://`` Parquet
                 dataset is indexed now. ``False`` (``astream``): both happen on first :meth:`open`.
             cache_by_default: ``True`` (``StreamingDataset``): a remote dataset is cached on local disk.
-                ``False`` (``astream``): only when ``cache_dir`` or ``max_cache_size`` is given; chunks are
-                read into memory otherwise.
+                ``False`` (``astream``): only when ``cache_dir``, ``max_cache_size`` or ``cache_chunks=True``
+                is given; chunks are read into memory otherwise.
+            cache_chunks: ``None`` (default): as ``cache_by_default`` says, then only when the cache may hold
+                the whole dataset; ``True``: always cached; ``False``: never (read into memory as they arrive).
 
         Raises:
             ConfigurationError: a bad argument, naming it.
@@ -170,6 +178,11 @@ class ReadSpec:
         check_read_loader(item_loader)
         check_reader_encryption(encryption)
         check_allow_pickle(allow_pickle)
+        if cache_chunks is not None and not isinstance(cache_chunks, bool):
+            raise ConfigurationError(
+                f"cache_chunks={cache_chunks!r}: pass True (write remote chunks to the disk cache), False (read "
+                "them into memory, write nothing) or None (cache when the cache can hold the whole dataset)"
+            )
         if max_cache_size is not None:
             parse_cache_size(max_cache_size, directory=os.fspath(cache_dir or default_cache_root()))
         local_source = None
@@ -194,12 +207,16 @@ class ReadSpec:
                     hub = (url.rstrip("/"), storage_options, item_loader)
         remote = where.path is None and where.url is not None and "://" in where.url
         remote = remote or local_source is not None
-        wanted = cache_by_default or cache_dir is not None or max_cache_size is not None
+        wanted = cache_by_default or cache_dir is not None or max_cache_size is not None or bool(cache_chunks)
         if eager and index_path is None and (root := local_path(store, "")) is not None:
             check_local_dataset(str(root))
-        cache = (
-            CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
-            if remote and wanted and not (where.url or "").startswith("memory://")
+        cache = (  # not wanted: no disk cache, the chunks are read into memory as they arrive
+            CacheSettings(
+                None if cache_dir is None else os.fspath(cache_dir),
+                max_cache_size,
+                cache_chunks=cache_chunks if wanted else False,
+            )
+            if remote and not (where.url or "").startswith("memory://")
             else None
         )
         if cache is not None:
@@ -224,6 +241,7 @@ class ReadSpec:
             item_shuffle_window=item_shuffle_window_value(item_shuffle_window),
             max_pre_download=max_pre_download,
             plan_cache_bytes=_plan_cache_bytes(max_cache_size, cache),
+            cache_chunks=cache_chunks,
             hub=hub,
         )
 

@@ -318,6 +318,34 @@ class ObstoreStore:
 
         return await self._call("get_range", path, fetch, path)
 
+    async def get_into_buffer(self, path: str, buffer: memoryview, start: int = 0, length: int | None = None) -> int:
+        """Copy bytes ``[start, start + length)`` of object ``path`` (the whole object when ``length`` is
+        ``None``) into ``buffer`` from its offset 0, as they arrive (~:data:`STREAM_BUFFER` at a time, as
+        :meth:`get_into_file`), and return how many arrived; bytes beyond ``len(buffer)`` are counted, not
+        copied. For the :class:`~litstream.storage._memory_fetch.MemoryFetcher`.
+
+        Raises:
+            ObjectNotFoundError: the object does not exist.
+            StorageError: the request failed.
+        """
+        options: GetOptions = {} if length is None else {"range": (start, start + length)}
+        if length == 0:
+            return 0
+
+        def fetch(ob: ModuleType, store: Any, key: str) -> int:
+            import numpy as np
+
+            target = np.frombuffer(buffer, dtype=np.uint8)  # NumPy copies without the GIL (memoryview: with it)
+            offset, room = 0, len(buffer)
+            for piece in ob.get(store, key, options=options).stream(min_chunk_size=STREAM_BUFFER):
+                size = len(piece)
+                if offset + size <= room:
+                    target[offset : offset + size] = np.frombuffer(piece, dtype=np.uint8)
+                offset += size
+            return offset
+
+        return await self._call("get_range", path, fetch, path)
+
     async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
         """See :meth:`litstream.Store.get_ranges`; obstore merges nearby ranges into fewer requests."""
         if len(starts) != len(lengths):

@@ -64,6 +64,7 @@ def astream(
     cache_dir: str | os.PathLike[str] | None = None,
     max_cache_size: int | float | str | None = None,
     hedge_delay: float | None = None,
+    cache_chunks: bool | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -135,6 +136,10 @@ def astream(
             multi-node shuffle's epoch-2 order. With a ``StreamingDataset`` input, its own.
         hedge_delay: For remote datasets, seconds after which a slow range read is sent again (see
             ``StreamingDataset``); ``None`` derives it from observed latency.
+        cache_chunks: Whether remote chunks are written to the disk cache, as ``StreamingDataset``'s:
+            ``True`` always, ``False`` never (read into memory as they arrive). ``None`` (default): only
+            when ``cache_dir`` or ``max_cache_size`` is given and the cache can hold the whole dataset.
+            With a ``StreamingDataset`` input, its own.
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
@@ -150,10 +155,10 @@ def astream(
     extra = check_transforms(transform)
     fraction = check_subsample(subsample)
     if isinstance(input_dir, HasReadSpec):
-        if cache_dir is not None or max_cache_size is not None or hedge_delay is not None:
+        if any(v is not None for v in (cache_dir, max_cache_size, hedge_delay, cache_chunks)):
             raise ConfigurationError(
-                "cache_dir, max_cache_size and hedge_delay are the StreamingDataset's own when astream() reads "
-                "a StreamingDataset; set them when constructing it, or pass its input_dir instead"
+                "cache_dir, max_cache_size, hedge_delay and cache_chunks are the StreamingDataset's own when "
+                "astream() reads a StreamingDataset; set them when constructing it, or pass its input_dir instead"
             )
         base = input_dir._read_spec()
         changes: dict[str, Any] = {
@@ -196,6 +201,7 @@ def astream(
             cache_dir=cache_dir,
             max_cache_size=max_cache_size,
             hedge_delay=hedge_delay,
+            cache_chunks=cache_chunks,
             index_path=index_path,
             encryption=encryption,
             item_shuffle_window=item_shuffle_window,

@@ -18,9 +18,10 @@ from ..._core._units import parse_bytes
 from ...format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM
 from ...format._chunk import ChunkView, header_length
 from ...format._loaders import SampleDecoder
-from ...storage._cache_dirs import dataset_cache_dir, default_cache_root
+from ...storage._cache_dirs import dataset_cache_dir, default_cache_root, parse_cache_size
 from ...storage._files import map_file
 from ...storage._hedged import HedgedStore
+from ...storage._memory_fetch import MemoryFetcher
 from ...storage._progress import Progress
 from ...storage._transfer import Downloader
 from .._verify import check_chunk, drop_copy, file_id, has_checksum
@@ -35,7 +36,17 @@ if TYPE_CHECKING:
     from ...storage._store import Store
     from .._source import DatasetSource
 
-__all__ = ["CacheSettings", "_open_cache", "_read_through_cache", "download_tuning", "open_streaming", "streamable"]
+__all__ = [
+    "CacheSettings",
+    "_open_cache",
+    "_read_through_cache",
+    "download_tuning",
+    "keeps_chunks",
+    "open_streaming",
+    "open_transfer",
+    "read_into_memory",
+    "streamable",
+]
 
 
 async def _read_through_cache(
@@ -94,6 +105,54 @@ async def _release(cache: ChunkCache, name: str) -> None:
         await cache.arelease(name)
 
 
+def keeps_chunks(settings: CacheSettings, index: Index) -> bool:
+    """Whether a remote dataset's chunks go into the disk cache (``settings.cache_chunks``; ``None``: when the
+    cache may hold them all: an LRU cache smaller than what it is given to read in order evicts every chunk
+    before it is read again, so writing them would only cost)."""
+    if settings.cache_chunks is not None:
+        return settings.cache_chunks
+    root = Path(settings.cache_dir) if settings.cache_dir else default_cache_root()
+    room = parse_cache_size(0.75 if settings.max_cache_size is None else settings.max_cache_size, directory=root)
+    return room is None or sum(info.chunk_bytes for info in index.chunks) <= room
+
+
+def open_transfer(
+    store: Store, index: Index, settings: CacheSettings
+) -> tuple[ChunkCache | None, Downloader | None, MemoryFetcher | None]:
+    """``(cache, downloader, None)`` of a remote dataset whose chunks are cached (:func:`keeps_chunks`), else
+    ``(None, None, fetcher)``: its chunks are read into memory. Blocking (measures the disk, makes directories)."""
+    if keeps_chunks(settings, index):
+        return (*_open_cache(store, index, settings), None)
+    plain = store.inner if isinstance(store, HedgedStore) else store  # as _open_cache: chunks are not hedged
+    tuning = {
+        k: v for k, v in (("piece_size", settings.piece_size), ("max_concurrency", settings.max_concurrency)) if v
+    }
+    return None, None, MemoryFetcher(plain, **tuning)
+
+
+async def read_into_memory(
+    fetcher: MemoryFetcher,
+    info: ChunkInfo,
+    size: int | None,
+    priority: int | None,
+    queued: Callable[[], object] | None,
+    url: str,
+) -> memoryview:
+    """Chunk ``info`` fetched whole into memory; with a recorded checksum, verified and fetched once more if it
+    does not match (a transfer that went wrong), then :class:`~litstream.ChecksumError` naming ``url``."""
+    for attempt in range(2):
+        data = await fetcher.fetch(info.filename, size=size, priority=priority, queued=queued)
+        if not has_checksum(info):
+            return data
+        try:
+            await anyio.to_thread.run_sync(check_chunk, data, info, None, url)
+            return data
+        except ChecksumError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def _open_cache(store: Store, index: Index, settings: CacheSettings) -> tuple[ChunkCache, Downloader]:
     root = Path(settings.cache_dir) if settings.cache_dir else default_cache_root()
     directory = dataset_cache_dir(root, store.url, index.updated_at)
@@ -147,20 +206,24 @@ class CacheSettings:
             ``LITSTREAM_DOWNLOAD_PIECE_SIZE`` if set, else its default (8 MiB).
         max_concurrency: Ranged GETs in flight (the ``Downloader``'s); ``None``: ``LITSTREAM_DOWNLOAD_CONCURRENCY``
             if set, else its default (8).
+        cache_chunks: ``True``: chunks are written to the cache; ``False``: read into memory as they arrive,
+            nothing written; ``None``: cached when the cache may hold the whole dataset (:func:`keeps_chunks`).
     """
 
     cache_dir: str | None = None
     max_cache_size: int | float | str | None = None
     piece_size: int | None = None
     max_concurrency: int | None = None
+    cache_chunks: bool | None = True
 
 
 def streamable(source: DatasetSource, chunk_index: int) -> bool:
     """Whether chunk ``chunk_index`` can be decoded while it downloads: a remote, uncompressed, unencrypted
     chunk of PyTree samples, larger than one ranged GET, without a checksum or with the default one (then only
     while it is not cached yet)."""
-    downloader = source.downloader
-    if source.cache is None or downloader is None or not isinstance(source.decoder, SampleDecoder):
+    downloader, fetcher = source.downloader, source.fetcher
+    transfer = fetcher if fetcher is not None else downloader if source.cache is not None else None
+    if transfer is None or not isinstance(source.decoder, SampleDecoder):
         return False
     config = source.index.config
     if (config is not None and config.compression) or source.compression is not None:
@@ -168,7 +231,7 @@ def streamable(source: DatasetSource, chunk_index: int) -> bool:
     if source.encryption_level is not None or source.parquet is not None or source.tokens is not None:
         return False
     info = source.index.chunks[chunk_index]
-    if info.chunk_bytes <= downloader.piece_size:
+    if info.chunk_bytes <= transfer.piece_size:
         return False
     if not has_checksum(info):
         return True
@@ -176,7 +239,7 @@ def streamable(source: DatasetSource, chunk_index: int) -> bool:
     # ends (open_streaming); a cached copy, or one with a sha256/blake2b, is checked before any item is decoded.
     value = info.extra.get(CHECKSUM_KEY)
     fast = isinstance(value, str) and value.startswith(f"{DEFAULT_CHECKSUM}:")
-    return fast and not downloader.path(info.filename).exists()
+    return fast and (downloader is None or not downloader.path(info.filename).exists())
 
 
 async def open_streaming(
@@ -188,6 +251,7 @@ async def open_streaming(
     A chunk whose items do not end where the chunk ends (an Arrow payload follows them) is returned
     whole, with ``ready`` ``None``. The chunk is held in the cache until its download ends and, by a hold of
     the reader's own, until it is mapped (the download may end first: the file is not evicted meanwhile).
+    Without a disk cache (``source.fetcher``) the chunk arrives in memory instead, nothing written.
 
     Raises:
         FormatError: a header that contradicts ``index.json``.
@@ -195,11 +259,33 @@ async def open_streaming(
             (``storage/_progress.py``) if it was cancelled.
     """
     info = source.index.chunks[chunk_index]
+    t0 = perf_counter_ns() if TRACER.on else 0
+    progress = Progress(info.chunk_bytes)
+    if source.fetcher is not None:  # no disk cache: into memory, checked as its download ends
+        fetcher, url = source.fetcher, f"{source.store.url}/{info.filename}"
+
+        async def fetch() -> None:
+            try:
+                data = await fetcher.fetch(
+                    info.filename, size=info.chunk_bytes, priority=priority, queued=queued, progress=progress
+                )
+                if has_checksum(info):
+                    await anyio.to_thread.run_sync(check_chunk, data, info, None, url, _STREAMED_FIX)
+            except BaseException as exc:
+                progress.failed(exc)
+                raise
+
+        try:
+            tg.start_soon(fetch)
+            data = await progress.map_when(header_length(info.chunk_size))
+        except BaseException as exc:
+            progress.failed(exc)
+            raise
+        return await _streamed_view(source, chunk_index, data, progress, t0)
     cache, downloader = source.cache, source.downloader
     assert cache is not None
     assert downloader is not None
-    progress = Progress(info.chunk_bytes, map_file=cache.map_file)
-    t0 = perf_counter_ns() if TRACER.on else 0
+    progress = Progress(info.chunk_bytes, map_file=cache.map_file)  # mapped through the cache (a seam for tests)
 
     async def download() -> None:
         try:
@@ -232,6 +318,13 @@ async def open_streaming(
         raise
     finally:
         await _release(cache, info.filename)
+    return await _streamed_view(source, chunk_index, data, progress, t0)
+
+
+async def _streamed_view(
+    source: DatasetSource, chunk_index: int, data: bytes | memoryview | mmap.mmap, progress: Progress, t0: int
+) -> tuple[ChunkView, Callable[[int], None] | None]:
+    info = source.index.chunks[chunk_index]
     view = ChunkView(data)
     if view.num_items == info.chunk_size and len(data) == info.chunk_bytes and int(view.offsets[-1]) == len(data):
         if t0:
