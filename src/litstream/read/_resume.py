@@ -255,28 +255,17 @@ def _pieces(spec: EpochSpec, stream: Sequence[Segment]) -> list[Piece]:
     out: list[Piece] = []
     for seg in stream:
         unit = seg.unit
+        rng = {"seed": spec.seed, "epoch": spec.epoch}
         if isinstance(unit, Window):
             piece = window_piece(
-                unit.slices,
-                spec.chunk_sizes,
-                seed=spec.seed,
-                epoch=spec.epoch,
-                global_worker=unit.global_worker,
-                window_index=unit.index,
-                begin=seg.start,
-                end=seg.end,
-            )
-            if piece is not None:
-                out.append(piece)
+                unit.slices, spec.chunk_sizes, **rng, global_worker=unit.global_worker, window_index=unit.index,
+                begin=seg.start, end=seg.end,
+            )  # fmt: skip
+            out += [piece] if piece is not None else []
             continue
         shuffled = spec.mode != "none"
         order = LazyOrder(
-            unit,
-            num_chunks=len(spec.chunk_sizes),
-            shuffle=shuffled,
-            seed=spec.seed,
-            epoch=spec.epoch,
-            item_window=spec.item_shuffle_window,
+            unit, num_chunks=len(spec.chunk_sizes), shuffle=shuffled, **rng, item_window=spec.item_shuffle_window
         )[seg.start : seg.end]
         if not order:
             continue
