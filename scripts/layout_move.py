@@ -137,7 +137,17 @@ MOVES: dict[str, str] = {
 # names that left a moved module for another one: old module -> {name: new module}
 SYMBOL_MOVES: dict[str, dict[str, str]] = {
     "read._engine": dict.fromkeys(
-        ("ShuffleMode", "Piece", "ReadPlanArgs", "ChunkWindow", "plan_pieces", "piece_chunks"), "read.plan._pieces"
+        (
+            "ShuffleMode",
+            "Piece",
+            "ReadPlanArgs",
+            "ChunkWindow",
+            "plan_pieces",
+            "piece_chunks",
+            "window_piece",
+            "EAGER_WINDOW_ITEMS",
+        ),
+        "read.plan._pieces",
     )
     | {"split_head": "read._engine"},
     "read.plan._session": {"split_head": "read._engine"},
@@ -150,7 +160,7 @@ SYMBOL_MOVES: dict[str, dict[str, str]] = {
 KEEP = {"pyproject.toml"}
 
 PACKAGE_DOCS = {
-    "_core": "Infrastructure every room uses: errors, environment, tracing, distributed context, the sync/async bridge.",
+    "_core": "What every room uses: errors, environment, tracing, distributed context, the sync/async bridge.",
     "_torch": "The torch faces: StreamingDataset, StreamingDataLoader, Combined / Parallel, raw dataset, collate.",
     "_cli": "The ``litstream`` command line.",
     "format.arrow": "Arrow IPC chunks and Parquet files.",
@@ -369,7 +379,7 @@ def rewrite(old_of: dict[Path, str], moved: set[str]) -> None:
         if path == SRC / "litstream" / "__init__.py":  # the lazy table: ``"Name": ".module"``
             new = _LAZY_ENTRY.sub(lambda m: f'"{m[1]}": ".{_map_dotted(m[2], new_mods)}"', new)
         if path.suffix == ".py" and path.is_relative_to(SRC / "litstream"):
-            own_new, is_pkg = _module_of(path)
+            own_new, _is_pkg = _module_of(path)
             old_self = old_of.get(path, own_new)
             new = _rewrite_relative(new, path, old_self, new_mods, own_new in moved)
         if new != text:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import litstream
+from clean_process import run_clean
 from litstream import ConfigurationError, DatasetNotFoundError, FernetEncryption
 from peer import require_peer
 
@@ -135,12 +136,12 @@ class _WritingDataset:
         return i
 
 
-@pytest.mark.parametrize("cls", ["litstream", "litdata"])
-def test_two_dataloader_workers_write_one_dataset(tmp_path: Path, cls: str) -> None:
+def _write_with_two_forked_workers(path: str, cls: str) -> list[int]:
+    """In a clean helper process (torch forks its workers from it, never from the threaded pytest worker)."""
     from torch.utils.data import DataLoader
 
     module = litstream if cls == "litstream" else litdata.streaming
-    cache = module.Cache(str(tmp_path), chunk_size=3)
+    cache = module.Cache(path, chunk_size=3)
     loader: DataLoader[Any] = DataLoader(
         _WritingDataset(cache),  # type: ignore[arg-type]
         num_workers=2,
@@ -148,9 +149,16 @@ def test_two_dataloader_workers_write_one_dataset(tmp_path: Path, cls: str) -> N
         collate_fn=_done_after_last,
         multiprocessing_context="fork",
     )
-    seen = sorted(i for batch in loader for i in batch)
+    return sorted(i for batch in loader for i in batch)
+
+
+@pytest.mark.parametrize("cls", ["litstream", "litdata"])
+def test_two_dataloader_workers_write_one_dataset(tmp_path: Path, cls: str) -> None:
+    seen = run_clean(_write_with_two_forked_workers, str(tmp_path), cls)
     assert seen == list(range(N))
     assert sorted(os.listdir(tmp_path)) == ["0.index.json", "1.index.json", *_chunk_names(tmp_path)]
+    module = litstream if cls == "litstream" else litdata.streaming
+    cache = module.Cache(str(tmp_path), chunk_size=3)
     cache.merge(num_workers=2)
     chunks = chunk_table(tmp_path)
     assert {name.split("-")[1] for name, _ in chunks} == {"0", "1"}  # both workers' ranks

@@ -226,11 +226,6 @@ def test_litdata_submodules_are_not_there_and_their_names_are_top_level() -> Non
     assert litdata.streaming.Cache.__name__ == litstream.Cache.__name__ == "Cache"
 
 
-def test_what_is_not_available_yet() -> None:
-    # StreamingDataset.shuffler (LitData's Shuffle object).
-    assert not hasattr(litstream.StreamingDataset, "shuffler")
-
-
 def _rows_of(table: Any) -> list[int]:
     return [int(v) for v in table.column("v").to_pylist()]
 

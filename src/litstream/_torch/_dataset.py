@@ -240,9 +240,13 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             self.current_epoch = current_epoch
 
     def set_shuffle(self, shuffle: ShuffleMode) -> None:
+        if shuffle != self._spec.shuffle:
+            self._shuffler = None  # made again for the new order, as LitData's
         self._spec = self._spec.replace(shuffle=shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
+        if drop_last != self._spec.drop_last:
+            self._shuffler = None
         self._spec = self._spec.replace(drop_last=drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
@@ -352,6 +356,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
     # -- iteration --------------------------------------------------------------------------------
     def __iter__(self) -> Generator[Any, None, None]:
         source = self._get_source()
+        self._ensure_shuffler()
         worker = detect_worker()
         session = open_session(source, self._plan_args(worker), self._selected(), self._resume_plan(worker.num_workers))
         if session.restarted:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._core._distributed import DistributedEnv, WorkerEnv, detect_distributed, detect_worker
+from ..read._shuffler import Shuffle, make_shuffler
 from ..read.plan._plan import items_per_rank, worker_plan
 from ._dataset_io import _inside_worker
 
@@ -40,10 +41,40 @@ class PlanMixin:
     def _drop_last(self, world_size: int) -> bool:
         return self._spec.resolved_drop_last(world_size)
 
+    _shuffler: Shuffle | None = None
+
+    @property
+    def shuffler(self) -> Shuffle | None:
+        """LitData's ``dataset.shuffler`` (``read/_shuffler.py``): ``None`` until the first ``len()`` or
+        iteration, then a ``NoShuffle``/``FullShuffle``/``WindowShuffle`` for this dataset's plan; reset to
+        ``None`` by ``set_shuffle``/``set_drop_last`` (or by assigning ``None``)."""
+        return self._shuffler
+
+    @shuffler.setter
+    def shuffler(self, value: Shuffle | None) -> None:
+        self._shuffler = value
+
+    def _ensure_shuffler(self) -> None:
+        if self._shuffler is None:
+            regions, chunk_bytes = self._plan_inputs()
+            spec = self._spec
+            self._shuffler = make_shuffler(
+                spec.shuffle,
+                regions,
+                [end for _, end in regions],
+                seed=spec.seed,
+                drop_last=self._drop_last(self._distributed().world_size),
+                item_window=spec.item_shuffle_window,
+                shuffle_window=spec.shuffle_window,
+                chunk_bytes=chunk_bytes,
+                max_cache_size=spec.plan_cache_bytes,
+            )
+
     def get_len(self, num_workers: int, batch_size: int) -> int:
         """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
         env = self._distributed()
         regions, chunk_bytes = self._plan_inputs()
+        self._ensure_shuffler()
         return items_per_rank(
             regions,
             rank=env.rank,

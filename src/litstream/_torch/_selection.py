@@ -78,6 +78,7 @@ class SelectionMixin:
         new.current_epoch = 1
         new._resume_state = None
         new._resume = None
+        new.__dict__.pop("_shuffler", None)  # another plan: made again on first use
         return new
 
     def subset(self: D, indices: Sequence[int] | slice) -> D:

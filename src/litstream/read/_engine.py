@@ -84,6 +84,7 @@ def works_for(
     if isinstance(piece, ChunkSlice):
         return [ChunkWork(piece.chunk_index, views[0], order, ready=ready)]
     more = tuple(zip(piece.chunks[1:], views[1:], strict=True))
+    order = resolve_order(order)  # the views exist (checked against their headers): make a window's ids now
     step = -(-len(order) // len(piece.chunks))
     return [ChunkWork(piece.chunks[0], views[0], order[i : i + step], more) for i in range(0, len(order), step)]
 

@@ -6,6 +6,7 @@ import bisect
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
@@ -257,7 +258,9 @@ class DatasetSource:
             if not compression:  # a short file gets the more precise message
                 self._check_length(chunk_index, data)
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
-            await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
+            # a path here is the local dataset's own file (the cache's are checked above): hashed once, not
+            # by every new process (read/_verify.py)
+            await anyio.to_thread.run_sync(partial(check_chunk, data, info, path, where, persistent=path is not None))
         t1 = perf_counter_ns() if t0 else 0  # decompression and decryption start
         spec = self.compression if compression else None
         if spec is not None:
@@ -307,7 +310,8 @@ class DatasetSource:
         data, path = mapped
         if has_checksum(self.index.chunks[chunk_index]):
             self._check_length(chunk_index, data)  # a short file gets the more precise message
-            check_chunk(data, self.index.chunks[chunk_index], path, str(path))
+            # a local dataset's own file: hashed once, not by every new process (read/_verify.py)
+            check_chunk(data, self.index.chunks[chunk_index], path, str(path), persistent=True)
         if t0:
             TRACER.span("read", CAT_READ, t0, {"chunk": chunk_index, "file": path.name})
         return self._checked_view(chunk_index, data, False)
@@ -382,7 +386,7 @@ class DatasetSource:
             if has_checksum(info):  # the whole file, once per process
                 try:
                     await anyio.to_thread.run_sync(regular_size, path)  # never hash a FIFO (it would block)
-                    await anyio.to_thread.run_sync(check_chunk_file, path, info)
+                    await anyio.to_thread.run_sync(partial(check_chunk_file, path, info, persistent=self.cache is None))
                 except UnsafeFileError:  # a refused special file: already ours
                     raise
                 except FileNotFoundError as exc:

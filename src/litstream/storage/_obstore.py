@@ -16,6 +16,7 @@ run in a process forked after it was made or after the parent used obstore.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from functools import partial
@@ -108,6 +109,23 @@ class ObstoreStore:
     def transfer(self) -> TransferConfig:
         """The retry and multipart settings (``storage_options``' retry keys); listings retry by them too."""
         return self._transfer
+
+    def without_retries(self) -> ObstoreStore:
+        """This store with obstore's own retries off, for a caller that retries in its own loop (and so sees
+        every throttled or failed request: the raw fetcher's adaptive limit, ``read/raw/_fetch.py``).
+
+        Timeouts, credentials and the rest of the configuration are this store's; :attr:`transfer` still
+        gives the retry budget the caller should spend. A wrapped obstore store (no spec) cannot be
+        rebuilt: it is returned as it is.
+        """
+        if self._spec is None:
+            return self
+        retry_config = {**self._spec.retry_config, "max_retries": 0}
+        transfer = dataclasses.replace(self._transfer, max_retries=0)
+        spec = dataclasses.replace(self._spec, transfer=transfer, retry_config=retry_config)
+        quiet = ObstoreStore(spec=spec, url=self._url, max_threads=self._max_threads)
+        quiet.native_async = self.native_async
+        return quiet
 
     @property
     def spec(self) -> ObstoreSpec | None:

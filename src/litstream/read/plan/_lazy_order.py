@@ -13,7 +13,7 @@ and memory is bounded by what the chunk holds. An unshuffled slice never expands
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, overload
 
 from ._assign import ChunkSlice, as_int, check_rng, item_order
@@ -21,7 +21,7 @@ from ._assign import ChunkSlice, as_int, check_rng, item_order
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["LazyOrder", "resolve_order"]
+__all__ = ["Deferred", "LazyOrder", "chained", "resolve_order"]
 
 
 class LazyOrder(Sequence[int]):
@@ -109,6 +109,69 @@ class LazyOrder(Sequence[int]):
         return f"LazyOrder({self._piece!r}, [{self._begin}, {self._end}))"
 
 
+class Deferred(Sequence[int]):
+    """``length`` ids that ``make()`` computes on first use (then shared by every slice of this one).
+
+    For the orders that mix several slices (a window of ``shuffle="window"``, the runs of an elastic
+    resume): like :class:`LazyOrder`, ``len()`` and step-1 slicing cost nothing, so a plan built from
+    recorded counts allocates nothing per item until the chunks are read and checked (``make`` then
+    raises nothing new: a claim the chunk does not back fails when its view is made).
+    """
+
+    __slots__ = ("_begin", "_box", "_end", "_make")
+
+    def __init__(self, length: int, make: Callable[[], Sequence[int]]) -> None:
+        self._make = make
+        self._begin, self._end = 0, length
+        self._box: list[Sequence[int]] = []
+
+    def resolve(self) -> Sequence[int]:
+        """The ids, in serving order."""
+        if not self._box:
+            self._box.append(self._make())
+        return self._box[0][self._begin : self._end]
+
+    def __len__(self) -> int:
+        return self._end - self._begin
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return self.resolve()[index]
+            part = Deferred.__new__(Deferred)
+            part._make, part._box = self._make, self._box
+            part._begin, part._end = self._begin + start, self._begin + max(start, stop)
+            return part
+        return self.resolve()[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.resolve())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(other) == len(self) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Deferred({len(self)} ids)"
+
+
+def chained(orders: Sequence[Sequence[int]]) -> Sequence[int]:
+    """``orders`` one after the other, without making any lazy one's ids before they are used."""
+    if len(orders) == 1:
+        return orders[0]
+    return Deferred(sum(len(o) for o in orders), lambda: [i for o in orders for i in resolve_order(o)])
+
+
 def resolve_order(order: Sequence[int]) -> Sequence[int]:
-    """``order``'s ids if it is a :class:`LazyOrder`, else ``order`` itself."""
-    return order.resolve() if isinstance(order, LazyOrder) else order
+    """``order``'s ids if it is a :class:`LazyOrder` or :class:`Deferred`, else ``order`` itself."""
+    return order.resolve() if isinstance(order, (LazyOrder, Deferred)) else order

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from ..._core._errors import PlanError
 from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
-from ._lazy_order import LazyOrder
+from ._lazy_order import Deferred, LazyOrder
 from ._plan import ChunkSlice, resume_position, worker_plan
 from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
 
@@ -24,7 +24,16 @@ if TYPE_CHECKING:
     from ._subset import Selection
 
 
-__all__ = ["ChunkWindow", "Piece", "ReadPlanArgs", "ShuffleMode", "piece_chunks", "plan_pieces"]
+__all__ = [
+    "EAGER_WINDOW_ITEMS",
+    "ChunkWindow",
+    "Piece",
+    "ReadPlanArgs",
+    "ShuffleMode",
+    "piece_chunks",
+    "plan_pieces",
+    "window_piece",
+]
 
 ShuffleMode: TypeAlias = bool | Literal["full", "window"]
 """``False``: NoShuffle. ``True`` or ``"full"``: FullShuffle. ``"window"``: FullShuffle's plan served
@@ -155,18 +164,65 @@ def _window_pieces(plan: Sequence[ChunkSlice], sizes: Sequence[int], args: ReadP
     global_worker = args.rank * max(args.num_workers, 1) + args.worker
     pieces: list[Piece] = []
     for index in range(start, len(groups)):
-        pairs = window_items(
-            groups[index], seed=args.seed, epoch=args.epoch, global_worker=global_worker, window_index=index
+        piece = window_piece(
+            groups[index],
+            sizes,
+            seed=args.seed,
+            epoch=args.epoch,
+            global_worker=global_worker,
+            window_index=index,
+            begin=drop if index == start else 0,
         )
-        if index == start and drop:
-            pairs = pairs[drop:]  # chunks whose items were all served are not fetched again
-        if not pairs:
-            continue
-        chunks = tuple(dict.fromkeys(chunk for chunk, _ in pairs))
-        bases = tuple(itertools.accumulate((sizes[c] for c in chunks[:-1]), initial=0))
-        base_of = dict(zip(chunks, bases, strict=True))
-        pieces.append((ChunkWindow(chunks, bases), [base_of[chunk] + item for chunk, item in pairs]))
+        if piece is not None:
+            pieces.append(piece)
     return pieces
+
+
+EAGER_WINDOW_ITEMS = 1 << 16
+"""A resumed part of a window that records at most this many items is ordered when planned, so only the
+chunks it still serves are fetched; a larger one fetches every chunk of its window and is ordered once
+they are read and checked (its recorded counts are a stranger's)."""
+
+
+def window_piece(
+    window: Sequence[ChunkSlice],
+    sizes: Sequence[int],
+    *,
+    seed: int,
+    epoch: int,
+    global_worker: int,
+    window_index: int,
+    begin: int = 0,
+    end: int | None = None,
+) -> Piece | None:
+    """The piece serving positions ``[begin, end)`` of ``window``'s order (:func:`~._window.window_items`).
+
+    Nothing is allocated per recorded item while planning: the order is a :class:`~._lazy_order.Deferred`
+    made once the window's chunks are read and checked against their headers, fetched in slice order.
+    Only a part of a window (a resume) of at most :data:`EAGER_WINDOW_ITEMS` recorded items is ordered
+    now, to fetch just the chunks it still serves. ``None`` when the part is empty.
+    """
+    total = sum(len(s) for s in window)
+    end = total if end is None else min(end, total)
+    if end <= begin:
+        return None
+
+    def pairs() -> list[tuple[int, int]]:
+        return window_items(window, seed=seed, epoch=epoch, global_worker=global_worker, window_index=window_index)
+
+    def ids(chunks: tuple[int, ...]) -> tuple[tuple[int, ...], dict[int, int]]:
+        bases = tuple(itertools.accumulate((sizes[c] for c in chunks[:-1]), initial=0))
+        return bases, dict(zip(chunks, bases, strict=True))
+
+    if (begin, end) != (0, total) and total <= EAGER_WINDOW_ITEMS:
+        part = pairs()[begin:end]  # chunks whose items were all served are not fetched again
+        chunks = tuple(dict.fromkeys(chunk for chunk, _ in part))
+        bases, base_of = ids(chunks)
+        return ChunkWindow(chunks, bases), [base_of[chunk] + item for chunk, item in part]
+    chunks = tuple(dict.fromkeys(s.chunk_index for s in window))
+    bases, base_of = ids(chunks)
+    order = Deferred(total, lambda: [base_of[chunk] + item for chunk, item in pairs()])
+    return ChunkWindow(chunks, bases), order[begin:end]
 
 
 def piece_chunks(piece: ChunkSlice | ChunkWindow) -> tuple[int, ...]:

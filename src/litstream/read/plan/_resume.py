@@ -28,17 +28,17 @@ worker ``(start + j) % K`` where ``start`` is the worker whose turn was next.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..._core._errors import ConfigurationError
 from ._checkpoint import DatasetCheckpoint, require
-from ._pieces import ChunkWindow, Piece
-from ._plan import ChunkSlice, epoch_assignment, item_order
+from ._lazy_order import LazyOrder, chained
+from ._pieces import Piece, window_piece
+from ._plan import ChunkSlice, epoch_assignment
 from ._resume_types import EpochSpec, Level, Segment, Stream, Topology, Window
-from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, windows
+from ._window import DEFAULT_SHUFFLE_WINDOW, windows
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -250,32 +250,33 @@ class ResumePlan:
 
 
 def _pieces(spec: EpochSpec, stream: Sequence[Segment]) -> list[Piece]:
+    """The pieces of ``stream``; no item id is made from a recorded count before its chunk is read (the
+    orders are lazy: ``read/plan/_lazy_order.py``), so a hostile ``index.json`` costs nothing here."""
     out: list[Piece] = []
     for seg in stream:
         unit = seg.unit
+        rng = {"seed": spec.seed, "epoch": spec.epoch}
         if isinstance(unit, Window):
-            pairs = window_items(
-                unit.slices, seed=spec.seed, epoch=spec.epoch, global_worker=unit.global_worker, window_index=unit.index
-            )[seg.start : seg.end]
-            chunks = tuple(dict.fromkeys(chunk for chunk, _ in pairs))
-            bases = tuple(itertools.accumulate((spec.chunk_sizes[c] for c in chunks[:-1]), initial=0))
-            base_of = dict(zip(chunks, bases, strict=True))
-            out.append((ChunkWindow(chunks, bases), [base_of[chunk] + item for chunk, item in pairs]))
+            piece = window_piece(
+                unit.slices, spec.chunk_sizes, **rng, global_worker=unit.global_worker, window_index=unit.index,
+                begin=seg.start, end=seg.end,
+            )  # fmt: skip
+            out += [piece] if piece is not None else []
             continue
-        order = item_order(
-            unit,
-            num_chunks=len(spec.chunk_sizes),
-            shuffle=spec.mode != "none",
-            seed=spec.seed,
-            epoch=spec.epoch,
-            item_window=spec.item_shuffle_window,
+        shuffled = spec.mode != "none"
+        order = LazyOrder(
+            unit, num_chunks=len(spec.chunk_sizes), shuffle=shuffled, **rng, item_window=spec.item_shuffle_window
         )[seg.start : seg.end]
+        if not order:
+            continue
+        # the items' bounds: exact in index order, else the whole slice's (a permutation's part is unknown)
+        low, high = (unit.start, unit.end) if shuffled else (unit.start + seg.start, unit.start + seg.end)
         previous = out[-1][0] if out else None
         if isinstance(previous, ChunkSlice) and previous.chunk_index == unit.chunk_index:
-            merged = ChunkSlice(unit.chunk_index, min(previous.start, *order), max(previous.end, max(order) + 1))
-            out[-1] = (merged, [*out[-1][1], *order])
+            merged = ChunkSlice(unit.chunk_index, min(previous.start, low), max(previous.end, high))
+            out[-1] = (merged, chained([out[-1][1], order]))
         else:
-            out.append((ChunkSlice(unit.chunk_index, min(order), max(order) + 1), order))
+            out.append((ChunkSlice(unit.chunk_index, low, high), order))
     return out
 
 

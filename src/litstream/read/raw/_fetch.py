@@ -19,6 +19,13 @@ One :class:`RawFetcher` per process fetches whole objects (raw files) from a :cl
   25 MiB/s)`` seconds; an expired request counts as a failure and is retried.
 * **Ranged GETs** (``range_parallel_threshold > 0``): objects of at least that many bytes are read as
   ``range_chunk_size`` parts in parallel, each under the same limiter, and their lengths checked.
+* **Retries are ours.** A remote store retries failed requests inside its client (obstore does it in
+  Rust, with no callback), which would hide every throttled (429) or failed (5xx) try from the limit and
+  from :meth:`RawFetcher.statistics`. So GETs go through the store's ``without_retries()`` twin (one try
+  per request) and this loop retries them, by the store's own budget (``storage_options``' ``max_retries``,
+  ``retry_timeout`` and backoff: :class:`~litstream.storage._base.TransferConfig`): every failed try
+  halves the adaptive limit and counts in ``failures``. A store without that capability (local files, a
+  store passed in) is tried :data:`_ATTEMPTS` times.
 
 Every anyio primitive belongs to one event loop; the fetcher remakes them when the loop changes (a
 dataset's fetcher is used by successive portals). Counters survive.
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -42,7 +50,7 @@ from ...storage._safe_files import UnsafeFileError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ...storage._base import Store
+    from ...storage._base import Store, TransferConfig
 
 __all__ = ["FetchConfig", "FetchStatistics", "RawFetcher"]
 
@@ -130,6 +138,11 @@ class RawFetcher:
         self.store = store
         self.config = config
         self.remote = remote
+        quiet = getattr(store, "without_retries", None)
+        transfer = getattr(store, "transfer", None)
+        # Remote GETs are tried once by the store and retried here, where each failure is seen (see above).
+        self._get_store: Store = quiet() if remote and callable(quiet) and transfer is not None else store
+        self._transfer: TransferConfig | None = transfer if self._get_store is not store else None
         fixed = config.max_concurrent_downloads
         self._fixed = None if fixed is None else max(1, int(fixed))
         self._limit = self._fixed or _INITIAL_LIMIT
@@ -217,10 +230,22 @@ class RawFetcher:
 
     # -- requests -------------------------------------------------------------------------------
 
+    def _retry_wait(self, attempt: int, elapsed: float) -> float | None:
+        """Seconds to wait before retry ``attempt + 1`` after ``elapsed`` s, or ``None`` when the budget is spent."""
+        t = self._transfer
+        if t is None:
+            return None if attempt + 1 >= _ATTEMPTS else min(2.0, 0.1 * 3**attempt)
+        if attempt >= t.max_retries or elapsed >= t.retry_timeout:
+            return None
+        return random.uniform(0, t.backoff(attempt))
+
     async def _request(self, key: str, start: int | None, length: int) -> bytes:
         """One GET (or ranged GET) under the limiter and a deadline; failures are retried with backoff."""
         parts = self._loop_parts()
-        for attempt in range(_ATTEMPTS):
+        store = self._get_store
+        first = anyio.current_time()
+        attempt = 0
+        while True:
             borrower = object()
             try:  # a free slot is taken without a trip through the event loop (many small GETs)
                 parts.limiter.acquire_on_behalf_of_nowait(borrower)
@@ -231,18 +256,21 @@ class RawFetcher:
             try:
                 with anyio.fail_after(self._deadline(length)):
                     if start is None:
-                        data = await self.store.get(key)
+                        data = await store.get(key)
                     else:
-                        data = await self.store.get_range(key, start, length)
+                        data = await store.get_range(key, start, length)
             except (ObjectNotFoundError, RetriesExhaustedError, UnsafeFileError):  # not transient
                 self._failures += 1
                 raise
             except (StorageError, TimeoutError) as exc:
                 self._on_failure()
-                if attempt + 1 == _ATTEMPTS:
+                elapsed = anyio.current_time() - first
+                wait = self._retry_wait(attempt, elapsed)
+                if wait is None:
                     raise RetriesExhaustedError(
-                        f"GET {self.store.url}/{key} failed {_ATTEMPTS} times; last error: {exc}; raise "
-                        "download_timeout, or check that the server is up"
+                        f"GET {self.store.url}/{key} failed {attempt + 1} times in {elapsed:.1f} s; last error: "
+                        f"{exc}; raise download_timeout or storage_options={{'retry_timeout': <seconds>, "
+                        "'max_retries': <n>}, or check that the server is up"
                     ) from exc
                 self._retries += 1
             else:
@@ -251,8 +279,8 @@ class RawFetcher:
             finally:
                 self._in_flight -= 1
                 parts.limiter.release_on_behalf_of(borrower)
-            await anyio.sleep(min(2.0, 0.1 * 3**attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+            await anyio.sleep(wait)
+            attempt += 1
 
     async def _hedged(self, key: str, size: int) -> bytes:
         """The whole object; a duplicate request after the hedge delay when a request slot is free."""
