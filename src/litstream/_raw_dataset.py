@@ -16,11 +16,12 @@ from . import _portal
 from ._errors import ConfigurationError
 from ._litdata_env import warn_ignored
 from .read._cache_dirs import default_cache_root
-from .read._raw import RawReader, RawStream, epoch_order
+from .read._raw import RawReader, RawStream, ahead_stop, epoch_order
 from .read._raw_fetch import FetchConfig, FetchStatistics, RawFetcher
 from .read._raw_files import RawFiles
 from .read._raw_index import FileMetadata, index_cache_dir, key_of
 from .read._raw_indexer import BaseIndexer, FileIndexer, build_or_load_index
+from .read._raw_sampler import RawBatchSampler, upcoming_batches
 from .storage._files import local_path
 from .storage._obstore import ObstoreStore
 from .storage._resolver import Dir, resolve_dir, store_for
@@ -42,6 +43,8 @@ __all__ = ["BaseIndexer", "FileIndexer", "FileMetadata", "StreamingRawDataset"]
 MiB = 1024 * 1024
 _OBSTORE_THREADS = 256
 _AHEAD_BATCHES = 2  # sequential batches of one worker fetched ahead: two keep requests flowing between calls
+_AHEAD_ITEMS = 128  # items an iteration fetches ahead at least (the fetch engine's first limit on requests)
+_WINDOW = 32  # items an iteration asks for at once
 
 
 def _seconds(name: str, value: float) -> float:
@@ -243,10 +246,40 @@ class StreamingRawDataset(_Base):
         """
         wanted = [self._check(i) for i in indices]
         reader = self._fresh()
+        if self.max_prefetch > 0 and wanted:
+            upcoming = upcoming_batches(indices, _num_workers(), _AHEAD_BATCHES)
+            if upcoming is not None:  # a RawBatchSampler's batch: this worker's next batches are known
+                reader.reserve((_AHEAD_BATCHES + 2) * len(wanted))
+                _portal.start_soon(reader.prefetch, wanted, False)  # first: requests are served in the order started
+                for batch in upcoming:
+                    _portal.start_soon(reader.prefetch, batch)
+                return self._apply(_portal.call(reader.get_items, wanted))
         values = _portal.call(reader.get_items, wanted)
         if self.max_prefetch > 0 and wanted and wanted == list(range(wanted[0], wanted[0] + len(wanted))):
             self._look_ahead(reader, wanted[0], len(wanted))
         return self._apply(values)
+
+    def batch_sampler(
+        self, batch_size: int, *, shuffle: bool = False, seed: int = 42, drop_last: bool = False
+    ) -> RawBatchSampler:
+        """A batch sampler for ``DataLoader(ds, batch_sampler=...)`` whose order this dataset sees ahead.
+
+        With it, each worker (or the main process) fetches its next two batches while it serves one, also
+        when ``shuffle=True`` (a plain ``DataLoader(shuffle=True)`` gives no way to know the next batch).
+        Call ``set_epoch(epoch)`` on it before each epoch for a new order.
+
+        Args:
+            batch_size: Items per batch (>= 1).
+            shuffle: Draw the order from ``(seed, epoch)``; ``False``: index order.
+            seed: The shuffle seed.
+            drop_last: Leave out the last, shorter batch.
+
+        Raises:
+            ConfigurationError: ``batch_size`` is not an int >= 1.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigurationError(f"batch_size={batch_size!r}: use an int >= 1")
+        return RawBatchSampler(len(self.items), batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
 
     def _look_ahead(self, reader: RawReader, first: int, size: int) -> None:
         """After the batch ``[first, first + size)``: prefetch this worker's next ``_AHEAD_BATCHES`` batches.
@@ -256,7 +289,7 @@ class StreamingRawDataset(_Base):
         """
         step = _num_workers() * size
         total = len(self.items)
-        reader._cache_size = max(self.prefetch_cache_size, (_AHEAD_BATCHES + 1) * size)
+        reader.reserve(max(self.prefetch_cache_size, (_AHEAD_BATCHES + 1) * size))
         for k in range(1, _AHEAD_BATCHES + 1):
             start = first + k * step
             stop = min(total, start + (max(self.max_prefetch, size) if k == 1 else size))
@@ -273,11 +306,28 @@ class StreamingRawDataset(_Base):
             return self.__getitems__(range(*index.indices(len(self.items))))
         return self.__getitems__([index])[0]
 
+    def _ahead_windows(self, window: int) -> int:
+        """Windows an iteration fetches ahead: ``max(max_prefetch, 128)`` items (none when ``max_prefetch=0``)."""
+        return 0 if self.max_prefetch == 0 else -(-max(self.max_prefetch, _AHEAD_ITEMS) // window)
+
     def __iter__(self) -> Iterator[Any]:
-        """Every item in index order, fetched a window (``max(max_prefetch, 16)`` items) at a time."""
-        window = max(self.max_prefetch, 16)
-        for start in range(0, len(self.items), window):
-            yield from self.__getitems__(range(start, min(len(self.items), start + window)))
+        """Every item in index order, fetched ``_WINDOW`` items at a time.
+
+        While a window is served, the next ``max(max_prefetch, 128)`` items (at most 256 MiB of them beyond
+        the next window) are already being fetched; ``max_prefetch=0`` turns that off.
+        """
+        total = len(self.items)
+        windows = [range(start, min(total, start + _WINDOW)) for start in range(0, total, _WINDOW)]
+        reader = self._fresh()
+        ahead = self._ahead_windows(_WINDOW)
+        reader.reserve((ahead + 1) * _WINDOW)
+        started = 0
+        for k, window in enumerate(windows):
+            stop = ahead_stop(k, started, ahead, windows, reader)
+            for j in range(started, stop):  # window k first: requests are served in the order started
+                _portal.start_soon(reader.prefetch, windows[j], j > k)
+            started = stop
+            yield from self._apply(_portal.call(reader.get_items, window))
 
     def astream(
         self,
@@ -304,7 +354,8 @@ class StreamingRawDataset(_Base):
         order = list(indices) if indices is not None else epoch_order(len(self.items), shuffle, seed, epoch)
         for i in order:
             self._check(i)
-        return RawStream(self._fresh(), order, _count("window", window, 1), self.transform)
+        window = _count("window", window, 1)
+        return RawStream(self._fresh(), order, window, self.transform, ahead=self._ahead_windows(window))
 
     def statistics(self) -> FetchStatistics:
         """The fetch engine's counters in this process (in flight, bytes, retries, hedges won, ...)."""
