@@ -67,9 +67,10 @@ class StreamingRawDataset(_Base):
     places; a location that refuses the write gets a ``UserWarning``), so later runs, other machines and
     every worker reuse it. Items are sorted by path (LitData keeps its listing's order). Use with a plain
     ``torch.utils.data.DataLoader`` (any ``shuffle``, ``num_workers``, fork or spawn): the loader asks for a
-    whole batch at once (``__getitems__``), fetched concurrently, and the next batch of this worker is
-    prefetched meanwhile. Every start method works, also after the parent read (forked workers rebuild
-    their clients); the constructor starts no process.
+    whole batch at once (``__getitems__``), fetched concurrently, and the next batches of this worker are
+    prefetched meanwhile: after consecutive indices, or with any order when the loader's
+    ``batch_sampler`` is :meth:`batch_sampler`. Every start method works, also after the parent read
+    (forked workers rebuild their clients); the constructor starts no process.
 
     Override :meth:`setup` to group or filter files: an item that is a list of files yields a list of bytes
     (or paths). Pass a :class:`BaseIndexer` subclass as ``indexer`` to choose the files yourself.
@@ -91,9 +92,10 @@ class StreamingRawDataset(_Base):
             reading thread.
         max_concurrent_downloads: Requests in flight per process; ``None`` (default) adapts it (grows while
             throughput grows, halves on errors and throttling).
-        max_prefetch: Items fetched ahead after a batch of consecutive indices (default 16; at least the
-            next two batches of this worker, so requests keep flowing while a batch is consumed); ``0``
-            turns look-ahead off.
+        max_prefetch: Items fetched ahead after a batch of consecutive indices or of a
+            :meth:`batch_sampler` (default 16; at least the next two batches of this worker, so requests
+            keep flowing while a batch is consumed), and in an iteration or ``astream`` (at least 128);
+            ``0`` turns look-ahead off.
         prefetch_cache_size: The most prefetched items held (default ``2 * max_prefetch``, at least three
             batches when prefetching).
         item_type: ``"bytes"`` (default) or ``"path"``: items are local file paths (``str``), the kept copy
@@ -341,8 +343,9 @@ class StreamingRawDataset(_Base):
         """The async form: ``async for item in ds.astream()`` or ``async with ds.astream() as items``.
 
         Runs on the caller's event loop (asyncio or trio), no portal. Items come ``window`` at a time
-        (fetched concurrently; under ``async with`` the next window is fetched while one is consumed),
-        transformed in a worker thread.
+        (fetched concurrently; under ``async with`` the next ``max(max_prefetch, 128)`` items, at most
+        256 MiB beyond the next window, are fetched while one window is consumed), transformed in a worker
+        thread.
 
         Args:
             indices: The items to yield, in order (default: all).

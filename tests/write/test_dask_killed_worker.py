@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -61,13 +62,13 @@ def write_file(i: int, output_dir: str) -> None:
 
 
 @pytest.fixture
-def traps(tmp_path: Path) -> Iterator[Path]:
+def traps(tmp_path: Path) -> Path:
     folder = tmp_path / "traps"
     folder.mkdir()
     os.mkfifo(folder / "pid")
     os.mkfifo(folder / "hold")
     (folder / "armed").write_text("")
-    yield folder
+    return folder
 
 
 def kill_the_victim(traps: Path) -> int:
@@ -84,43 +85,31 @@ def kill_the_victim(traps: Path) -> int:
     return pid
 
 
-def cluster(allowed_failures: int) -> Any:
+def make_cluster(allowed_failures: int) -> Any:
     with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}):
         return distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
         )
 
 
-def run_in_thread(call: Callable[[], Any]) -> tuple[Any, Callable[[], Any]]:
-    """Start ``call`` in a thread; return the thread and a function that joins it and returns or raises."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(1)
-    future = pool.submit(call)
-    pool.shutdown(wait=False)
-
-    def result() -> Any:
-        return future.result(timeout=600)
-
-    return future, result
+@pytest.fixture(scope="module")
+def retrying_client() -> Iterator[Any]:
+    """A cluster whose scheduler runs a task again when its worker dies (Dask's default, 3 times)."""
+    with make_cluster(allowed_failures=3) as cluster, distributed.Client(cluster) as client:
+        yield client
 
 
-def worker_pids(client: Any) -> set[int]:
-    return set(client.run(os.getpid).values())
-
-
-def test_optimize_survives_a_killed_dask_worker(tmp_path: Path, traps: Path) -> None:
+def test_optimize_survives_a_killed_dask_worker(tmp_path: Path, traps: Path, retrying_client: Any) -> None:
     out = tmp_path / "ds"
-    with cluster(allowed_failures=3) as c, distributed.Client(c) as client:
-        before = worker_pids(client)
-        call = lambda: optimize(  # noqa: E731
-            trap(str(traps), sample), list(range(INPUTS)), out, chunk_size=500, num_workers=2,
-            executor=client.get_executor(), verbose=False,
+    executor = retrying_client.get_executor()
+    pids = set(retrying_client.run(os.getpid).values())
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(
+            optimize, trap(str(traps), sample), list(range(INPUTS)), out, chunk_size=500, num_workers=2,
+            executor=executor, verbose=False,
         )  # fmt: skip
-        _, result = run_in_thread(call)
-        pid = kill_the_victim(traps)
-        assert pid in before
-        result()  # Dask ran the killed task again, on a live worker
+        assert kill_the_victim(traps) in pids
+        run.result(timeout=600)  # Dask ran the killed task again, on a live worker
     ds = StreamingDataset(out)
     assert len(ds) == INPUTS
     assert list(ds) == [sample(i) for i in range(INPUTS)]
@@ -128,37 +117,42 @@ def test_optimize_survives_a_killed_dask_worker(tmp_path: Path, traps: Path) -> 
     assert names == sorted(["index.json", *(f"chunk-{r}-{n}.bin" for r in range(2) for n in range(2))])
 
 
+def test_map_survives_a_killed_dask_worker(tmp_path: Path, traps: Path, retrying_client: Any) -> None:
+    out = tmp_path / "files"
+    executor = retrying_client.get_executor()
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(
+            map, trapped_writer(str(traps)), list(range(INPUTS)), out, num_workers=2, executor=executor, verbose=False
+        )
+        kill_the_victim(traps)
+        run.result(timeout=600)
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"f-{i}.txt" for i in range(INPUTS))
+    assert [(out / f"f-{i}.txt").read_text() for i in (0, VICTIM - 1, VICTIM, INPUTS - 1)] == [
+        f"{i}\n" for i in (0, VICTIM - 1, VICTIM, INPUTS - 1)
+    ]
+
+
 def test_optimize_raises_and_commits_nothing_when_dask_gives_up(tmp_path: Path, traps: Path) -> None:
     out = tmp_path / "ds"
-    with cluster(allowed_failures=0) as c, distributed.Client(c) as client:
-        call = lambda: optimize(  # noqa: E731
-            trap(str(traps), sample), list(range(INPUTS)), out, chunk_size=500, num_workers=2,
-            executor=client.get_executor(), verbose=False,
-        )  # fmt: skip
-        _, result = run_in_thread(call)
-        kill_the_victim(traps)
-        with pytest.raises(WorkerError, match=r"optimize worker 1 failed: KilledWorker"):
-            result()
+    with make_cluster(allowed_failures=0) as cluster, distributed.Client(cluster) as client:
+        executor = client.get_executor()
+        with ThreadPoolExecutor(1) as pool:
+            run = pool.submit(
+                optimize, trap(str(traps), sample), list(range(INPUTS)), out, chunk_size=500, num_workers=2,
+                executor=executor, verbose=False,
+            )  # fmt: skip
+            kill_the_victim(traps)
+            with pytest.raises(WorkerError, match=r"optimize worker 1 failed: KilledWorker"):
+                run.result(timeout=600)
     assert not (out / "index.json").exists()
     assert not out.exists() or sorted(p.name for p in out.iterdir()) == []
 
 
-def test_map_survives_a_killed_dask_worker(tmp_path: Path, traps: Path) -> None:
-    out = tmp_path / "files"
-    with cluster(allowed_failures=3) as c, distributed.Client(c) as client:
-        call = lambda: map(  # noqa: E731
-            _trapped_writer(str(traps)), list(range(INPUTS)), out, num_workers=2, executor=client.get_executor(), verbose=False,
-        )  # fmt: skip
-        _, result = run_in_thread(call)
-        kill_the_victim(traps)
-        result()
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"f-{i}.txt" for i in range(INPUTS))
-    assert all((out / f"f-{i}.txt").read_text() == f"{i}\n" for i in (0, VICTIM - 1, VICTIM, INPUTS - 1))
+def trapped_writer(traps: str) -> Callable[[int, str], None]:
+    trapped = trap(traps, lambda i: None)
 
-
-def _trapped_writer(traps: str) -> Callable[[int, str], None]:
     def wrapped(i: int, output_dir: str) -> None:
-        trap(traps, lambda k: None)(i)
+        trapped(i)
         write_file(i, output_dir)
 
     return wrapped
