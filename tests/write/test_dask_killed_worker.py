@@ -92,9 +92,10 @@ def make_cluster(allowed_failures: int) -> Any:
         )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def retrying_client() -> Iterator[Any]:
-    """A cluster whose scheduler runs a task again when its worker dies (Dask's default, 3 times)."""
+    """A cluster whose scheduler runs a task again when its worker dies (Dask's default, 3 times); one per
+    test, so that no test starts while the nanny of another's killed worker restarts it."""
     with make_cluster(allowed_failures=3) as cluster, distributed.Client(cluster) as client:
         yield client
 
@@ -156,3 +157,23 @@ def trapped_writer(traps: str) -> Callable[[int, str], None]:
         write_file(i, output_dir)
 
     return wrapped
+
+
+def test_map_and_optimize_remove_the_temporaries_a_killed_writer_left(tmp_path: Path) -> None:
+    """What a worker killed in the middle of a put leaves (LocalFileStore's ``.name.tmp.<pid>.<hex>``) is gone
+    after the run; the user's own hidden files stay."""
+    files = tmp_path / "files"
+    (files / "sub").mkdir(parents=True)
+    stale = [files / ".f-3.txt.tmp.4242.0123abcd", files / "sub" / ".g.bin.tmp.17.89abcdef"]
+    for path in stale:
+        path.write_text("half")
+    (files / ".keep.tmp.notes").write_text("mine")
+    map(write_file, list(range(5)), files, num_workers=1, verbose=False, error_when_not_empty=False)
+    assert sorted(p.name for p in files.rglob("*") if p.is_file()) == sorted(
+        [".keep.tmp.notes", *(f"f-{i}.txt" for i in range(5))]
+    )
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / ".chunk-0-0.bin.tmp.4242.0123abcd").write_text("half")
+    optimize(sample, list(range(5)), ds, chunk_size=2, num_workers=1, verbose=False, mode="overwrite")
+    assert sorted(p.name for p in ds.iterdir()) == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-2.bin", "index.json"]
