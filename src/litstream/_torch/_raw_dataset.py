@@ -17,9 +17,10 @@ from .._core._errors import ConfigurationError
 from .._core._litdata_env import warn_ignored
 from ..index._raw import FileMetadata, index_cache_dir, key_of
 from ..index._raw_indexer import BaseIndexer, FileIndexer, build_or_load_index
+from ..read._raw_sampler import RawBatchSampler, upcoming_batches
 from ..read.raw._fetch import FetchConfig, FetchStatistics, RawFetcher
 from ..read.raw._files import RawFiles
-from ..read.raw._stream import RawReader, RawStream, epoch_order
+from ..read.raw._stream import RawReader, RawStream, ahead_stop, epoch_order
 from ..storage._cache_dirs import default_cache_root
 from ..storage._files import local_path
 from ..storage._obstore import ObstoreStore
@@ -42,6 +43,8 @@ __all__ = ["BaseIndexer", "FileIndexer", "FileMetadata", "StreamingRawDataset"]
 MiB = 1024 * 1024
 _OBSTORE_THREADS = 256
 _AHEAD_BATCHES = 2  # sequential batches of one worker fetched ahead: two keep requests flowing between calls
+_AHEAD_ITEMS = 128  # items an iteration fetches ahead at least (the fetch engine's first limit on requests)
+_WINDOW = 32  # items an iteration asks for at once
 
 
 def _seconds(name: str, value: float) -> float:
@@ -64,9 +67,10 @@ class StreamingRawDataset(_Base):
     places; a location that refuses the write gets a ``UserWarning``), so later runs, other machines and
     every worker reuse it. Items are sorted by path (LitData keeps its listing's order). Use with a plain
     ``torch.utils.data.DataLoader`` (any ``shuffle``, ``num_workers``, fork or spawn): the loader asks for a
-    whole batch at once (``__getitems__``), fetched concurrently, and the next batch of this worker is
-    prefetched meanwhile. Every start method works, also after the parent read (forked workers rebuild
-    their clients); the constructor starts no process.
+    whole batch at once (``__getitems__``), fetched concurrently, and the next batches of this worker are
+    prefetched meanwhile: after consecutive indices, or with any order when the loader's
+    ``batch_sampler`` is :meth:`batch_sampler`. Every start method works, also after the parent read
+    (forked workers rebuild their clients); the constructor starts no process.
 
     Override :meth:`setup` to group or filter files: an item that is a list of files yields a list of bytes
     (or paths). Pass a :class:`BaseIndexer` subclass as ``indexer`` to choose the files yourself.
@@ -88,9 +92,10 @@ class StreamingRawDataset(_Base):
             reading thread.
         max_concurrent_downloads: Requests in flight per process; ``None`` (default) adapts it (grows while
             throughput grows, halves on errors and throttling).
-        max_prefetch: Items fetched ahead after a batch of consecutive indices (default 16; at least the
-            next two batches of this worker, so requests keep flowing while a batch is consumed); ``0``
-            turns look-ahead off.
+        max_prefetch: Items fetched ahead after a batch of consecutive indices or of a
+            :meth:`batch_sampler` (default 16; at least the next two batches of this worker, so requests
+            keep flowing while a batch is consumed), and in an iteration or ``astream`` (at least 128);
+            ``0`` turns look-ahead off.
         prefetch_cache_size: The most prefetched items held (default ``2 * max_prefetch``, at least three
             batches when prefetching).
         item_type: ``"bytes"`` (default) or ``"path"``: items are local file paths (``str``), the kept copy
@@ -243,10 +248,40 @@ class StreamingRawDataset(_Base):
         """
         wanted = [self._check(i) for i in indices]
         reader = self._fresh()
+        if self.max_prefetch > 0 and wanted:
+            upcoming = upcoming_batches(indices, _num_workers(), _AHEAD_BATCHES)
+            if upcoming is not None:  # a RawBatchSampler's batch: this worker's next batches are known
+                reader.reserve((_AHEAD_BATCHES + 2) * len(wanted))
+                _bridge.start_soon(reader.prefetch, wanted, False)  # first: requests are served in the order started
+                for batch in upcoming:
+                    _bridge.start_soon(reader.prefetch, batch)
+                return self._apply(_bridge.call(reader.get_items, wanted))
         values = _bridge.call(reader.get_items, wanted)
         if self.max_prefetch > 0 and wanted and wanted == list(range(wanted[0], wanted[0] + len(wanted))):
             self._look_ahead(reader, wanted[0], len(wanted))
         return self._apply(values)
+
+    def batch_sampler(
+        self, batch_size: int, *, shuffle: bool = False, seed: int = 42, drop_last: bool = False
+    ) -> RawBatchSampler:
+        """A batch sampler for ``DataLoader(ds, batch_sampler=...)`` whose order this dataset sees ahead.
+
+        With it, each worker (or the main process) fetches its next two batches while it serves one, also
+        when ``shuffle=True`` (a plain ``DataLoader(shuffle=True)`` gives no way to know the next batch).
+        Call ``set_epoch(epoch)`` on it before each epoch for a new order.
+
+        Args:
+            batch_size: Items per batch (>= 1).
+            shuffle: Draw the order from ``(seed, epoch)``; ``False``: index order.
+            seed: The shuffle seed.
+            drop_last: Leave out the last, shorter batch.
+
+        Raises:
+            ConfigurationError: ``batch_size`` is not an int >= 1.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigurationError(f"batch_size={batch_size!r}: use an int >= 1")
+        return RawBatchSampler(len(self.items), batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
 
     def _look_ahead(self, reader: RawReader, first: int, size: int) -> None:
         """After the batch ``[first, first + size)``: prefetch this worker's next ``_AHEAD_BATCHES`` batches.
@@ -256,7 +291,7 @@ class StreamingRawDataset(_Base):
         """
         step = _num_workers() * size
         total = len(self.items)
-        reader._cache_size = max(self.prefetch_cache_size, (_AHEAD_BATCHES + 1) * size)
+        reader.reserve(max(self.prefetch_cache_size, (_AHEAD_BATCHES + 1) * size))
         for k in range(1, _AHEAD_BATCHES + 1):
             start = first + k * step
             stop = min(total, start + (max(self.max_prefetch, size) if k == 1 else size))
@@ -273,11 +308,28 @@ class StreamingRawDataset(_Base):
             return self.__getitems__(range(*index.indices(len(self.items))))
         return self.__getitems__([index])[0]
 
+    def _ahead_windows(self, window: int) -> int:
+        """Windows an iteration fetches ahead: ``max(max_prefetch, 128)`` items (none when ``max_prefetch=0``)."""
+        return 0 if self.max_prefetch == 0 else -(-max(self.max_prefetch, _AHEAD_ITEMS) // window)
+
     def __iter__(self) -> Iterator[Any]:
-        """Every item in index order, fetched a window (``max(max_prefetch, 16)`` items) at a time."""
-        window = max(self.max_prefetch, 16)
-        for start in range(0, len(self.items), window):
-            yield from self.__getitems__(range(start, min(len(self.items), start + window)))
+        """Every item in index order, fetched ``_WINDOW`` items at a time.
+
+        While a window is served, the next ``max(max_prefetch, 128)`` items (at most 256 MiB of them beyond
+        the next window) are already being fetched; ``max_prefetch=0`` turns that off.
+        """
+        total = len(self.items)
+        windows = [range(start, min(total, start + _WINDOW)) for start in range(0, total, _WINDOW)]
+        reader = self._fresh()
+        ahead = self._ahead_windows(_WINDOW)
+        reader.reserve((ahead + 1) * _WINDOW)
+        started = 0
+        for k, window in enumerate(windows):
+            stop = ahead_stop(k, started, ahead, windows, reader)
+            for j in range(started, stop):  # window k first: requests are served in the order started
+                _bridge.start_soon(reader.prefetch, windows[j], j > k)
+            started = stop
+            yield from self._apply(_bridge.call(reader.get_items, window))
 
     def astream(
         self,
@@ -291,8 +343,9 @@ class StreamingRawDataset(_Base):
         """The async form: ``async for item in ds.astream()`` or ``async with ds.astream() as items``.
 
         Runs on the caller's event loop (asyncio or trio), no portal. Items come ``window`` at a time
-        (fetched concurrently; under ``async with`` the next window is fetched while one is consumed),
-        transformed in a worker thread.
+        (fetched concurrently; under ``async with`` the next ``max(max_prefetch, 128)`` items, at most
+        256 MiB beyond the next window, are fetched while one window is consumed), transformed in a worker
+        thread.
 
         Args:
             indices: The items to yield, in order (default: all).
@@ -304,7 +357,8 @@ class StreamingRawDataset(_Base):
         order = list(indices) if indices is not None else epoch_order(len(self.items), shuffle, seed, epoch)
         for i in order:
             self._check(i)
-        return RawStream(self._fresh(), order, _count("window", window, 1), self.transform)
+        window = _count("window", window, 1)
+        return RawStream(self._fresh(), order, window, self.transform, ahead=self._ahead_windows(window))
 
     def statistics(self) -> FetchStatistics:
         """The fetch engine's counters in this process (in flight, bytes, retries, hedges won, ...)."""

@@ -24,6 +24,7 @@ import cloudpickle
 from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, OutputNotEmptyError, WorkerError
 from ..read._litdata_params import check_write_params
+from ..storage._files import remove_stale_temporaries_below
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._readers import with_reader
 from ._summary import WorkerSummary, summarize
@@ -253,19 +254,23 @@ def map(
             )
             for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True)
         ]
-        workers = run_jobs(
-            jobs,
-            total=None if plan.items is None else plan.assignment.num_inputs,
-            num_workers=num_workers,
-            start_method=pick_start_method(start_method),
-            executor=executor,
-            source=plan.source,
-            queue_timeout=plan.env.timeout,
-            verbose=verbose,
-            desc="Mapping",
-            label="map",
-            abort=lambda: lock.lost,
-        )
+        try:
+            workers = run_jobs(
+                jobs,
+                total=None if plan.items is None else plan.assignment.num_inputs,
+                num_workers=num_workers,
+                start_method=pick_start_method(start_method),
+                executor=executor,
+                source=plan.source,
+                queue_timeout=plan.env.timeout,
+                verbose=verbose,
+                desc="Mapping",
+                label="map",
+                abort=lambda: lock.lost,
+            )
+        finally:  # a killed worker (or a Dask task run again) may have left a half-written temporary
+            if env.num_nodes == 1 and not lock.lost:  # this run is the only writer and its workers ended
+                remove_stale_temporaries_below(store)
     finally:
         lock.release()
     return summarize(workers, seconds=time.monotonic() - started, output=store.url)

@@ -28,6 +28,7 @@ from ..format._trust_marker import untrusted_sources
 from ..format.arrow._chunk import pyarrow_module
 from ..format.arrow._write import check_chunk_format
 from ..read._litdata_params import check_write_params
+from ..storage._files import remove_stale_temporaries
 from ._args import (
     check_align_chunking,
     check_start_method,
@@ -327,6 +328,8 @@ def optimize(
                 verbose=verbose,
                 abort=lambda: lock.lost,  # a lost lease stops the workers at once (see _writer_lock)
             )
+            if plan.env.num_nodes == 1:  # a killed worker (or a Dask task run again) may have left a temporary
+                remove_stale_temporaries(store, ("",))
             expected = {w.rank: w.indexed_chunks for w in workers}
             run_sync(
                 finish_node,

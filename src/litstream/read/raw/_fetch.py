@@ -101,6 +101,8 @@ class FetchStatistics:
         ranged: Objects read as parallel ranges.
         failures: Failed requests (each halves the adaptive limit).
         budget_used: Bytes of the byte budget held now.
+        max_in_flight: The most requests that were in flight at once (never above the limit).
+        ahead: Items fetched by look-ahead, before they were asked for.
     """
 
     in_flight: int
@@ -114,6 +116,8 @@ class FetchStatistics:
     ranged: int
     failures: int
     budget_used: int
+    max_in_flight: int = 0
+    ahead: int = 0
 
 
 class _LoopParts:
@@ -163,6 +167,8 @@ class RawFetcher:
         self._hedges_won = 0
         self._ranged_count = 0
         self._failures = 0
+        self._max_in_flight = 0
+        self.ahead = 0  # items fetched by look-ahead (RawReader counts them)
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
@@ -174,7 +180,8 @@ class RawFetcher:
         used = self._parts.budget.used if self._parts is not None else 0
         return FetchStatistics(
             self._in_flight, self._limit, self._requests, self._objects, self._bytes, self._retries,
-            self._hedges, self._hedges_won, self._ranged_count, self._failures, used,
+            self._hedges, self._hedges_won, self._ranged_count, self._failures, used, self._max_in_flight,
+            self.ahead,
         )  # fmt: skip
 
     def _loop_parts(self) -> _LoopParts:
@@ -252,6 +259,7 @@ class RawFetcher:
             except anyio.WouldBlock:
                 await parts.limiter.acquire_on_behalf_of(borrower)
             self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
             started = anyio.current_time()
             try:
                 with anyio.fail_after(self._deadline(length)):

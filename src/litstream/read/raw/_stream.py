@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import sys
 from collections import OrderedDict, deque
+from functools import partial
 from typing import TYPE_CHECKING, Any, Union
 
 import anyio
@@ -35,7 +36,10 @@ if TYPE_CHECKING:
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["RawItem", "RawReader", "RawStream", "epoch_order"]
+__all__ = ["AHEAD_BYTES", "RawItem", "RawReader", "RawStream", "ahead_stop", "epoch_order"]
+
+AHEAD_BYTES = 256 * 1024 * 1024
+"""Bytes of items the look-ahead of an iteration fetches beyond the current window (at least one window)."""
 
 RawItem = Union[FileMetadata, "list[FileMetadata]"]
 _Value = Union[bytes, str, "list[Any]"]
@@ -78,6 +82,10 @@ class RawReader:
     def _files(self, index: int) -> list[FileMetadata]:
         item = self.items[index]
         return list(item) if isinstance(item, list) else [item]
+
+    def size_of(self, index: int) -> int:
+        """Bytes of item ``index`` (the sum for a group)."""
+        return sum(f.size for f in self._files(index))
 
     def _same_loop(self) -> None:
         token = anyio.lowlevel.current_token()
@@ -127,20 +135,40 @@ class RawReader:
             found.update(zip(missing, await self._fetch_items(missing), strict=False))
         return [found[i] for i in indices]
 
-    async def prefetch(self, indices: Sequence[int]) -> None:
-        """Fetch ``indices`` into the look-ahead (best effort: a failure leaves them to be fetched on demand)."""
+    def reserve(self, items: int) -> None:
+        """Let the look-ahead hold at least ``items`` prefetched items (it never shrinks)."""
+        self._cache_size = max(self._cache_size, items)
+
+    async def prefetch(self, indices: Sequence[int], ahead: bool = True) -> None:
+        """Fetch ``indices`` into the look-ahead (best effort: a failure leaves them to be fetched on demand).
+
+        ``ahead=False``: items about to be asked for (not counted as look-ahead in the statistics).
+        """
+        claimed = self.claim(indices)
+        if claimed is not None:
+            await self.fill(*claimed, ahead=ahead)
+
+    def claim(self, indices: Sequence[int]) -> tuple[list[int], anyio.Event] | None:
+        """Mark the items of ``indices`` not held or in flight as in flight, now (on the event loop's thread),
+        so that nothing else fetches them; pass the result to :meth:`fill` (``None``: nothing to fetch)."""
         self._same_loop()
         todo = [i for i in indices if i not in self._ready and i not in self._pending][: max(0, self._cache_size)]
         if not todo:
-            return
+            return None
         event = anyio.Event()
         for i in todo:
             self._pending[i] = event
+        return todo, event
+
+    async def fill(self, todo: list[int], event: anyio.Event, *, ahead: bool = True) -> None:
+        """Fetch the items :meth:`claim` marked into the look-ahead; a failure leaves them to be fetched on
+        demand."""
         try:
             values = await self._fetch_items(todo)
         except Exception:
             pass
         else:
+            self.fetcher.ahead += len(todo) if ahead else 0
             for i, value in zip(todo, values, strict=False):
                 self._ready[i] = value
             while len(self._ready) > self._cache_size:
@@ -163,12 +191,18 @@ class RawStream:
     """
 
     def __init__(
-        self, reader: RawReader, indices: Sequence[int], window: int, transform: Callable[[Any], Any] | None
+        self,
+        reader: RawReader,
+        indices: Sequence[int],
+        window: int,
+        transform: Callable[[Any], Any] | None,
+        ahead: int = 0,
     ) -> None:
         self._reader = reader
         self._todo: deque[int] = deque(indices)
         self._window = max(1, window)
         self._transform = transform
+        self._ahead = max(0, ahead)
         self._items: deque[Any] = deque()
         self._tg: TaskGroup | None = None
         self._receive: MemoryObjectReceiveStream[list[Any]] | None = None
@@ -185,9 +219,20 @@ class RawStream:
         return await anyio.to_thread.run_sync(lambda: [transform(v) for v in values])
 
     async def _produce(self, send: MemoryObjectSendStream[list[Any]]) -> None:
+        assert self._tg is not None
+        windows = [self._next_window() for _ in range(-(-len(self._todo) // self._window))]
+        self._reader.reserve((self._ahead + 1) * self._window)
+        started = 0
         async with send:
-            while self._todo:
-                await send.send(await self._load(self._next_window()))
+            for k, window in enumerate(windows):
+                # the next windows are fetched while this one is fetched and consumed (bounded in bytes)
+                stop = ahead_stop(k, started, self._ahead, windows, self._reader)
+                for j in range(started, stop):  # window k first: requests are served in the order started
+                    claimed = self._reader.claim(windows[j])  # now: window k's own load waits for it
+                    if claimed is not None:
+                        self._tg.start_soon(partial(self._reader.fill, *claimed, ahead=j > k))
+                started = stop
+                await send.send(await self._load(window))
 
     async def __aenter__(self) -> RawStream:
         if self._entered:
@@ -228,6 +273,24 @@ class RawStream:
             else:
                 raise StopAsyncIteration
         return self._items.popleft()
+
+
+def ahead_stop(k: int, started: int, ahead: int, windows: Sequence[Sequence[int]], reader: RawReader) -> int:
+    """While window ``k`` is read: the windows below the returned index should have their look-ahead started.
+
+    At most ``ahead`` windows beyond ``k``, holding no more than :data:`AHEAD_BYTES` beyond the first of
+    them; windows below ``started`` are already under way.
+    """
+    stop = max(started, k + 1)
+    limit = min(len(windows), k + 1 + ahead)
+    held = sum(reader.size_of(i) for w in windows[k + 1 : stop] for i in w)
+    while stop < limit:
+        size = sum(reader.size_of(i) for i in windows[stop])
+        if stop > k + 1 and held + size > AHEAD_BYTES:
+            break
+        held += size
+        stop += 1
+    return stop
 
 
 def epoch_order(length: int, shuffle: bool, seed: int, epoch: int) -> list[int]:
