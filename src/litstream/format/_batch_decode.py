@@ -68,7 +68,31 @@ def _remember_rows(block: np.ndarray[Any, Any], rows: list[Any]) -> None:
 
 
 _Column = list[Any]
+_INDEXED_WIDTH = 64
+"""Fields up to this many bytes are gathered from unevenly spaced items with one fancy-indexed ``take``
+(~30x faster than a slice per item); wider ones (arrays) with one ``memcpy`` per item."""
 _SCALARS: dict[type, tuple[int, str]] = {IntSerializer: (8, "<i8"), FloatSerializer: (8, "<f8")}
+
+
+_MAX_DISPLAY_KEYS = 32
+_DICT_ROWS: dict[int, Callable[..., list[dict[Any, Any]]]] = {}
+
+
+def _dict_rows(width: int) -> Callable[..., list[dict[Any, Any]]]:
+    """``f(columns, *keys)``: one dict per row of ``columns`` with ``keys``, built with a dict display.
+
+    A display is ~3x faster than ``dict(zip(keys, row))`` per sample. Only ``width`` shapes the code
+    (names ``k0..``, ``v0..``); the keys, which come from the dataset, are passed as arguments and never
+    become source text."""
+    rows = _DICT_ROWS.get(width)
+    if rows is None:
+        names = range(width)
+        keys = ", ".join(f"k{j}" for j in names)
+        values = ", ".join(f"v{j}" for j in names)
+        display = ", ".join(f"k{j}: v{j}" for j in names)
+        code = f"lambda columns, {keys}: [{{{display}}} for {values}, in zip(*columns, strict=True)]"
+        rows = _DICT_ROWS[width] = eval(code, {"zip": zip})  # noqa: S307  # names only, see above
+    return rows
 
 
 def sample_builder(spec: TreeSpec) -> Callable[[list[_Column]], list[Any]]:
@@ -77,7 +101,10 @@ def sample_builder(spec: TreeSpec) -> Callable[[list[_Column]], list[Any]]:
     if spec.type is None:
         return lambda columns: columns[0]
     if flat and spec.type == "builtins.dict":
-        keys = spec.context
+        keys = tuple(spec.context)
+        if 0 < len(keys) <= _MAX_DISPLAY_KEYS:
+            rows = _dict_rows(len(keys))
+            return lambda columns: rows(columns, *keys)
         return lambda columns: [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
     if flat and spec.type == "builtins.tuple":
         return lambda columns: list(zip(*columns, strict=True))
@@ -100,6 +127,9 @@ def _gather(
             view = np.lib.stride_tricks.as_strided(buf[int(starts[0]) :], shape=(n, width), strides=(stride, 1))
             np.copyto(out, view)
             return out
+    if width <= _INDEXED_WIDTH:  # small fields (headers, scalars) of unevenly spaced items: one indexed gather
+        np.take(buf, starts[:, None] + np.arange(width, dtype=np.int64), out=out)
+        return out
     for k, start in enumerate(starts.tolist()):
         out[k] = buf[start : start + width]
     return out
