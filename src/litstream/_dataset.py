@@ -400,7 +400,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         # In a DataLoader worker, decode arrays into shared memory: the batch then goes to the main
         # process without the copy torch makes to share it; or, when the loader sends batches through
         # its slots (litstream._slots), into reused private memory.
-        alloc = (WORKER_ALLOC[0] or shared_block) if align > 1 and _inside_worker() else None
+        alloc = (WORKER_ALLOC[1 if columns else 0] or shared_block) if align > 1 and _inside_worker() else None
         try:
             while True:
                 work = portal.call(_receive, receive)
