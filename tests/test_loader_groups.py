@@ -87,6 +87,23 @@ def test_batches_equal_torchs_sample_by_sample(data: str, workers: int, shuffle:
         _same(a, b)
 
 
+def _label_first(i: int) -> dict[str, Any]:
+    return {"label": i, "image": np.full((4, 4), i % 251, np.uint8)}
+
+
+def test_a_block_decoded_into_a_slot_is_not_overwritten_by_the_leaves_before_it(tmp_path: Any) -> None:
+    # workers decode the image column straight into their next slot; the label, laid out before it in the
+    # batch, must not land on it (it did: the first bytes of row 0 held the label)
+    out = str(tmp_path / "ds")
+    litstream.optimize(fn=_label_first, inputs=list(range(300)), output_dir=out, chunk_size=30, num_workers=1)
+    batches = list(litstream.StreamingDataLoader(litstream.StreamingDataset(out), batch_size=4, num_workers=2))
+    assert sum(len(b["label"]) for b in batches) == 300
+    for batch in batches:
+        expected = (batch["label"] % 251).to(torch.uint8)
+        assert torch.equal(batch["image"][:, 0, 0], expected)
+        assert torch.equal(batch["image"][:, 3, 3], expected)
+
+
 def _columns(begin: int, end: int) -> ColumnBatch:
     ids = np.arange(begin, end)
     return ColumnBatch(("x", "i"), [np.stack([np.full(2, k) for k in ids]), ids.astype(np.int64)], end - begin)

@@ -211,6 +211,9 @@ class SlotPacker:
             if reserved:
                 self.free[worker].release()
             return batch
+        if reserved and self._block is not None:  # a block decoded into the slot (reserve) stays at its start
+            at = self._block.data_ptr() + self._next * self._slot_bytes
+            tensors.sort(key=lambda t: t.data_ptr() != at)  # stable: the others follow in batch order
         offsets: list[int] = []
         total = 0
         for tensor in tensors:
