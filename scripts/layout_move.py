@@ -35,7 +35,8 @@ MOVES: dict[str, str] = {
     # _torch: the torch faces
     "_affinity": "_torch._affinity",
     "_collate": "_torch._collate",
-    "_media_collate": "_torch._media_collate",
+    "_media_collate": "_torch._collate",
+    "_torch._media_collate": "_torch._collate",
     "_combined_dataset": "_torch._combined",
     "_composite_dataset": "_torch._composite",
     "_composite_resume": "_torch._composite_resume",

@@ -37,11 +37,11 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from ._torch._affinity import NumaAffinity as NumaAffinity
     from ._torch._affinity import get_gpu_affinity as get_gpu_affinity
     from ._torch._affinity import get_numa_affinity as get_numa_affinity
+    from ._torch._collate import litdata_collate as litdata_collate
     from ._torch._combined import CombinedStreamingDataset as CombinedStreamingDataset
     from ._torch._dataloader import StreamingDataLoader as StreamingDataLoader
     from ._torch._dataset import StreamingDataset as StreamingDataset
     from ._torch._litdata_cache import Cache as Cache
-    from ._torch._media_collate import litdata_collate as litdata_collate
     from ._torch._parallel import ParallelStreamingDataset as ParallelStreamingDataset
     from ._torch._raw_dataset import BaseIndexer as BaseIndexer
     from ._torch._raw_dataset import FileIndexer as FileIndexer
@@ -161,7 +161,7 @@ _LAZY = {
     "is_complete_dataset": ".write._complete",
     "iter_webdataset_tar": ".write._media_folder",
     "list_media_folder": ".write._media_folder",
-    "litdata_collate": "._torch._media_collate",
+    "litdata_collate": "._torch._collate",
     "map": ".write._map",
     "merge_datasets": ".write._merge_datasets",
     "optimize": ".write._optimize",

@@ -69,6 +69,10 @@ SAMPLES: dict[str, Callable[[int], Any]] = {
     "nested": lambda i: {"a": [i, {"b": np.ones((2, 2)) * i}], "c": OrderedDict(d=str(i))},
     "tensor and pickle": lambda i: [torch.full((2, 2), float(i)), None, b"x" * i],
     "single leaf": lambda i: np.full((2, 3), i, np.int64),
+    # unevenly spaced items whose scalars are gathered with one indexed take, rows built by a dict display
+    "scalar rows": lambda i: {"i": i - 6, "s": "w" * (i * 7 % 13), "f": i / 7, "b": i % 3 == 0, "j": -(2**62) + i},
+    "many keys": lambda i: {f"k{j}": i * j for j in range(40)},  # above the display's 32 keys: dict(zip())
+    "int keys": lambda i: {1: i, 0: "x" * i, "1": float(i)},
 }
 
 

@@ -89,7 +89,7 @@ class Calibration:
 def _collate_fn() -> Any:
     """``StreamingDataLoader``'s collate function, or ``None`` without torch."""
     try:
-        from .._torch._media_collate import litdata_collate
+        from .._torch._collate import litdata_collate
     except ImportError:  # pragma: no cover - torch missing
         return None
     return litdata_collate

@@ -28,9 +28,9 @@ import cProfile
 import math
 import multiprocessing
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from torch.utils.data import DataLoader, get_worker_info
+from torch.utils.data import DataLoader
 
 from .._core._distributed import detect_distributed
 from .._core._errors import ConfigurationError
@@ -39,10 +39,11 @@ from ..read._memory import budget_for, memory_limit
 from ..read.plan._litdata_state import from_litdata_combined, is_litdata_composite_state
 from ..storage import _store
 from ..storage._files import local_path
+from ._collate import TaggingCollate as _TaggingCollate
+from ._collate import litdata_collate
 from ._composite import CompositeDataset
 from ._dataset import StreamingDataset
-from ._loader_profile import CPROFILE_MAIN, ProfileArgs, WorkerSetup, after_batch, dump_cprofile, output_dir
-from ._media_collate import litdata_collate
+from ._loader_profile import CPROFILE_MAIN, ProfileArgs, WorkerSetup, dump_cprofile, output_dir
 from ._slots import SlotBatch, SlotExchange, SlotPacker, SlotStatistics
 
 if TYPE_CHECKING:
@@ -53,34 +54,6 @@ if TYPE_CHECKING:
     from ..read.plan._resume import Level
 
 __all__ = ["StreamingDataLoader"]
-
-
-class _Tagged(NamedTuple):
-    """A collated batch with the torch worker that built it and its sample count (``size``).
-
-    A ``NamedTuple`` so that torch's ``pin_memory`` pins ``batch`` and passes the ints through.
-    """
-
-    worker: int
-    size: int
-    batch: Any
-
-
-class _TaggingCollate:
-    """Wraps a collate function; runs in the worker that builds the batch (picklable)."""
-
-    def __init__(self, collate: Callable[[list[Any]], Any]) -> None:
-        self.collate = collate
-        self.packer: SlotPacker | None = None  # set by the loader for each iteration with workers
-
-    def __call__(self, samples: list[Any]) -> _Tagged:
-        info = get_worker_info()
-        batch = self.collate(samples)
-        if info is not None and self.packer is not None:
-            batch = self.packer.pack(info.id, batch)
-        tagged = _Tagged(0 if info is None else info.id, len(samples), batch)
-        after_batch()  # profile_batches counts the batches worker 0 built
-        return tagged
 
 
 class StreamingDataLoader(DataLoader[Any]):
@@ -165,14 +138,20 @@ class StreamingDataLoader(DataLoader[Any]):
         if num_workers > 0 and kwargs.get("multiprocessing_context") is None and _store.obstore_used():
             methods = multiprocessing.get_all_start_methods()
             kwargs["multiprocessing_context"] = "forkserver" if "forkserver" in methods else "spawn"
+        # A StreamingDataset (not a subclass that iterates its own way) hands over whole batches while this
+        # loader iterates (``_loader_group``): torch's fetcher then makes one call per batch, not per sample
+        # (torch's batch_size is None for it; ``self.batch_size`` stays the batch size).
+        self._grouped = isinstance(dataset, StreamingDataset) and type(dataset).__iter__ is StreamingDataset.__iter__
         super().__init__(
             dataset,
-            batch_size=batch_size,
+            batch_size=None if self._grouped else batch_size,
             num_workers=num_workers,
             collate_fn=_TaggingCollate(collate_fn or litdata_collate),
             worker_init_fn=self._setup,
             **kwargs,
         )
+        if self._grouped:
+            object.__setattr__(self, "batch_size", batch_size)  # torch forbids setting it after __init__
         self.current_epoch = 0
         self.num_samples_yielded = 0
         self.latest_worker_idx = 0
@@ -217,11 +196,20 @@ class StreamingDataLoader(DataLoader[Any]):
         epoch_t0 = perf_counter_ns() if TRACER.on else 0
         self._fit_prefetch(dataset)
         exchange = self._slot_exchange()
+        if self._grouped:
+            assert isinstance(dataset, StreamingDataset)
+            assert self.batch_size is not None
+            collate = self.collate_fn
+            columns = isinstance(collate, _TaggingCollate) and collate.collate is litdata_collate
+            dataset._loader_group = (self.batch_size, columns)
         try:
-            batches = super().__iter__()  # starts the workers
+            batches = super().__iter__()  # starts the workers (each copies the dataset, _loader_group included)
         except BaseException:
             self._end_slots(exchange)
             raise
+        finally:
+            if isinstance(dataset, StreamingDataset):
+                dataset._loader_group = None
         main_profile = cProfile.Profile() if self._profile.cprofile and self._setup.rank == 0 else None
         if main_profile is not None:
             main_profile.enable()

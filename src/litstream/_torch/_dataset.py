@@ -8,6 +8,7 @@ per ``portal.call`` and decodes its items here. The dataset pickles as configura
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
@@ -17,16 +18,17 @@ from torch.utils.data import IterableDataset
 from .._core import _bridge
 from .._core._distributed import DistributedEnv, detect_distributed, detect_worker
 from .._core._errors import raise_collapsed
-from ..read._decode import iter_work
+from ..read._decode import iter_work, work_parts
 from ..read._engine import produce_chunks, split_head
 from ..read._litdata_params import check_read_params
 from ..read._memory import adapt_reader, check_max_memory, fit_decoded_cache
 from ..read._spec import Loader, ReadSpec, SpecAttribute
 from ..read._transform import Transform, check_transforms
+from ..read.plan._pieces import ShuffleMode
 from ..read.plan._session import open_session
 from ..read.plan._window import DEFAULT_SHUFFLE_WINDOW
 from ..storage._cache_dirs import check_cache_size
-from ._collate import shared_block
+from ._collate import loader_groups, shared_block
 from ._dataset_io import WORKER_ALLOC, _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
 from ._dataset_keys import KeyedMixin
 from ._dataset_plan import PlanMixin
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
+    from ..format._batch_decode import ColumnBatch
     from ..format._encryption import Encryption
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
@@ -185,6 +188,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         )
         self.max_memory = check_max_memory(max_memory)
         self._loader_prefetch = 0  # batches a DataLoader worker builds ahead, set by StreamingDataLoader
+        self._loader_group: tuple[int, bool] | None = None  # set by StreamingDataLoader, see __iter__
         # Everything that decides what is read and in which order, checked once (read/_spec.py).
         self._spec = ReadSpec.build(
             input_dir,
@@ -355,6 +359,10 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
 
     # -- iteration --------------------------------------------------------------------------------
     def __iter__(self) -> Generator[Any, None, None]:
+        return self._iterate(self._loader_group)  # read now: StreamingDataLoader sets it only while it starts
+
+    def _iterate(self, group: tuple[int, bool] | None) -> Generator[Any, None, None]:
+        """Samples; with ``group`` (StreamingDataLoader's batch size, columns allowed) one ``LoaderGroup`` per batch."""
         source = self._get_source()
         self._ensure_shuffler()
         worker = detect_worker()
@@ -363,22 +371,28 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             self._clear_resume()
             self.current_epoch = session.epoch
         pieces: Sequence[Piece] = session.pieces
-        if self.batch_size <= 1:  # serve the head of a local chunk before the engine's loop starts
+        if self.batch_size <= 1 and group is None:  # serve the head of a local chunk before the engine's loop starts
             head, pieces = split_head(source, pieces, _HEAD_ITEMS)
             if head is not None:
                 yield from iter_work(source, head, self._apply if self.transforms else None)
         with _bridge.daemon_portal() as portal:
-            yield from self._serve(pieces, portal)
+            if group is None:
+                yield from self._serve(pieces, portal)
+            else:  # loader_groups closes the batches (the engine's tasks) when it is closed
+                yield from loader_groups(self._serve_batches(pieces, portal, columns=group[1]), group[0])
         self._clear_resume()
         # In every process, as LitData: a persistent DataLoader worker keeps this copy, so its next epoch reshuffles.
         self.current_epoch += 1
 
     def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1) -> Generator[Any, None, None]:
-        """Yield the samples of ``pieces`` (as ``plan_pieces`` returns them), fetched on ``portal``'s loop.
+        with contextlib.closing(self._serve_batches(pieces, portal, members)) as batches:  # their samples
+            for batch in batches:
+                yield from batch  # type: ignore[misc]  # lists: _serve_batches without columns
 
-        Used by ``__iter__`` and by the Combined / Parallel wrappers, which share one portal per worker
-        (``members``: the datasets a worker reads at once, sharing its memory budget).
-        """
+    def _serve_batches(
+        self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1, columns: bool = False
+    ) -> Generator[list[Any] | ColumnBatch, None, None]:
+        """Decode batches of ``pieces`` (``ColumnBatch`` es with ``columns``); ``members``: datasets read at once."""
         source = self._get_source()
         transform = self._apply if self.transforms else None
         # Remote chunks: at least 4 ahead, as LitData's async prefetch floor for remote data (its
@@ -400,13 +414,13 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         # In a DataLoader worker, decode arrays into shared memory: the batch then goes to the main
         # process without the copy torch makes to share it; or, when the loader sends batches through
         # its slots (litstream._torch._slots), into reused private memory.
-        alloc = (WORKER_ALLOC[0] or shared_block) if align > 1 and _inside_worker() else None
+        alloc = (WORKER_ALLOC[1 if columns else 0] or shared_block) if align > 1 and _inside_worker() else None
         try:
             while True:
                 work = portal.call(_receive, receive)
                 if work is None:
                     break
-                yield from iter_work(source, work, transform, served, align, alloc)
+                yield from work_parts(source, work, transform, served, align, alloc, columns)
                 served += len(work.items)
                 del work  # the chunk is not held while the next one is handed over (read/_memory.py counts so)
             try:

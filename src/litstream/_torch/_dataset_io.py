@@ -72,8 +72,9 @@ async def _close(receive: Any) -> None:
 
 # Set in a DataLoader worker whose batches go through litstream._torch._slots (by the loader's worker_init_fn):
 # arrays are then decoded into reused private memory (a _slots.ScratchPool), since the slots, not
-# fresh shared memory, carry them to the main process.
-WORKER_ALLOC: list[Callable[[int], Any] | None] = [None]
+# fresh shared memory, carry them to the main process; [1]: for column batches (no user code sees them
+# before they are packed), straight into the next slot where possible (_slots.SlotAlloc).
+WORKER_ALLOC: list[Callable[[int], Any] | None] = [None, None]
 
 
 def _inside_worker() -> bool:

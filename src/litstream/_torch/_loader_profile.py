@@ -169,9 +169,10 @@ class WorkerSetup:
 
     def __call__(self, worker_id: int) -> None:
         if self.slots:
-            from ._slots import ScratchPool
+            from ._slots import ScratchPool, SlotAlloc
 
-            WORKER_ALLOC[0] = ScratchPool()
+            pool = ScratchPool()
+            WORKER_ALLOC[:] = [pool, SlotAlloc(pool)]
         trace = getattr(self, "_trace", None)
         if trace is not None:
             TRACER.adopt(trace)

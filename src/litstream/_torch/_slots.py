@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from multiprocessing.synchronize import Semaphore
 
-__all__ = ["ScratchPool", "SlotBatch", "SlotExchange", "SlotPacker", "SlotStatistics"]
+__all__ = ["ScratchPool", "SlotAlloc", "SlotBatch", "SlotExchange", "SlotPacker", "SlotStatistics"]
 
 _ALIGN = 64  # every tensor starts on a cache line (and is aligned for any dtype)
 _HEADROOM = 1.25  # a slot holds the bytes of the batch it was sized for times this
@@ -47,6 +47,7 @@ _PAGE = 4096
 _ids = itertools.count(1)
 _lock = threading.Lock()
 _EXCHANGES: dict[int, SlotExchange] = {}  # main process: the loader iterations that are running
+_PACKER: list[tuple[SlotPacker, int] | None] = [None]  # a worker: its packer and id, once it packed a batch
 
 
 def _round_up(n: int, to: int) -> int:
@@ -204,6 +205,19 @@ class SlotPacker:
         self._next = 0
         self._sent = False
         self._off = False
+        self._reserved = False  # the next slot is taken (its semaphore acquired) by reserve()
+
+    def reserve(self, worker: int, nbytes: int) -> np.ndarray[Any, Any] | None:
+        """The first ``nbytes`` of this worker's next slot, taken now for the next :meth:`pack` (which then
+        finds a tensor decoded there in place and does not copy it); ``None`` when no slot is free, one is
+        already taken, or the slot is too small."""
+        if self._off or self._reserved or self._block is None or nbytes > self._slot_bytes:
+            return None
+        if not self.free[worker].acquire(block=False):
+            return None
+        self._reserved = True
+        base = self._next * self._slot_bytes
+        return torch.empty(0, dtype=torch.uint8).set_(self._block)[base : base + nbytes].numpy()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"exchange": self.exchange, "free": self.free, "slots": self.slots}
@@ -215,9 +229,16 @@ class SlotPacker:
     def pack(self, worker: int, batch: Any) -> Any:
         """A :class:`SlotBatch` of ``batch`` in this worker's next slot, or ``batch`` itself (torch's
         path) when it holds no tensor or no slot is free right now."""
+        _PACKER[0] = (self, worker)
+        reserved, self._reserved = self._reserved, False
         tensors = _tensors(batch)
         if self._off or not tensors or not all(_fits(t) for t in tensors):
+            if reserved:
+                self.free[worker].release()
             return batch
+        if reserved and self._block is not None:  # a block decoded into the slot (reserve) stays at its start
+            at = self._block.data_ptr() + self._next * self._slot_bytes
+            tensors.sort(key=lambda t: t.data_ptr() != at)  # stable: the others follow in batch order
         offsets: list[int] = []
         total = 0
         for tensor in tensors:
@@ -227,7 +248,7 @@ class SlotPacker:
             # "file_system" memory is a named file that outlives a crash: keep torch's own path
             self._off = True
             return batch
-        if not self.free[worker].acquire(block=False):
+        if not reserved and not self.free[worker].acquire(block=False):
             return batch
         if self._block is None or total > self._slot_bytes:
             # The first batch, or one larger than a slot: a new block, sent with this batch. The main
@@ -257,7 +278,9 @@ class SlotPacker:
         for tensor, offset in zip(tensors, offsets, strict=True):
             start = base + offset
             nbytes = tensor.nbytes
-            if nbytes and tensor.is_contiguous():
+            if nbytes and tensor.is_contiguous() and tensor.data_ptr() == raw.data_ptr() + start:
+                pass  # decoded in place (reserve)
+            elif nbytes and tensor.is_contiguous():
                 np.copyto(raw[start : start + nbytes].numpy(), _bytes(tensor))
             elif nbytes:
                 raw[start : start + nbytes].view(tensor.dtype).view(tensor.shape).copy_(tensor)
@@ -303,3 +326,18 @@ class ScratchPool:
             buffers.append(buffer)
             chosen = len(buffers) - 1
         return np.frombuffer(buffers[chosen].data[:nbytes], dtype=np.uint8)
+
+
+class SlotAlloc:
+    """A worker's ``alloc`` for column batches (``format._batch_decode``): a decoded block goes straight into
+    the next slot (:meth:`SlotPacker.reserve`), so the batch reaches its slot without a copy; else ``fallback``.
+    Only for batches that no user code sees before they are packed: the slot is overwritten once the main
+    process has copied the batch out."""
+
+    def __init__(self, fallback: Callable[[int], np.ndarray[Any, Any]]) -> None:
+        self.fallback = fallback
+
+    def __call__(self, nbytes: int) -> np.ndarray[Any, Any]:
+        packer = _PACKER[0]
+        block = None if packer is None else packer[0].reserve(packer[1], nbytes)
+        return self.fallback(nbytes) if block is None else block

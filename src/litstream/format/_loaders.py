@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._core._errors import ConfigurationError, FormatError, PickleRefusedError
-from ._batch_decode import decode_items, sample_builder
+from ._batch_decode import ColumnBatch, decode_items, sample_builder
 from ._fast_encode import fast_encoder
 from ._json_serializer import JsonLeaf
 from ._loader_hooks import PyTreeHooks, TokensHooks
@@ -323,6 +323,8 @@ class SampleDecoder:
         self._num_leaves = len(self._serializers)
         self._sizes = struct.Struct(f"<{self._num_leaves}I")
         self._build = sample_builder(self._spec)
+        flat = self._spec.type == "builtins.dict" and all(child.type is None for child in self._spec.children)
+        self._keys: tuple[Any, ...] | None = tuple(self._spec.context) if flat and self._spec.children else None
         if self._num_leaves != self._spec.num_leaves:
             raise FormatError(
                 f"config.data_format lists {self._num_leaves} leaves but data_spec describes {self._spec.num_leaves}"
@@ -362,4 +364,18 @@ class SampleDecoder:
         with NumPy (:mod:`._batch_decode`); arrays are rows of one new array per call, whose memory
         ``alloc(nbytes)`` supplies when given (a writable 1-D uint8 array).
         """
-        return decode_items(data, begins, ends, self._serializers, self._build, self.decode, alloc)
+        return decode_items(data, begins, ends, self._serializers, self._build, self.decode, alloc)  # type: ignore[no-any-return]
+
+    def decode_columns(
+        self,
+        data: Any,
+        begins: np.ndarray[Any, Any],
+        ends: np.ndarray[Any, Any],
+        alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
+    ) -> ColumnBatch | None:
+        """Like :meth:`decode_many`, as a :class:`ColumnBatch` (no sample per item), for flat ``dict``
+        samples; ``None`` for other samples or items that need the per-item decoder."""
+        if self._keys is None:
+            return None
+        out = decode_items(data, begins, ends, self._serializers, self._build, self.decode, alloc, self._keys)
+        return out if isinstance(out, ColumnBatch) else None
