@@ -10,7 +10,6 @@ on a store that answers ranged GETs in one buffer.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -66,10 +65,13 @@ def _files(root: Path) -> list[str]:
 
 
 def _dataset(url: str, options: dict[str, str], cache: Path, cache_chunks: bool | None, **kw: Any) -> StreamingDataset:
-    ds = StreamingDataset(url, storage_options=options, cache_dir=str(cache), cache_chunks=cache_chunks, **kw)
-    assert ds._cache_settings is not None
-    ds._cache_settings = dataclasses.replace(ds._cache_settings, piece_size=PIECE)  # the transfer's seam
-    return ds
+    return StreamingDataset(url, storage_options=options, cache_dir=str(cache), cache_chunks=cache_chunks, **kw)
+
+
+@pytest.fixture(autouse=True)
+def _small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks arrive in several ranged GETs (the transfer's seam: its environment variable)."""
+    monkeypatch.setenv("LITSTREAM_DOWNLOAD_PIECE_SIZE", str(PIECE))
 
 
 EXPECTED = sorted(_key(_sample(i)) for i in range(N))
@@ -180,12 +182,13 @@ def test_the_automatic_choice_caches_only_what_the_cache_can_hold(
     assert any(name.endswith(".bin") for name in _files(cache)) is cached
 
 
-def test_chunks_arrive_in_ranged_gets_in_plan_order(s3_dataset: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+def test_chunks_arrive_in_ranged_gets_in_plan_order(
+    s3_dataset: tuple[str, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, options = s3_dataset
+    monkeypatch.setenv("LITSTREAM_DOWNLOAD_CONCURRENCY", "1")
     with RequestCounter(options["endpoint_url"]) as counter:
         ds = _dataset(url, {**options, "endpoint_url": counter.url}, tmp_path / "cache", False, max_pre_download=4)
-        assert ds._cache_settings is not None
-        ds._cache_settings = dataclasses.replace(ds._cache_settings, max_concurrency=1)
         assert [s["i"] for s in ds] == list(range(N))
         assert ds._get_source().fetcher is not None
         assert counter.errors == []

@@ -124,10 +124,7 @@ def open_transfer(
     if keeps_chunks(settings, index):
         return (*_open_cache(store, index, settings), None)
     plain = store.inner if isinstance(store, HedgedStore) else store  # as _open_cache: chunks are not hedged
-    tuning = {
-        k: v for k, v in (("piece_size", settings.piece_size), ("max_concurrency", settings.max_concurrency)) if v
-    }
-    return None, None, MemoryFetcher(plain, **tuning)
+    return None, None, MemoryFetcher(plain, **download_tuning(settings))
 
 
 async def read_into_memory(
