@@ -117,7 +117,7 @@ def test_s3_dataset_trace_has_one_download_per_chunk(tmp_path: Path, s3_server: 
     trace = tmp_path / "s3.json"
     debugger.enable_tracer("debug", log_file=str(trace), flush_interval=0)
     dataset = litstream.StreamingDataset(url, storage_options=options, cache_dir=tmp_path / "cache",
-                                         max_cache_size=1)  # fmt: skip # every released chunk is deleted
+                                         max_cache_size=1, cache_chunks=True)  # fmt: skip # each released chunk deleted
     assert _run(dataset, num_workers) == ITEMS
     events = _load(debugger.merge_traces())
     _check_spans(events)

@@ -17,7 +17,8 @@ from obstore.store import MemoryStore
 from storage_backends import unique
 
 from litstream import ObjectNotFoundError, StorageError
-from litstream.storage._obstore import STREAM_BUFFER, ObstoreStore
+from litstream.storage._obstore import ObstoreStore
+from litstream.storage._obstore_stream import STREAM_BUFFER
 from litstream.storage._resolver import store_for
 from litstream.storage._transfer import Downloader
 

@@ -1,9 +1,8 @@
 """``StreamingDataset``: the torch ``IterableDataset`` facade over the async read engine.
 
-Configuration plus a portal, no reading logic of its own. Each process that iterates (the main
-process with ``num_workers=0``, else each DataLoader worker) opens one anyio blocking portal in
-``__iter__``; the engine fills a bounded stream with whole chunks and this thread pulls one chunk
-per ``portal.call`` and decodes its items here. The dataset pickles as configuration only.
+Configuration plus a portal. Each process that iterates (the main process with ``num_workers=0``, else each
+DataLoader worker) opens one portal in ``__iter__``; the engine fills a bounded stream with whole chunks and
+this thread pulls one chunk per ``portal.call`` and decodes it. The dataset pickles as configuration only.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from .._core._errors import raise_collapsed
 from ..read._decode import iter_work, work_parts
 from ..read._engine import produce_chunks, split_head
 from ..read._litdata_params import check_read_params
-from ..read._memory import adapt_reader, check_max_memory, fit_decoded_cache
+from ..read._memory import check_max_memory, fit_decoded_cache, reader_depth
 from ..read._spec import Loader, ReadSpec, SpecAttribute
 from ..read._transform import Transform, check_transforms
 from ..read.plan._pieces import ShuffleMode
@@ -58,7 +57,6 @@ if sys.version_info < (3, 11):  # pragma: no cover
 
 __all__ = ["StreamingDataset"]
 
-_REMOTE_MIN_PRE_DOWNLOAD = 4
 _HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
 
@@ -244,14 +242,10 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             self.current_epoch = current_epoch
 
     def set_shuffle(self, shuffle: ShuffleMode) -> None:
-        if shuffle != self._spec.shuffle:
-            self._shuffler = None  # made again for the new order, as LitData's
-        self._spec = self._spec.replace(shuffle=shuffle)
+        self._replace_order(shuffle=shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
-        if drop_last != self._spec.drop_last:
-            self._shuffler = None
-        self._spec = self._spec.replace(drop_last=drop_last)
+        self._replace_order(drop_last=drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
         self.batch_size = batch_size
@@ -395,25 +389,17 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         """Decode batches of ``pieces`` (``ColumnBatch`` es with ``columns``); ``members``: datasets read at once."""
         source = self._get_source()
         transform = self._apply if self.transforms else None
-        # Remote chunks: at least 4 ahead, as LitData's async prefetch floor for remote data (its
-        # LITDATA_ASYNC_MIN_PRE_DOWNLOAD); downloads then overlap across chunk boundaries.
-        ahead = self._spec.max_pre_download
-        if self._spec.cache is not None:
-            ahead = max(ahead, _REMOTE_MIN_PRE_DOWNLOAD)
-        # Under a memory limit (read/_memory.py): as deep as this reader's share allows. A worker's batches
-        # (torch's prefetch_factor, 2 unless StreamingDataLoader chose one) count against the share too.
-        batches = (self._loader_prefetch or 2) if _inside_worker() else 0
-        ahead, handover = adapt_reader(
-            source, pieces, self.max_memory, readers=detect_worker().num_workers * members, max_pre_download=ahead,
+        ahead, handover = reader_depth(  # a worker's batches count against its memory share (read/_memory.py)
+            source, pieces, self.max_memory, max_pre_download=self._spec.max_pre_download,
+            cached=self._spec.cache is not None, readers=detect_worker().num_workers * members,
             window=self.shuffle_window if self.shuffle == "window" else 0, batch_size=self.batch_size,
-            prefetch_factor=batches,
+            loader_batches=(self._loader_prefetch or 2) if _inside_worker() else 0,
         )  # fmt: skip
         send, receive = portal.call(_make_stream, handover)
         future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
         served, align = 0, max(self.batch_size, 1)
-        # In a DataLoader worker, decode arrays into shared memory: the batch then goes to the main
-        # process without the copy torch makes to share it; or, when the loader sends batches through
-        # its slots (litstream._torch._slots), into reused private memory.
+        # In a worker, decode into shared memory (no copy to share the batch), or into reused private memory
+        # when the loader sends batches through its slots (_slots.py).
         alloc = (WORKER_ALLOC[1 if columns else 0] or shared_block) if align > 1 and _inside_worker() else None
         try:
             while True:

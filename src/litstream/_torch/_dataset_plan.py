@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._core._distributed import DistributedEnv, WorkerEnv, detect_distributed, detect_worker
 from ..read._shuffler import Shuffle, make_shuffler
@@ -53,6 +53,13 @@ class PlanMixin:
     @shuffler.setter
     def shuffler(self, value: Shuffle | None) -> None:
         self._shuffler = value
+
+    def _replace_order(self, **changes: Any) -> None:
+        """Set ``shuffle`` / ``drop_last`` in the spec; a changed value drops the shuffler (made again on first
+        use, as LitData's)."""
+        if any(getattr(self._spec, name) != value for name, value in changes.items()):
+            self._shuffler = None
+        self._spec = self._spec.replace(**changes)
 
     def _ensure_shuffler(self) -> None:
         if self._shuffler is None:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from .plan._pieces import Piece
 
 __all__ = [
+    "REMOTE_MIN_PRE_DOWNLOAD",
+    "reader_depth",
     "LIMIT_FRACTION",
     "MaxMemory",
     "MemoryLimit",
@@ -222,3 +224,30 @@ def fit_decoded_cache(source: DatasetSource, setting: MaxMemory, readers: int) -
     if limit is not None:
         share = limit.budget // max(readers, 1) if limit.shared else limit.budget
         source.max_decoded_bytes = min(source.max_decoded_bytes, share // 2)
+
+
+REMOTE_MIN_PRE_DOWNLOAD = 4
+"""Chunks a cached remote reader fetches ahead at least: LitData's async prefetch floor for remote data (its
+``LITDATA_ASYNC_MIN_PRE_DOWNLOAD``), so that downloads overlap across chunk boundaries."""
+
+
+def reader_depth(
+    source: DatasetSource,
+    pieces: Sequence[Piece],
+    setting: MaxMemory,
+    *,
+    max_pre_download: int,
+    cached: bool,
+    readers: int,
+    window: int,
+    batch_size: int,
+    loader_batches: int,
+) -> tuple[int, int]:
+    """``(max_pre_download, hand-over buffer)`` of one ``StreamingDataset`` reader: at least
+    :data:`REMOTE_MIN_PRE_DOWNLOAD` ahead when ``cached`` (remote), then :func:`adapt_reader` under a memory limit
+    (``loader_batches``: the batches a DataLoader worker holds, 0 outside one; ``readers`` share the budget)."""
+    ahead = max(max_pre_download, REMOTE_MIN_PRE_DOWNLOAD) if cached else max_pre_download
+    return adapt_reader(
+        source, pieces, setting, readers=readers, max_pre_download=ahead, window=window, batch_size=batch_size,
+        prefetch_factor=loader_batches,
+    )  # fmt: skip

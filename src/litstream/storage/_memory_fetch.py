@@ -157,7 +157,8 @@ class MemoryFetcher:
 
         Args:
             name: The object's key in the store.
-            size: Its length in bytes when known (from ``index.json``); ``None`` costs one HEAD request.
+            size: Its length in bytes when known (from ``index.json``); ``None``: one whole GET (with a
+                ``progress``: a HEAD request first).
             priority: A :meth:`ticket` (``None``: a new one, after every fetch asked for so far).
             queued: Called once, as soon as every request of this fetch is queued (or this call failed).
             progress: Given the buffer, then told which bytes are in it as they land, so a reader can decode
@@ -184,6 +185,14 @@ class MemoryFetcher:
     async def _fetch(self, name: str, size: int | None, ticket: int, queued: _Once, progress: Progress | None
                      ) -> memoryview:  # fmt: skip
         gate = self._loop_gate()
+        if size is None and progress is None:  # its length unknown (a compressed chunk): one whole GET, no HEAD
+            request = gate.enqueue((ticket, 0), self._piece_size)
+            queued()
+            try:
+                await gate.wait(request)
+                return memoryview(await self._store.get(name))
+            finally:
+                gate.drop(request)
         if size is None:
             async with gate.hold((ticket, -1), 0):
                 size = (await self._store.head(name)).size

@@ -32,6 +32,7 @@ from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_
 from ._faults import explain_failure
 from ._keys import check_key
 from ._obstore_fork import build_lock, fork_error, forked_from_user, native, note_used
+from ._obstore_stream import stream_into_buffer, stream_into_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -45,9 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["ObstoreStore"]
 
 T = TypeVar("T")
-
-STREAM_BUFFER = 256 * 1024
-"""Bytes obstore gathers before :meth:`ObstoreStore.get_into_file` writes them to the file."""
 
 
 class ObstoreStore:
@@ -315,24 +313,7 @@ class ObstoreStore:
             return 0
 
         def fetch(ob: ModuleType, store: Any, key: str) -> int:
-            result = ob.get(store, key, options=options)
-            try:
-                fd = os.open(file, os.O_WRONLY | os.O_CLOEXEC)
-            except OSError as exc:
-                raise StorageError(f"cannot open {file} to write {self._url}/{key} into it: {exc}") from exc
-            offset = start
-            try:
-                for buffer in result.stream(min_chunk_size=STREAM_BUFFER):
-                    view = memoryview(buffer)
-                    while view:
-                        written = os.pwrite(fd, view, offset)
-                        view = view[written:]
-                        offset += written
-            except OSError as exc:
-                raise StorageError(f"writing {self._url}/{key} into {file} failed: {exc}") from exc
-            finally:
-                os.close(fd)
-            return offset - start
+            return stream_into_file(ob.get(store, key, options=options), file, start, f"{self._url}/{key}")
 
         return await self._call("get_range", path, fetch, path)
 
@@ -351,16 +332,7 @@ class ObstoreStore:
             return 0
 
         def fetch(ob: ModuleType, store: Any, key: str) -> int:
-            import numpy as np
-
-            target = np.frombuffer(buffer, dtype=np.uint8)  # NumPy copies without the GIL (memoryview: with it)
-            offset, room = 0, len(buffer)
-            for piece in ob.get(store, key, options=options).stream(min_chunk_size=STREAM_BUFFER):
-                size = len(piece)
-                if offset + size <= room:
-                    target[offset : offset + size] = np.frombuffer(piece, dtype=np.uint8)
-                offset += size
-            return offset
+            return stream_into_buffer(ob.get(store, key, options=options), buffer)
 
         return await self._call("get_range", path, fetch, path)
 

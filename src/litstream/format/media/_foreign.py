@@ -21,11 +21,10 @@ if TYPE_CHECKING:
 __all__ = ["LitdataWrapperSerializer", "from_litdata"]
 
 _MODULE = "litdata.types"
-_HOMES = {
-    "Text": "_media_text", "File": "_media_text", "Image": "_media_image", "Jpeg": "_media_image",
-    "JpegArray": "_media_image", "Pil": "_media_image", "Tiff": "_media_image", "Audio": "_media_audio",
-    "Video": "_media_video", "Nifti": "_media_nifti", "Mesh": "_media_mesh", "Pdf": "_media_mesh",
-    "Graph": "_media_graph", "Tensor": "_media_tensor",
+_HOMES = {  # modules of this package (format/media/)
+    "Text": "_text", "File": "_text", "Image": "_image", "Jpeg": "_image", "JpegArray": "_image", "Pil": "_image",
+    "Tiff": "_image", "Audio": "_audio", "Video": "_video", "Nifti": "_nifti", "Mesh": "_mesh", "Pdf": "_mesh",
+    "Graph": "_graph", "Tensor": "_tensor",
 }  # fmt: skip
 
 
