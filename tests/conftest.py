@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -24,6 +25,20 @@ _SERVER_FIXTURES = {
     "backend",
     "obstore_in_process",
 }
+
+
+FORKSERVER_PRELOAD = ["numpy", "torch", "litstream", "litdata"]
+"""Imported once by each pytest worker's fork server, so that its children start in milliseconds.
+
+Loaders in this suite that must not fork from the threaded pytest worker use ``forkserver`` (see
+``peer.peer_workers``, and litstream's own loader once obstore has run here). A module that fails to
+import is skipped by the fork server.
+"""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest process's fork server preloads :data:`FORKSERVER_PRELOAD`."""
+    multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

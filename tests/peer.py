@@ -13,14 +13,27 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["in_ci", "require_dev", "require_installed", "require_peer"]
+__all__ = ["in_ci", "peer_workers", "require_dev", "require_installed", "require_peer"]
+
+
+def peer_workers(num_workers: int) -> dict[str, Any]:
+    """Keyword arguments for a LitData loader with ``num_workers`` workers, started by a ``forkserver``.
+
+    LitData's loader otherwise forks its workers from the pytest worker, a threaded process (xdist's I/O
+    thread, in-process servers): such a child can abort or hang on state another thread held at the fork
+    (seen in CI: a LitData worker aborted with "terminate called without an active exception"). The
+    fork server is a fresh, single-threaded interpreter (its preloads are set in ``conftest.py``).
+    """
+    if num_workers == 0:
+        return {"num_workers": 0}
+    return {"num_workers": num_workers, "multiprocessing_context": "forkserver"}
 
 
 def in_ci() -> bool:

@@ -225,7 +225,10 @@ def test_persistent_workers_reshuffle_every_epoch_like_litdata(ints_dir: Path, m
     monkeypatch.setenv("LITDATA_POSIX_FAST", "0")
     kwargs: dict[str, Any] = {"batch_size": 4, "num_workers": 1, "persistent_workers": True}
     ours = litstream.StreamingDataLoader(StreamingDataset(ints_dir, shuffle=True, seed=SEED), **kwargs)
-    theirs = litdata.StreamingDataLoader(litdata.StreamingDataset(str(ints_dir), shuffle=True, seed=SEED), **kwargs)
+    # spawn, not fork from this threaded pytest worker; a spawned worker sees LITDATA_POSIX_FAST set above
+    theirs = litdata.StreamingDataLoader(
+        litdata.StreamingDataset(str(ints_dir), shuffle=True, seed=SEED), **kwargs, multiprocessing_context="spawn"
+    )
     epochs = []
     for _ in range(3):
         mine = [int(x) for batch in ours for x in batch["i"]]

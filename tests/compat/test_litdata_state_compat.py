@@ -15,7 +15,7 @@ import pytest
 import litstream
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset
 from litstream.read.plan._litdata_state import is_litdata_state
-from peer import require_peer
+from peer import peer_workers, require_peer
 
 litdata = require_peer("litdata")
 
@@ -45,7 +45,7 @@ def _values(loader: Any) -> list[int]:
 def _litdata_state(data: str, *, shuffle: bool, workers: int, k: int) -> tuple[dict[str, Any], list[int]]:
     """LitData's loader state after ``k`` batches, and the samples of those batches."""
     loader = litdata.StreamingDataLoader(
-        litdata.StreamingDataset(data, shuffle=shuffle), batch_size=BATCH, num_workers=workers
+        litdata.StreamingDataset(data, shuffle=shuffle), batch_size=BATCH, **peer_workers(workers)
     )
     it = iter(loader)
     seen = [int(v) for _ in range(k) for v in next(it)["x"]]
@@ -60,7 +60,7 @@ def _litdata_state(data: str, *, shuffle: bool, workers: int, k: int) -> tuple[d
 def test_litdata_state_resumes_like_litdata(ints_47: str, workers: int, shuffle: bool, k: int) -> None:
     full = _values(
         litdata.StreamingDataLoader(
-            litdata.StreamingDataset(ints_47, shuffle=shuffle), batch_size=BATCH, num_workers=workers
+            litdata.StreamingDataset(ints_47, shuffle=shuffle), batch_size=BATCH, **peer_workers(workers)
         )
     )
     state, seen = _litdata_state(ints_47, shuffle=shuffle, workers=workers, k=k)
@@ -68,7 +68,7 @@ def test_litdata_state_resumes_like_litdata(ints_47: str, workers: int, shuffle:
     assert seen == full[: len(seen)]
 
     theirs_loader = litdata.StreamingDataLoader(
-        litdata.StreamingDataset(ints_47, shuffle=shuffle), batch_size=BATCH, num_workers=workers
+        litdata.StreamingDataset(ints_47, shuffle=shuffle), batch_size=BATCH, **peer_workers(workers)
     )
     theirs_loader.load_state_dict(copy.deepcopy(state))
     theirs = _values(theirs_loader)
@@ -145,7 +145,7 @@ def test_item_shuffle_window_smaller_than_a_chunk_resumes_like_litdata(
 
     def theirs_loader() -> Any:
         ds = litdata.StreamingDataset(ints_600, shuffle=True, item_shuffle_window=window)
-        return litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers)
+        return litdata.StreamingDataLoader(ds, batch_size=BATCH, **peer_workers(workers))
 
     def ours_loader() -> StreamingDataLoader:
         ds = StreamingDataset(ints_600, shuffle=True, item_shuffle_window=window)
@@ -216,7 +216,7 @@ def test_litdata_combined_state_resumes_the_rest_of_the_epoch(
     def theirs() -> Any:
         members = [litdata.StreamingDataset(p, shuffle=True) for p in (ints_47, second_17)]
         return litdata.StreamingDataLoader(
-            litdata.CombinedStreamingDataset(members), batch_size=BATCH, num_workers=workers
+            litdata.CombinedStreamingDataset(members), batch_size=BATCH, **peer_workers(workers)
         )
 
     full = _values(theirs())
@@ -247,7 +247,7 @@ def test_litdata_parallel_state_resumes_the_rest_of_the_epoch(ints_47: str, seco
     def theirs() -> Any:
         members = [litdata.StreamingDataset(p, shuffle=True) for p in (ints_47, second_17)]
         return litdata.StreamingDataLoader(
-            litdata.ParallelStreamingDataset(members), batch_size=BATCH, num_workers=workers
+            litdata.ParallelStreamingDataset(members), batch_size=BATCH, **peer_workers(workers)
         )
 
     def pairs(loader: Any) -> list[tuple[int, int]]:

@@ -17,7 +17,7 @@ import pytest
 
 import litstream
 from litstream import ConfigurationError
-from peer import require_peer
+from peer import peer_workers, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -119,7 +119,7 @@ def _copies(tmp_path: Path, first: str, second: str) -> tuple[str, str]:
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_single_dataset_state_has_litdata_layout(ints_47: str, workers: int, shuffle: bool) -> None:
     theirs, _ = _take(litdata.StreamingDataLoader(_single(litdata, ints_47, shuffle), batch_size=BATCH,
-                                                  num_workers=workers), 5)  # fmt: skip
+                                                  **peer_workers(workers)), 5)  # fmt: skip
     ours, _ = _take(litstream.StreamingDataLoader(_single(litstream, ints_47, shuffle), batch_size=BATCH,
                                                   num_workers=workers), 5)  # fmt: skip
     _assert_litdata_layout(ours, theirs)
@@ -133,7 +133,7 @@ def test_single_dataset_state_has_litdata_layout(ints_47: str, workers: int, shu
 @pytest.mark.parametrize("workers", [0, 2])
 def test_combined_state_has_litdata_layout(ints_47: str, ints_30: str, tmp_path: Path, workers: int) -> None:
     theirs, _ = _take(litdata.StreamingDataLoader(_combined(litdata, _copies(tmp_path, ints_47, ints_30), False),
-                                                  batch_size=BATCH, num_workers=workers), 3)  # fmt: skip
+                                                  batch_size=BATCH, **peer_workers(workers)), 3)  # fmt: skip
     ours, _ = _take(litstream.StreamingDataLoader(_combined(litstream, (ints_47, ints_30), False),
                                                   batch_size=BATCH, num_workers=workers), 3)  # fmt: skip
     _assert_litdata_layout(ours, theirs)
@@ -151,7 +151,7 @@ def test_parallel_state_has_litdata_layout(
 ) -> None:
     k = 6 if length is None else 12  # cycling: past the end of the 30-item dataset on every worker
     theirs, seen_theirs = _take(litdata.StreamingDataLoader(_parallel(litdata, _copies(tmp_path, ints_47, ints_30),
-                                length), batch_size=BATCH, num_workers=workers), k)  # fmt: skip
+                                length), batch_size=BATCH, **peer_workers(workers)), k)  # fmt: skip
     ours, seen_ours = _take(litstream.StreamingDataLoader(_parallel(litstream, (ints_47, ints_30), length),
                             batch_size=BATCH, num_workers=workers), k)  # fmt: skip
     assert seen_ours == seen_theirs

@@ -27,7 +27,7 @@ import zstandard
 
 import litstream
 from clean_litdata import litdata_optimize
-from peer import require_peer
+from peer import peer_workers, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -272,7 +272,7 @@ def test_ranks_and_epochs_match_litdata(
 def test_dataloaders_with_two_workers_match_litdata(litdata_tokens: Path) -> None:
     block, batch = 8, 4
     their_loader = litdata.StreamingDataLoader(
-        _litdata_dataset(litdata_tokens, block, shuffle=True), batch_size=batch, num_workers=2
+        _litdata_dataset(litdata_tokens, block, shuffle=True), batch_size=batch, **peer_workers(2)
     )
     theirs = [b.tolist() for b in their_loader]
     del their_loader

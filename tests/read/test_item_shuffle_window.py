@@ -19,7 +19,7 @@ import pytest
 
 import litstream
 from litstream.read.plan._plan import ChunkSlice, assign_items, chunk_order, item_order
-from peer import require_peer
+from peer import peer_workers, require_peer
 
 litdata = require_peer("litdata")
 shuffle_mod = require_peer("litdata.streaming.shuffle")
@@ -130,7 +130,7 @@ def test_loaders_serve_litdatas_order_over_epochs(
     monkeypatch.setenv("WORLD_SIZE", str(world_size))
     monkeypatch.setenv("GLOBAL_RANK", str(rank))
     theirs_ds = litdata.StreamingDataset(ints_2500, shuffle=True, seed=3)
-    theirs = _epochs(litdata.StreamingDataLoader(theirs_ds, batch_size=4, num_workers=workers), 3)
+    theirs = _epochs(litdata.StreamingDataLoader(theirs_ds, batch_size=4, **peer_workers(workers)), 3)
     ours_ds = litstream.StreamingDataset(ints_2500, shuffle=True, seed=3)
     ours = _epochs(litstream.StreamingDataLoader(ours_ds, batch_size=4, num_workers=workers), 3)
     gc.collect()

@@ -10,7 +10,7 @@ import pytest
 
 import litstream
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, WorkerError
-from peer import require_peer
+from peer import peer_workers, require_peer
 
 N = 23
 
@@ -63,7 +63,7 @@ def test_same_samples_as_litdata(ints: str, tmp_path: Path) -> None:
     theirs_out = tmp_path / "theirs"
     litdata.optimize(
         fn=_batch_sum,
-        inputs=litdata.StreamingDataLoader(litdata.StreamingDataset(ints), batch_size=5, num_workers=2),
+        inputs=litdata.StreamingDataLoader(litdata.StreamingDataset(ints), batch_size=5, **peer_workers(2)),
         output_dir=str(theirs_out),
         chunk_size=2,
         num_workers=1,

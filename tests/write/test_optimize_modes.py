@@ -206,3 +206,51 @@ def test_append_refuses_chunks_that_no_index_lists(tmp_path: Path) -> None:
     with pytest.raises(OutputNotEmptyError, match=r"holds chunk-0-0\.bin, .* but no index\.json .*complete_dataset"):
         optimize(fn=square, inputs=[9], output_dir=tmp_path, chunk_size=2, num_workers=1, mode="append", verbose=False)
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def _parent_pid(i: int) -> dict[str, int]:
+    return {"i": i, "ppid": os.getppid()}
+
+
+def _optimize_under(method: str | None, out: str, as_argument: bool = False) -> tuple[int, list[int]]:
+    """In a clean process: set the program's start method (or pass it to optimize, or neither), optimize with
+    2 workers, return this process's pid and each sample's worker's parent pid."""
+    if method is not None and not as_argument:
+        multiprocessing.set_start_method(method)
+    start_method = method if as_argument else None
+    optimize(_parent_pid, list(range(6)), out, chunk_size=2, num_workers=2, verbose=False, start_method=start_method)
+    return os.getpid(), [int(s["ppid"]) for s in StreamingDataset(out)]
+
+
+@pytest.mark.parametrize(("method", "as_argument"), [(None, False), ("forkserver", False), ("forkserver", True)])
+def test_optimize_follows_the_start_method_the_program_set(
+    tmp_path: Path, method: str | None, as_argument: bool
+) -> None:
+    """``multiprocessing.set_start_method("forkserver")`` (or ``start_method="forkserver"``) is honoured: the
+    workers are children of the fork server, not of this process; without it, they are forked from this process."""
+    from clean_process import run_clean
+
+    pid, parents = run_clean(_optimize_under, method, str(tmp_path / "out"), as_argument)
+    assert len(parents) == 6
+    if method is None:
+        assert set(parents) == {pid}
+    else:
+        assert pid not in parents
+        assert len(set(parents)) == 1  # one fork server
+
+
+def _start_method_after_import() -> str | None:
+    import litstream
+    import litstream._torch
+    import litstream.write
+
+    assert litstream.StreamingDataLoader is not None
+    return multiprocessing.get_start_method(allow_none=True)
+
+
+def test_importing_litstream_leaves_the_start_method_to_the_program() -> None:
+    """``import litstream`` must not fix multiprocessing's default context, or the program's own
+    ``multiprocessing.set_start_method("spawn")`` fails with "context has already been set"."""
+    from clean_process import run_clean
+
+    assert run_clean(_start_method_after_import) is None

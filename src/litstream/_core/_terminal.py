@@ -23,5 +23,12 @@ def _stdin_fd() -> int | None:
         return None
 
 
+def _prompt_lock() -> Any:
+    # From a named context: ``multiprocessing.Lock()`` would fix the program's default start method at
+    # import, and a later ``multiprocessing.set_start_method(...)`` would fail with "context has already been set".
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else methods[0]).Lock()
+
+
 STDIN_FD = _stdin_fd()
-PROMPT_LOCK: Any = multiprocessing.Lock()
+PROMPT_LOCK: Any = _prompt_lock()

@@ -230,12 +230,17 @@ def check_start_method(start_method: str | None) -> None:
 
 
 def pick_start_method(start_method: str | None) -> str:
-    """``start_method``, else ``fork`` where safe (POSIX, and this process has not used obstore), else ``spawn``.
+    """The start method for optimize's worker processes.
 
+    ``start_method`` when given; else the one this program chose with ``multiprocessing.set_start_method``;
+    else ``fork`` where safe (POSIX, and this process has not used obstore); else ``spawn``.
     Call it right before starting workers: preparing a remote output uses obstore in this process.
     """
     if start_method is not None:
         return start_method
+    chosen = multiprocessing.get_start_method(allow_none=True)
+    if chosen is not None:
+        return chosen
     from ..storage._store import obstore_used
 
     if "fork" in multiprocessing.get_all_start_methods() and not obstore_used():

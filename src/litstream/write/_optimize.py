@@ -153,8 +153,9 @@ def optimize(
         item_loader: ``PyTreeLoader()`` (default), or ``TokensLoader()`` when every sample is one
             1-D token array (then ``chunk_size`` counts tokens; see :class:`~litstream.TokensLoader`).
         serializers: Extra serializers by registry key, tried before the built-ins.
-        start_method: Multiprocessing start method. Default: ``"fork"`` where available and safe
-            (this process has not used obstore, whose threads a fork would not copy), else ``"spawn"``.
+        start_method: Multiprocessing start method. Default: the one the program set with
+            ``multiprocessing.set_start_method``, else ``"fork"`` where available and safe (this process
+            has not used obstore, whose threads a fork would not copy), else ``"spawn"``.
         executor: Any ``concurrent.futures.Executor`` (a Dask ``Client.get_executor()``, Ray's, a
             ``ProcessPoolExecutor``) to run the per-worker jobs on instead of our processes; each job
             writes straight to ``output_dir``, which its workers must reach.

@@ -76,14 +76,28 @@ class Job(Protocol):
 
 
 def _die_with_parent(parent_pid: int) -> None:
+    """Ends this worker when the optimize process ``parent_pid`` dies (Linux: at once, by signal).
+
+    A forkserver's child has the fork server as its OS parent, which exits when ``parent_pid`` does.
+    """
     if sys.platform.startswith("linux"):
         import ctypes
 
         with contextlib.suppress(Exception):
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent_pid:  # the parent died before the line above
+    if os.getppid() != parent_pid and not _alive(parent_pid):  # it died before the line above
         os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _pickle_exception(exc: BaseException) -> bytes | None:
