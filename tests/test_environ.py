@@ -145,7 +145,7 @@ def test_litdata_item_shuffle_window_orders_items_as_litdata(
 
 
 def test_a_bad_litdata_item_shuffle_window_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from litstream._litdata_params import item_shuffle_window_value
+    from litstream.read._params import item_shuffle_window_value
 
     monkeypatch.setenv("LITDATA_ITEM_SHUFFLE_WINDOW", "lots")
     with pytest.raises(litstream.ConfigurationError, match="LITDATA_ITEM_SHUFFLE_WINDOW='lots' is not understood"):

@@ -22,7 +22,7 @@ from ._dataset_plan import PlanMixin
 from ._dataset_resume import ResumeMixin
 from ._distributed import DistributedEnv, detect_distributed, detect_worker
 from ._errors import raise_collapsed
-from ._litdata_params import check_read_params
+from .read._params import check_read_params
 from .read._cache_dirs import check_cache_size
 from .read._core import ShuffleMode, produce_chunks
 from .read._decode import iter_work

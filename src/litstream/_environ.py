@@ -57,7 +57,7 @@ class Environ:
     litstream_cache_dir: str | None = None
     litdata_cache_dir: str | None = None
     xdg_cache_home: str | None = None
-    # LitData's in-chunk shuffle block size (``_litdata_params.py``)
+    # LitData's in-chunk shuffle block size (``read/_params.py``)
     litdata_item_shuffle_window: str | None = None
     # pickled leaves (``read/_trust.py``)
     litstream_allow_pickle: str | None = None

@@ -5,7 +5,7 @@ or written, and litstream honours them with LitData's meaning (through ``_enviro
 
 * ``LITDATA_CACHE_DIR``: the chunk cache root (``read._cache_dirs``).
 * ``LITDATA_ITEM_SHUFFLE_WINDOW``: the in-chunk shuffle block size when ``item_shuffle_window`` is left
-  at ``None`` / ``"auto"`` (``_litdata_params.item_shuffle_window_value``).
+  at ``None`` / ``"auto"`` (``read._params.item_shuffle_window_value``).
 
 Every other one tunes LitData's speed, logging or housekeeping. litstream does not read its value;
 when one is set, :func:`warn_ignored` warns once per process and variable, naming what to use instead

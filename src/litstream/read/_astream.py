@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._errors import ConfigurationError
-from .._litdata_params import check_read_params, item_shuffle_window_value
+from ._params import check_read_params, item_shuffle_window_value
 from ..format._encrypted import check_reader_encryption
 from ._args import check_read_args, check_read_loader
 from ._session import StreamPosition

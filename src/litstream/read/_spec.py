@@ -21,8 +21,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .._litdata_params import check_read_params, item_shuffle_window_value
-from .._local_remote import check_local_dataset, local_remote_source
+from ._params import check_read_params, item_shuffle_window_value
+from ._local_remote import check_local_dataset, local_remote_source
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._parquet import ParquetLoader

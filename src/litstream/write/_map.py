@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
-from .._litdata_params import check_write_params
+from ._params import check_write_params
 from .._sync import run_sync
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._feed import InputSource, QueueInputs, SequenceInputs, run_ahead

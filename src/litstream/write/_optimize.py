@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError, OutputLockedError
-from .._litdata_params import check_write_params
+from ._params import check_write_params
 from .._sync import run_sync
 from ..format._arrow import pyarrow_module
 from ..format._arrow_write import check_chunk_format

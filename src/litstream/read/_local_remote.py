@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from ._errors import DatasetNotFoundError
-from .format._index import INDEX_FILENAME, is_partial_index_name
-from .storage._resolver import Dir, resolve_dir
+from .._errors import DatasetNotFoundError
+from ..format._index import INDEX_FILENAME, is_partial_index_name
+from ..storage._resolver import Dir, resolve_dir
 
 __all__ = ["check_local_dataset", "local_remote_source"]
 
