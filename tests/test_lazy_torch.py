@@ -26,8 +26,6 @@ TORCH_MODULES = frozenset(
         "litstream._composite_dataset",
         "litstream._dataloader",
         "litstream._dataset",
-        "litstream._dataset_io",
-        "litstream._dataset_resume",
         "litstream._parallel_dataset",
         "litstream._slots",
         "litstream._split",

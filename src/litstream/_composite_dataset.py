@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from .read._astream_compose import ComposedSampleStream
     from .read._compose import Composer, Run
     from .read._core import ShuffleMode
+    from .read._face import Member
+    from .read._memory import MemoryLimit
 
 __all__ = ["CompositeDataset", "Position"]
 
@@ -69,7 +71,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
                 raise ConfigurationError(
                     f"datasets[{i}] is a {type(d).__name__}; every dataset must be a StreamingDataset"
                 )
-            if d._selection is not None or d.subsample != 1.0:
+            if d._spec.selection is not None or d.subsample != 1.0:
                 raise ConfigurationError(
                     f"datasets[{i}] serves a selection (subsample, subset or train_test_split part); "
                     f"{type(self).__name__} mixes whole datasets only in this version: write the part out "
@@ -80,10 +82,10 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         override = check_allow_pickle(allow_pickle)
         if override is not None:
             for d in datasets:  # one switch for every member (docs/security.md)
-                if d._pickle_choice() != override:
+                if d._spec.pickle_choice != override:
                     d._spec = d._spec.replace(allow_pickle=override, pickle_from_marker=False)
                     d._source = None
-        self._datasets = list(datasets)
+        self._datasets: list[Member] = list(datasets)
         self._force_override_state_dict = force_override_state_dict
         self.current_epoch = 1
         self.batch_size = 1
@@ -95,7 +97,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
     @property
     def datasets(self) -> list[StreamingDataset]:
         """The wrapped datasets, in order."""
-        return list(self._datasets)
+        return list(self._datasets)  # type: ignore[arg-type]  # every member is a StreamingDataset
 
     # -- configuration, pushed into every member (LitData's setters) ------------------------------
     def set_epoch(self, current_epoch: int) -> None:
@@ -122,6 +124,13 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         self.num_workers = num_workers or 1
         for d in self._datasets:
             d.set_num_workers(num_workers)
+
+    def _set_loader_prefetch(self, prefetch_factor: int) -> None:
+        for d in self._datasets:
+            d._set_loader_prefetch(prefetch_factor)
+
+    def _fit_loader_prefetch(self, limit: MemoryLimit, num_workers: int) -> int | None:
+        return None  # the members' workers plan with torch's prefetch_factor
 
     def _pin_distributed(self) -> None:
         for d in self._datasets:

@@ -16,9 +16,9 @@ from .read._session_compose import composite_checkpoint
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ._dataset import StreamingDataset
     from ._distributed import DistributedEnv
     from .read._compose import Composer
+    from .read._face import Member
 
 __all__ = ["CompositeResumeMixin"]
 
@@ -27,7 +27,7 @@ class CompositeResumeMixin:
     """``state_dict`` / ``load_state_dict`` and resume plans of a ``CompositeDataset``."""
 
     _kind: str
-    _datasets: list[StreamingDataset]
+    _datasets: list[Member]
     _force_override_state_dict: bool
     current_epoch: int
     num_workers: int

@@ -41,9 +41,8 @@ from ._media_collate import litdata_collate
 from ._slots import SlotBatch, SlotExchange, SlotPacker
 from ._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from .read._litdata_state import from_litdata_combined, is_litdata_composite_state
-from .read._memory import budget_for, memory_limit
+from .read._memory import memory_limit
 from .storage import _store
-from .storage._files import local_path
 
 if TYPE_CHECKING:
     import os
@@ -262,27 +261,16 @@ class StreamingDataLoader(DataLoader[Any]):
         """Under a memory limit, the ``prefetch_factor`` whose batches fit the workers' share with their chunks
         (``read._memory``), unless one was given; ConfigurationError if even one batch ahead does not fit.
         The workers' datasets are told the factor, so that they count the batches it keeps."""
-        members = dataset.datasets if isinstance(dataset, CompositeDataset) else [dataset]
-        for member in members:
-            member._loader_prefetch = self.prefetch_factor or 0
+        dataset._set_loader_prefetch(self.prefetch_factor or 0)
         if self.num_workers == 0 or not self._auto_prefetch or not isinstance(dataset, StreamingDataset):
             return
         limit = memory_limit(dataset.max_memory)
         if limit is None:
             return
-        if dataset._source is None and (
-            dataset._cache_settings is not None or local_path(dataset._spec.store, "") is None
-        ):
-            # Opening a remote index here would use its client in this process before the workers fork:
-            # the workers then plan with torch's prefetch_factor (and raise if even that does not fit).
-            return
-        ahead = dataset.max_pre_download if dataset._cache_settings is None else max(dataset.max_pre_download, 4)
-        budget = budget_for(
-            dataset._get_source(), [], limit, readers=self.num_workers, max_pre_download=ahead,
-            window=dataset.shuffle_window if dataset.shuffle == "window" else 0, batch_size=dataset.batch_size,
-            prefetch_factor=2, fixed_prefetch=False,
-        )  # fmt: skip
-        self.prefetch_factor = dataset._loader_prefetch = budget.prefetch_factor
+        fitted = dataset._fit_loader_prefetch(limit, self.num_workers)
+        if fitted is not None:  # None: the workers plan with torch's prefetch_factor (and raise if it does not fit)
+            self.prefetch_factor = fitted
+            dataset._set_loader_prefetch(fitted)
 
     def _slot_exchange(self) -> SlotExchange | None:
         """The slots of this iteration's workers (``litstream._slots``), or ``None`` (torch's own path).

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .format._encryption import Encryption
     from .format._serializers import Serializer
     from .read._source import DatasetSource
-    from .read._source_cache import CacheSettings
+    from .read._spec import ReadSpec
     from .storage._resolver import Dir
     from .write._writer import ChunkWriter, EncodedSample
 
@@ -269,8 +269,8 @@ def _default_level(compression: str | None, item_loader: Any) -> str | None:
     return "batch"
 
 
-def dataset_cache(dataset: StreamingDataset, source: DatasetSource, settings: CacheSettings | None) -> Cache:
-    """A :class:`Cache` over the local directory ``dataset`` reads from, for LitData's ``ds.cache``.
+def dataset_cache(spec: ReadSpec, source: DatasetSource) -> Cache:
+    """A :class:`Cache` over the local directory a dataset of ``spec`` reads from, for LitData's ``ds.cache``.
 
     The directory is the dataset itself when it is local, else its folder in the chunk cache
     (``<cache root>/<md5 of the URL>/<updated_at>``, LitData's layout), read through from the URL.
@@ -279,17 +279,16 @@ def dataset_cache(dataset: StreamingDataset, source: DatasetSource, settings: Ca
     from .storage._resolver import Dir
 
     if source.cache is not None:
-        directory = Dir(path=str(source.cache.directory), url=dataset.input_dir.url)
+        directory = Dir(path=str(source.cache.directory), url=spec.input_dir.url)
     else:
-        root = local_path(dataset._spec.store, "")
-        directory = Dir(path=str(root) if root is not None else dataset.input_dir.path)
+        root = local_path(spec.store, "")
+        directory = Dir(path=str(root) if root is not None else spec.input_dir.path)
     return Cache(
         directory,
-        encryption=dataset.encryption,
-        item_loader=dataset.item_loader,
-        serializers=dict(dataset.serializers) if dataset.serializers else None,
-        max_cache_size=None if settings is None else settings.max_cache_size,
-        storage_options=getattr(dataset, "storage_options", None),
+        encryption=spec.encryption,
+        item_loader=spec.item_loader,
+        serializers=dict(spec.serializers) if spec.serializers else None,
+        max_cache_size=None if spec.cache is None else spec.cache.max_cache_size,
     )
 
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._dataset_io import WORKER_ALLOC
 from ._errors import ConfigurationError
 from ._trace import TRACER
+from .read._pump import WORKER_ALLOC
 
 if TYPE_CHECKING:
     from collections.abc import Callable

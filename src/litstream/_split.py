@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ._dataset import StreamingDataset
 from ._errors import ConfigurationError
+from .read._dataset_state import restricted
 from .read._subset import Selection, check_splits, split_selection
 
 if TYPE_CHECKING:
@@ -55,4 +56,4 @@ def train_test_split(
         raise ConfigurationError(f"shuffle must be True or False, got {shuffle!r}")
     base = streaming_dataset._selected() or Selection.full(streaming_dataset._get_source().chunk_sizes)
     parts = split_selection(base, fractions, seed=seed, shuffle=shuffle)
-    return [streaming_dataset._restricted_to(part) for part in parts]
+    return [restricted(streaming_dataset, part) for part in parts]

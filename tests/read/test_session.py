@@ -9,10 +9,10 @@ import anyio
 import pytest
 
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
-from litstream._dataset_io import _open_now
 from litstream.read._checkpoint import CompositeCheckpoint, CycleCarry, DatasetCheckpoint
 from litstream.read._core import ReadPlanArgs, plan_pieces
 from litstream.read._decode import iter_work
+from litstream.read._pump import open_now as _open_now
 from litstream.read._resume import Level, Topology
 from litstream.read._session import open_session, resume_plan, split_head
 from litstream.storage._local import LocalFileStore

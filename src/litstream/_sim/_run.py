@@ -76,9 +76,9 @@ class _Cluster:
         self.drop_last = self.world_size > 1 if drop_last is None else drop_last  # StreamingDataset's default
         self.ahead = config.read.max_pre_download
         if dataset.remote:  # as StreamingDataset: remote chunks at least 4 ahead
-            from .._dataset import _REMOTE_MIN_PRE_DOWNLOAD
+            from ..read._pump import REMOTE_MIN_PRE_DOWNLOAD
 
-            self.ahead = max(self.ahead, _REMOTE_MIN_PRE_DOWNLOAD)
+            self.ahead = max(self.ahead, REMOTE_MIN_PRE_DOWNLOAD)
         block = config.read.block_size
         self.item_loader = TokensLoader(block_size=block) if block is not None else None
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError
-from ._params import check_read_params, item_shuffle_window_value
 from ..format._encrypted import check_reader_encryption
 from ._args import check_read_args, check_read_loader
+from ._face import Member
+from ._params import check_read_params, item_shuffle_window_value
 from ._session import StreamPosition
 from ._spec import ReadSpec
 from ._subset import Selection, check_subsample, subsample_selection
@@ -28,18 +29,11 @@ if TYPE_CHECKING:
     from ._core import ShuffleMode
     from ._sample_stream import SampleStream
 
-__all__ = ["HasReadSpec", "astream"]
-
-
-@runtime_checkable
-class HasReadSpec(Protocol):
-    """A dataset facade ``astream`` accepts as input (``StreamingDataset``): the spec of what it serves."""
-
-    def _read_spec(self) -> ReadSpec: ...
+__all__ = ["astream"]
 
 
 def astream(
-    input_dir: str | os.PathLike[str] | Dir | Store | HasReadSpec,
+    input_dir: str | os.PathLike[str] | Dir | Store | Member,
     *,
     shuffle: ShuffleMode = False,
     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
@@ -148,7 +142,7 @@ def astream(
     check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
     extra = check_transforms(transform)
     fraction = check_subsample(subsample)
-    if isinstance(input_dir, HasReadSpec):
+    if isinstance(input_dir, Member):  # a StreamingDataset (read/_face.py)
         if cache_dir is not None or max_cache_size is not None or hedge_delay is not None:
             raise ConfigurationError(
                 "cache_dir, max_cache_size and hedge_delay are the StreamingDataset's own when astream() reads "

@@ -21,8 +21,6 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from ._params import check_read_params, item_shuffle_window_value
-from ._local_remote import check_local_dataset, local_remote_source
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._parquet import ParquetLoader
@@ -34,6 +32,8 @@ from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from ._cache_dirs import default_cache_root, parse_cache_size
 from ._compose import MemberSpec
 from ._core import ReadPlanArgs, ShuffleMode
+from ._local_remote import check_local_dataset, local_remote_source
+from ._params import check_read_params, item_shuffle_window_value
 from ._source import DatasetSource
 from ._source_cache import CacheSettings
 from ._subset import Selection, check_subsample, resolve_selection

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
-from ._params import check_write_params
 from .._sync import run_sync
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
 from ._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
 from ._inputs import Picked
+from ._params import check_write_params
 from ._readers import with_reader
 from ._runner import run_jobs
 from ._sequence_feed import FedBatches, FedInputs

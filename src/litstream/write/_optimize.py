@@ -18,7 +18,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, FormatError, ObjectNotFoundError, OutputLockedError
-from ._params import check_write_params
 from .._sync import run_sync
 from ..format._arrow import pyarrow_module
 from ..format._arrow_write import check_chunk_format
@@ -43,6 +42,7 @@ from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._nodes import finish_node, merge_nodes, sweep_orphans
 from ._optimize_jobs import build_jobs
 from ._output import Prepared, prepare_output
+from ._params import check_write_params
 from ._readers import with_reader
 from ._runner import run_jobs
 from ._summary import summarize

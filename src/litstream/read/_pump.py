@@ -1,0 +1,198 @@
+"""What a sync facade's pump needs from the engine: a local dataset opened without an event loop, the calls
+it makes on its portal (one chunk per call), and how deep a reader of a spec prefetches."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import sniffio
+
+from .._errors import raise_collapsed
+from ..format._index import INDEX_FILENAME
+from ..storage._files import local_path
+from ._core import ChunkWork, produce_chunks
+from ._decode import iter_work
+from ._memory import adapt_reader, budget_for
+from ._source import DatasetSource
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator, Mapping, Sequence
+
+    from anyio.from_thread import BlockingPortal
+
+    from ..format._serializers import Serializer
+    from ..storage._base import Store
+    from ._core import Piece
+    from ._memory import MemoryLimit
+    from ._spec import ReadSpec
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = [
+    "REMOTE_MIN_PRE_DOWNLOAD",
+    "WORKER_ALLOC",
+    "close",
+    "get_item_at",
+    "loader_prefetch",
+    "make_stream",
+    "open_now",
+    "open_spec_now",
+    "opens_remote",
+    "reader_depth",
+    "receive",
+    "serve",
+]
+
+REMOTE_MIN_PRE_DOWNLOAD = 4
+"""Remote chunks fetched ahead at least (LitData's ``LITDATA_ASYNC_MIN_PRE_DOWNLOAD`` floor for remote data)."""
+
+# Set in a DataLoader worker whose batches go through litstream._slots (by the loader's worker_init_fn):
+# arrays are then decoded into reused private memory (a _slots.ScratchPool), since the slots, not
+# fresh shared memory, carry them to the main process.
+WORKER_ALLOC: list[Callable[[int], Any] | None] = [None]
+
+
+async def get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
+    return await source.read_sample(chunk, item)
+
+
+def open_now(
+    store: Store,
+    serializers: Mapping[str, Serializer] | None,
+    item_loader: Any,
+    allow_pickle: bool | None = True,
+    encryption: Any = None,
+) -> DatasetSource | None:
+    """``DatasetSource.open`` of a dataset in local files (``storage/_files.py``) run to completion in this
+    thread, without an event loop: with ``index.json`` present it awaits nothing. ``None`` when it would
+    need a loop (a store without local files, no index.json, or a step that awaits), so the caller opens
+    it on the portal instead."""
+    index = local_path(store, INDEX_FILENAME)
+    if index is None or not index.is_file():
+        return None
+    coroutine = DatasetSource.open(
+        store, serializers, None, item_loader, allow_pickle=allow_pickle, encryption=encryption
+    )
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        source: DatasetSource = done.value
+        return source
+    except sniffio.AsyncLibraryNotFoundError:  # a step needed an event loop: open on the portal instead
+        return None
+    coroutine.close()  # it suspended on something only a loop can resume
+    return None
+
+
+def open_spec_now(spec: ReadSpec) -> DatasetSource | None:
+    """:func:`open_now` of ``spec`` when it reads local files in place with their own index, else ``None``."""
+    if spec.cache is not None or spec.index_path is not None:
+        return None
+    return open_now(spec.store, spec.serializers, spec.item_loader, spec.pickle_choice, spec.encryption)
+
+
+def make_stream(buffer: int = 1) -> Any:
+    return anyio.create_memory_object_stream[ChunkWork](buffer)
+
+
+async def receive(stream: Any) -> ChunkWork | None:
+    try:
+        work: ChunkWork = await stream.receive()
+        return work
+    except anyio.EndOfStream:
+        return None
+
+
+async def close(stream: Any) -> None:
+    stream.close()
+
+
+def _ahead(spec: ReadSpec) -> int:
+    """Chunks a reader of ``spec`` fetches ahead: remote ones at least 4, so downloads overlap chunk boundaries."""
+    return spec.max_pre_download if spec.cache is None else max(spec.max_pre_download, REMOTE_MIN_PRE_DOWNLOAD)
+
+
+def reader_depth(
+    spec: ReadSpec,
+    source: DatasetSource,
+    pieces: Sequence[Piece],
+    max_memory: int | str | bool | None,
+    *,
+    readers: int,
+    batch_size: int,
+    prefetch_factor: int,
+) -> tuple[int, int]:
+    """``(chunks fetched ahead, chunks handed over)`` of one reader of ``pieces``: ``spec``'s depth, lowered
+    under a memory limit to this reader's share (``read/_memory.py``)."""
+    return adapt_reader(
+        source, pieces, max_memory, readers=readers, max_pre_download=_ahead(spec),
+        window=spec.shuffle_window if spec.shuffle == "window" else 0, batch_size=batch_size,
+        prefetch_factor=prefetch_factor,
+    )  # fmt: skip
+
+
+def opens_remote(spec: ReadSpec) -> bool:
+    """Whether opening ``spec``'s dataset uses a remote client (which a process about to fork should not)."""
+    return spec.cache is not None or local_path(spec.store, "") is None
+
+
+def loader_prefetch(
+    spec: ReadSpec, source: DatasetSource | None, limit: MemoryLimit, readers: int, batch_size: int
+) -> int | None:
+    """The loader's ``prefetch_factor`` whose batches fit the memory ``limit`` with ``readers`` readers of ``spec``
+    (``None`` without an opened ``source``: the workers then plan with torch's).
+
+    Raises:
+        ConfigurationError: not even one batch ahead fits.
+    """
+    if source is None:
+        return None
+    budget = budget_for(
+        source, [], limit, readers=readers, max_pre_download=_ahead(spec),
+        window=spec.shuffle_window if spec.shuffle == "window" else 0, batch_size=batch_size,
+        prefetch_factor=2, fixed_prefetch=False,
+    )  # fmt: skip
+    return budget.prefetch_factor
+
+
+def serve(
+    portal: BlockingPortal,
+    spec: ReadSpec,
+    source: DatasetSource,
+    pieces: Sequence[Piece],
+    transform: Callable[[Any], Any] | None,
+    *,
+    max_memory: int | str | bool | None,
+    readers: int,
+    batch_size: int,
+    prefetch_factor: int,
+    alloc: Callable[[int], Any] | None,
+) -> Generator[Any, None, None]:
+    """The samples of ``pieces``: the engine fetches whole chunks on ``portal``'s loop, one ``portal.call`` hands
+    each over, and its items are decoded on the calling thread (``alloc``: where arrays are decoded)."""
+    ahead, handover = reader_depth(
+        spec, source, pieces, max_memory, readers=readers, batch_size=batch_size, prefetch_factor=prefetch_factor
+    )
+    send, received = portal.call(make_stream, handover)
+    future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
+    served, align = 0, max(batch_size, 1)
+    try:
+        while True:
+            work = portal.call(receive, received)
+            if work is None:
+                break
+            yield from iter_work(source, work, transform, served, align, alloc)
+            served += len(work.items)
+            del work  # the chunk is not held while the next one is handed over (read/_memory.py counts so)
+        try:
+            future.result()
+        except BaseExceptionGroup as group:
+            raise_collapsed(group)
+    finally:
+        if not sys.is_finalizing():  # at interpreter exit the loop thread may be gone
+            if not future.done():
+                future.cancel()
+            portal.call(close, received)
