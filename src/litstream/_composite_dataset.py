@@ -83,8 +83,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         if override is not None:
             for d in datasets:  # one switch for every member (docs/security.md)
                 if d._spec.pickle_choice != override:
-                    d._spec = d._spec.replace(allow_pickle=override, pickle_from_marker=False)
-                    d._source = None
+                    d._replace_spec(allow_pickle=override, pickle_from_marker=False)
         self._datasets: list[Member] = list(datasets)
         self._force_override_state_dict = force_override_state_dict
         self.current_epoch = 1

@@ -118,6 +118,8 @@ class StreamingDataset(IterableDataset[Any]):
         EncryptionError: on first use, when ``encryption`` is missing or wrong (a ``FormatError``).
     """
 
+    _kind = "dataset"
+
     def __init__(
         self,
         input_dir: str | os.PathLike[str] | Dir | Store,
@@ -188,6 +190,9 @@ class StreamingDataset(IterableDataset[Any]):
         """Set the 1-based epoch that drives the shuffle order (ignored while a resume is pending)."""
         if self._resume_state is None:
             self.current_epoch = current_epoch
+
+    def _replace_spec(self, **changes: Any) -> None:
+        self._spec, self._source = self._spec.replace(**changes), None
 
     def set_shuffle(self, shuffle: ShuffleMode) -> None:
         self._spec = self._spec.replace(shuffle=shuffle)
@@ -260,12 +265,9 @@ class StreamingDataset(IterableDataset[Any]):
         )
 
     def get_by_key(self, key: str | int) -> Any:
-        """The sample whose ``key_fn`` value is ``key`` (``ds["id"]`` for ``str`` keys; ``ds[5]`` stays position 5).
-
-        The first lookup in a process loads the key shard (``keys/shard-*.parquet``), then each reads only its
-        sample; transforms apply as for ``ds[i]``. Raises ``KeyNotFoundError`` (a ``KeyError`` naming the key)
-        when the key is not in the dataset, this subset/split, or there is no ``keys/`` sidecar, and
-        ``ConfigurationError`` when ``key`` is neither str nor int.
+        """The sample whose ``key_fn`` value is ``key`` (``ds["id"]`` for ``str`` keys; ``ds[5]`` stays position 5),
+        transformed as ``ds[i]``. ``KeyNotFoundError`` (a ``KeyError``) when the key is not in the dataset, this
+        subset/split, or there is no ``keys/`` sidecar; ``ConfigurationError`` when ``key`` is neither str nor int.
         """
         return self.get_by_keys([key])[0]
 
@@ -337,8 +339,7 @@ class StreamingDataset(IterableDataset[Any]):
     # -- selection and checkpoints (read/_dataset_state.py) ---------------------------------------------
     @property
     def cache(self) -> Cache:
-        """LitData's ``ds.cache``: a :class:`~litstream.Cache` over the local directory this dataset reads
-        (``ds.cache.cache_dir``). Opens the index."""
+        """LitData's ``ds.cache``: a :class:`~litstream.Cache` over the local directory this dataset reads."""
         from ._litdata_cache import dataset_cache
 
         return dataset_cache(self._spec, self._get_source())
@@ -415,5 +416,4 @@ class StreamingDataset(IterableDataset[Any]):
         return pump.loader_prefetch(self._spec, source, limit, num_workers, self.batch_size)
 
     def _clear_resume(self) -> None:
-        self._resume_state = None
-        self._resume = None
+        self._resume_state = self._resume = None

@@ -50,6 +50,7 @@ class Face(Protocol):
     """What ``StreamingDataLoader`` calls on its dataset besides LitData's public methods."""
 
     current_epoch: int
+    _kind: str  # "dataset", "combined" or "parallel": the kind a checkpoint records
 
     def set_epoch(self, current_epoch: int) -> None: ...
     def set_shuffle(self, shuffle: ShuffleMode) -> None: ...
@@ -111,6 +112,9 @@ class Member(Face, Protocol):
 
     def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1) -> Generator[Any, None, None]:
         """The samples of ``pieces``, fetched on ``portal``'s loop (``members``: readers sharing the memory)."""
+
+    def _replace_spec(self, **changes: Any) -> None:
+        """Replace the spec's ``changes`` (checked); the dataset is opened again in this process."""
 
     def _apply(self, sample: Any) -> Any:
         """``sample`` after this dataset's transforms."""
