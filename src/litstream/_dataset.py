@@ -227,8 +227,8 @@ class StreamingDataset(IterableDataset[Any]):
         return self._source
 
     def _read_spec(self) -> ReadSpec:
-        """The spec with this dataset's transforms (a subclass's ``transform`` too) and selection."""
-        return dataclasses.replace(self._spec, transforms=tuple(self.transforms), selection=self._selected())
+        """The spec with this dataset's transforms (a subclass's too); an unresolved subsample stays lazy."""
+        return dataclasses.replace(self._spec, transforms=tuple(self.transforms))
 
     def _selected(self) -> Selection | None:
         return engine.selected(self)

@@ -58,7 +58,7 @@ def selected(face: Member) -> Selection | None:
 def restricted(face: M, selection: Selection) -> M:
     """A copy of ``face`` serving ``selection`` only, at epoch 1 with no pending checkpoint."""
     new = copy.copy(face)
-    new._spec = dataclasses.replace(face._spec, transforms=tuple(face._read_spec().transforms), selection=selection)
+    new._spec = dataclasses.replace(face._read_spec(), selection=selection)
     new.current_epoch = 1
     new._resume_state = None
     new._resume = None
