@@ -3,7 +3,7 @@
 Walks the modules of the reading faces (``StreamingDataset``, the Combined / Parallel wrappers and their
 checkpoints, ``StreamingDataLoader``, ``train_test_split``, LitData's ``Cache``, ``astream``) and the engine
 that drives a dataset through the protocol, and collects every private name read on an object other than
-``self``/``cls`` (``other._name``): each must be declared by ``Face`` or ``Member``.
+``self``/``cls`` (``other._name``): each must be declared by ``Face``, ``Member`` or ``Composite``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 import litstream
-from litstream.read._face import Face, Member
+from litstream.read._face import Composite, Face, Member
 
 PACKAGE = Path(litstream.__file__).parent
 FACE_MODULES = (
     "_dataset.py",
     "_composite_dataset.py",
-    "_composite_resume.py",
+    "read/_composite_state.py",
     "_combined_dataset.py",
     "_parallel_dataset.py",
     "_dataloader.py",
@@ -35,7 +35,7 @@ OTHER_VALUES = frozenset({"_shutdown_workers"})
 
 def _declared() -> set[str]:
     names: set[str] = set()
-    for protocol in (Face, Member):
+    for protocol in (Face, Member, Composite):
         names |= {n for n in vars(protocol) if n.startswith("_") and not n.startswith("__")}
         names |= set(getattr(protocol, "__annotations__", {}))
     return names

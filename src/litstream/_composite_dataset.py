@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from torch.utils.data import IterableDataset
 
 from . import _portal
-from ._composite_resume import CompositeResumeMixin
 from ._dataset import StreamingDataset
 from ._distributed import DistributedEnv, detect_worker
 from ._errors import ConfigurationError
+from .read import _composite_state as engine
 from .read._args import check_reader_args
 from .read._checkpoint import CompositeCheckpoint, CycleCarry
 from .read._compose import MemberSpec, level_streams
@@ -55,7 +55,7 @@ class Position(NamedTuple):
     carry: tuple[int, ...] | None
 
 
-class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
+class CompositeDataset(IterableDataset[Any]):
     """Base of the Combined / Parallel wrappers (not public). Subclasses define ``_kind``,
     ``_config()``, ``_composer()`` and ``_emit()``."""
 
@@ -232,6 +232,53 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
             levels=levels,
         )
 
+    # -- checkpoints (read/_composite_state.py) ------------------------------------------------------------
+    def state_dict(
+        self,
+        num_samples_yielded: int,
+        num_workers: int,
+        batch_size: int,
+        *,
+        current_epoch: int | None = None,
+        worker_samples_yielded: Sequence[int] | None = None,
+        resume_levels: Sequence[Level] = (),
+    ) -> dict[str, Any]:
+        """Checkpoint of this rank's position in the current epoch (``StreamingDataLoader`` fills the arguments,
+        as for ``StreamingDataset.state_dict``; the counts are of composite samples).
+
+        Returns:
+            ``{"0": <state of dataset 0>, "1": ..., "composite": {...}}`` (plain values, picklable):
+            LitData's layout (one ``StreamingDataset`` state per member, holding that member's
+            share of the counts) plus the wrapper's own entry, which is what resume uses.
+        """
+        return engine.composite_state(
+            self, num_samples_yielded, num_workers, batch_size, current_epoch=current_epoch,
+            worker_samples_yielded=worker_samples_yielded, resume_levels=resume_levels,
+        )  # fmt: skip
+
+    def loader_state(self, state: Mapping[str, Any], *, current_epoch: int, latest_worker_idx: int) -> dict[str, Any]:
+        """``StreamingDataLoader.state_dict()`` of this wrapper from its :meth:`state_dict`, in LitData 0.2.76's
+        layout (member states under ``"dataset"``, per-worker member counts, a Parallel's ``"num_cycles"``) with
+        litstream's own ``"composite"`` entry beside them (LitData ignores it; ``load_state_dict`` reads it)."""
+        return engine.loader_state(self, state, current_epoch=current_epoch, latest_worker_idx=latest_worker_idx)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (see ``StreamingDataLoader.load_state_dict``).
+
+        Raises:
+            ConfigurationError: ``state`` is not a state of this kind of wrapper, holds another
+                number of datasets, or was saved with other settings (the wrapper's or a member's:
+                ``seed``, ``shuffle``, input, ...). With ``force_override_state_dict=True`` a
+                settings mismatch only warns and the current settings win.
+        """
+        engine.load_composite_state(self, state)
+
+    def _resume_plan(self, num_workers: int) -> CompositePlan | None:
+        return engine.composite_resume_plan(self, num_workers)
+
+    def _clear_resume(self) -> None:
+        self._resume_state = self._resume = None
+
     # -- async ------------------------------------------------------------------------------------------
     def _async_session(
         self,
@@ -249,7 +296,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         topology = Topology(world_size, 1, batch_size)
 
         def prepare() -> AsyncSession:
-            saved = None if state is None else CompositeCheckpoint.from_state(self._checked_state(state))
+            saved = None if state is None else CompositeCheckpoint.from_state(engine.checked_state(self, state))
             composer = self._composer()
             plan = None if saved is None else resolve_composite(composer, saved, rank=rank, topology=topology)
             carry = self._carry

@@ -332,7 +332,7 @@ class StreamingDataLoader(DataLoader[Any]):
             batch too, as LitData counts; the exact per-worker counts are in the dataset state);
             ``latest_worker_idx`` is the worker of the last batch; ``current_epoch`` is 0 before the
             first ``iter()``. A Combined / Parallel dataset:
-            ``CompositeResumeMixin.loader_state`` (per-worker, per-member ``num_samples_yielded``, a
+            ``CompositeDataset.loader_state`` (per-worker, per-member ``num_samples_yielded``, a
             Parallel's ``num_cycles``, and litstream's ``"composite"`` entry). The dataset state is
             described in :meth:`StreamingDataset.state_dict`.
         """

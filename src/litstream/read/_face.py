@@ -1,16 +1,18 @@
 """The one contract between the reading faces: what they may call on each other besides the public API.
 
 ``StreamingDataset``, the Combined / Parallel wrappers, ``StreamingDataLoader``, ``astream(dataset)``,
-``train_test_split`` and LitData's ``Cache`` reach into another face only through these two protocols
+``train_test_split`` and LitData's ``Cache`` reach into another face only through these protocols
 (``tests/test_face_protocol.py`` checks that no other private name crosses objects):
 
 * :class:`Face`: what ``StreamingDataLoader`` calls on the dataset it loads (a ``StreamingDataset`` or a
   Combined / Parallel wrapper): its position in the epoch and its checkpoint.
 * :class:`Member`: what the other faces call on a ``StreamingDataset``: its spec, its opened source, its
   selection and the pump that serves given pieces on a shared portal.
+* :class:`Composite`: what ``read/_composite_state.py`` (the wrappers' checkpoints) calls on a Combined /
+  Parallel wrapper.
 
-The engine modules that hold a dataset's logic (``read/_dataset_state.py``) drive a ``StreamingDataset``
-through :class:`Member` too; ``astream`` tells a dataset from a location with ``isinstance(x, Member)``.
+The engine modules that hold a face's logic (``read/_dataset_state.py``, ``read/_composite_state.py``) drive
+it through these protocols too; ``astream`` tells a dataset from a location with ``isinstance(x, Member)``.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
     from .._distributed import DistributedEnv
+    from ._checkpoint import CycleCarry
+    from ._compose import Composer
+    from ._compose_resume import CompositePlan
     from ._core import Piece, ShuffleMode
     from ._memory import MemoryLimit
-    from ._resume_types import Level
+    from ._resume_types import Level, Topology
     from ._source import DatasetSource
     from ._spec import ReadSpec
     from ._subset import Selection
 
-__all__ = ["Face", "Member", "ResumePosition"]
+__all__ = ["Composite", "Face", "Member", "ResumePosition"]
 
 
 class ResumePosition(Protocol):
@@ -118,3 +123,29 @@ class Member(Face, Protocol):
 
     def _apply(self, sample: Any) -> Any:
         """``sample`` after this dataset's transforms."""
+
+
+class Composite(Face, Protocol):
+    """What ``read/_composite_state.py`` calls on a Combined / Parallel wrapper."""
+
+    _datasets: list[Member]
+    _force_override_state_dict: bool
+    _resume_state: dict[str, Any] | None
+    _resume: CompositePlan | None
+    _carry: CycleCarry | None
+    num_workers: int
+
+    def _env(self) -> DistributedEnv:
+        """Rank and world size (one node only)."""
+
+    def _composer(self) -> Composer:
+        """The members' plans composed into this wrapper's stream."""
+
+    def _cycles(self) -> bool:
+        """Whether an epoch continues the member cycles of the previous one (a cycling Parallel)."""
+
+    def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
+        """The cycle bases of ``epoch`` on ``topology`` when known, else ``None``."""
+
+    def _topology(self, num_workers: int, batch_size: int | None = None) -> Topology:
+        """This rank's topology with ``num_workers`` workers."""
