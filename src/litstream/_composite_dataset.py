@@ -1,6 +1,6 @@
 """What ``CombinedStreamingDataset`` and ``ParallelStreamingDataset`` share: configuration, the
-loader protocol (lengths; ``state_dict`` / ``load_state_dict`` and resume plans are in
-``_composite_resume``) and the per-worker iteration skeleton. The logic lives in ``read._compose``
+loader protocol (lengths; ``state_dict`` / ``load_state_dict`` and resume plans, whose logic is
+``read._composite_state``) and the per-worker iteration skeleton. The logic lives in ``read._compose``
 (streams, levels, resume) and ``read._mixing``; this facade only wires it to the members and to one portal per worker.
 """
 
