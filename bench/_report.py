@@ -17,7 +17,8 @@ PEERS = ("mosaic", "webdataset")
 LABELS = {"litstream": "litstream", "litdata": "LitData", "mosaic": "MosaicML streaming (MDS)",
           "webdataset": "WebDataset"}  # fmt: skip
 CONFIGS = (
-    "optimize", "local_dataset", "local_loader_w0", "local_loader_w2", "remote_cold", "remote_cold_latency20ms",
+    "optimize", "local_dataset", "local_loader_w0", "local_loader_w2", "remote_cold", "remote_stream",
+    "remote_cold_latency20ms",
     "async_asyncio", "async_trio", "tokens_block2048", "arrow_litdata_default", "arrow_litstream_pytree",
     "arrow_litstream_arrow",
 )  # fmt: skip
@@ -40,9 +41,10 @@ CEILING_OF = {
     "async_trio": "ceiling_samples",
     "tokens_block2048": "ceiling_tokens",
     "remote_cold": "remote_raw_get",
+    "remote_stream": "remote_raw_get",
     "remote_cold_latency20ms": "remote_raw_get_latency20ms",
 }
-CEILING_TARGETS = {"remote_cold": 0.9, "remote_cold_latency20ms": 0.9}
+CEILING_TARGETS = {"remote_cold": 0.9, "remote_stream": 0.9, "remote_cold_latency20ms": 0.9}
 WORKER_CONFIGS = ("optimize", "local_loader_w2")
 
 
@@ -87,6 +89,12 @@ def summarize(
     return rows
 
 
+def cpu_per_1k(record: dict[str, Any] | None) -> str:
+    """CPU seconds (user + system, every process the library started) per 1,000 items, or a dash."""
+    value = (record or {}).get("cpu_per_1k_s")
+    return "—" if value is None else f"{value * 1e3:.1f}"
+
+
 def _rate(record: dict[str, Any] | None) -> str:
     if record is None:
         return "—"
@@ -101,9 +109,10 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "| configuration | litstream items/s | LitData items/s | ratio litstream/LitData (target) | "
         + (f"{head} | " if peers else "")
-        + "litstream / ceiling (ceiling items/s) | first item/batch, ms (litstream / LitData) | "
+        + "CPU ms per 1k samples, all processes (litstream / LitData) | "
+        "litstream / ceiling (ceiling items/s) | first item/batch, ms (litstream / LitData) | "
         "peak RSS MiB, main+workers (litstream / LitData) | checksums equal |",
-        "|---|---:|---:|---:|" + "---:|" * len(peers) + "---:|---:|---:|:---:|",
+        "|---|---:|---:|---:|" + "---:|" * len(peers) + "---:|---:|---:|---:|:---:|",
     ]
     for row in rows:
         a, b = row["litstream"], row["litdata"]
@@ -111,7 +120,7 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         if "speedup" not in row:
             why = a.get("skipped") or a.get("error", "")[-120:] or b.get("skipped") or b.get("error", "")[-120:]
             lines.append(f"| {row['config']} | — | — | not run: {why.splitlines()[-1] if why else ''} |"
-                         f"{peer_cells} | | | |")  # fmt: skip
+                         f"{peer_cells} | | | | |")  # fmt: skip
             continue
         target = f" (≥ {row['target']:g}x)" if row.get("target") else ""
         met = "" if not row.get("target") else (" ✓" if row["speedup"] >= row["target"] else " ✗")
@@ -129,7 +138,8 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         same = "yes" if row["checksums_equal"] and row.get("peer_checksums_expected", True) else "NO"
         lines.append(
             f"| {row['config']} | {a['throughput']:,.0f} | {b['throughput']:,.0f} | "
-            f"**{row['speedup']:.2f}x**{target}{met} |{peer_cells} {ceiling} | {ttfb} | {rss} | {same} |"
+            f"**{row['speedup']:.2f}x**{target}{met} |{peer_cells} {cpu_per_1k(a)} / {cpu_per_1k(b)} | {ceiling} | "
+            f"{ttfb} | {rss} | {same} |"
         )
     lines.append("")
     versions = ", ".join(f"{LABELS[k]} {v}" for k, v in meta["versions"].items())
@@ -137,6 +147,9 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"{versions}; {meta['samples']:,} samples; best of {meta['repeats']}; load average "
         f"{meta['load_start']} at start, {meta['load_end']} at end; {meta['started']} UTC."
     )
+    if any(r["config"] == "remote_stream" for r in rows):
+        lines.append("remote_stream: litstream with cache_chunks=False (nothing written to its cache); LitData has "
+                     "no such mode, its figures are its remote_cold read's.")  # fmt: skip
     for peer, why in meta.get("peers_missing", {}).items():
         lines.append(f"{LABELS[peer]} not run: {why}")
     return "\n".join(lines)
@@ -145,18 +158,22 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 def scale_table(scaled: list[dict[str, Any]]) -> str:
     """1x against Nx: items/s, peak RSS and their ratios, per library and configuration."""
     lines = [
-        "| configuration | library | items/s 1x | items/s Nx | Nx / 1x | peak RSS MiB 1x | peak RSS MiB Nx | Nx / 1x |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| configuration | library | items/s 1x | items/s Nx | Nx / 1x | CPU ms per 1k 1x | CPU ms per 1k Nx | "
+        "peak RSS MiB 1x | peak RSS MiB Nx | Nx / 1x |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for entry in scaled:
         one, big = entry["1x"], entry["Nx"]
         if "throughput" not in one or "throughput" not in big:
-            lines.append(f"| {entry['config']} | {LABELS[entry['library']]} | {_rate(one)} | {_rate(big)} | | | | |")
+            lines.append(
+                f"| {entry['config']} | {LABELS[entry['library']]} | {_rate(one)} | {_rate(big)} | | | | | | |"
+            )
             continue
         rss1, rssn = total_rss(one), total_rss(big)
         lines.append(
             f"| {entry['config']} | {LABELS[entry['library']]} | {one['throughput']:,.0f} | "
-            f"{big['throughput']:,.0f} | {big['throughput'] / one['throughput']:.2f} | {rss1:.0f} | {rssn:.0f} | "
+            f"{big['throughput']:,.0f} | {big['throughput'] / one['throughput']:.2f} | {cpu_per_1k(one)} | "
+            f"{cpu_per_1k(big)} | {rss1:.0f} | {rssn:.0f} | "
             f"{rssn / rss1:.2f} |"
         )
     return "\n".join(lines).replace("Nx", f"{scaled[0]['scale']}x") if scaled else ""
@@ -171,10 +188,12 @@ def cpu_table(results: dict[str, dict[str, dict[str, Any]]], ceilings: dict[str,
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     rows = []
-    for config in ("remote_cold", "remote_cold_latency20ms"):
-        raw = config.replace("remote_cold", "remote_raw_get")
-        rows += [(config, LABELS[lib], results.get(lib, {}).get(config, {})) for lib in ("litstream", "litdata")]
-        rows.append((config, "obstore GETs alone (ceiling)", ceilings.get(raw, {})))
+    for config in ("remote_cold", "remote_stream", "remote_cold_latency20ms"):
+        raw = CEILING_OF[config]
+        libs = ("litstream",) if config == "remote_stream" else ("litstream", "litdata")  # LitData: remote_cold's
+        rows += [(config, LABELS[lib], results.get(lib, {}).get(config, {})) for lib in libs]
+        if config != "remote_stream":
+            rows.append((config, "obstore GETs alone (ceiling)", ceilings.get(raw, {})))
     for config, reader, record in rows:
         if "cpu_s" not in record or "seconds" not in record:
             continue

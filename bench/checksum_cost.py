@@ -15,6 +15,8 @@ nothing per byte; ``dict``: an int and a short string, where per-sample work dom
 - ``optimize``: write the dataset (1 worker, 64 MB chunks);
 - ``read_local``: iterate a local dataset in place (``StreamingDataset(path)``), copying each sample out as a
   collate function would (an iteration that never touches the samples' bytes would not even read the file);
+  the first process hashes each chunk file and records it in the cache root, later ones trust the record
+  (``cpu_s_xxh3[0]`` is that first process);
 - ``read_cached``: iterate it through a cold chunk cache (``Dir(path=cache, url=path)``): copy, check, read.
 
     python bench/checksum_cost.py                 # 3 pairs per case, prints JSON
@@ -104,6 +106,9 @@ def _run(case: str, shape: str, checksum: str | None, data: Path) -> float:
             env={
                 "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
                 "PATH": "/usr/bin:/bin",
+                # one cache root for every run, as successive jobs on one machine share it: a local dataset's
+                # chunk files are hashed by the first process only (read/_verify.py records them there)
+                "LITSTREAM_CACHE_DIR": str(data.parent / "cache-root"),
             },
         )
     return float(out.stdout.strip().splitlines()[-1])

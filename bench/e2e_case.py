@@ -70,6 +70,8 @@ def _dataset(library: str, source: str, spec: dict[str, Any]) -> Any:
                 },
                 "cache_dir": spec["cache_dir"],
             }
+            if "cache_chunks" in spec:  # False: remote chunks read into memory, never written to the cache
+                kwargs["cache_chunks"] = spec["cache_chunks"]
         if "block_size" in spec:
             kwargs["item_loader"] = litstream.TokensLoader(block_size=spec["block_size"])  # type: ignore[attr-defined]
         return litstream.StreamingDataset(source, **kwargs)
@@ -118,7 +120,7 @@ def _loader(library: str, dataset: Any, workers: int, batch_size: int = BATCH_SI
 def case_optimize(spec: dict[str, Any]) -> dict[str, Any]:
     library, out, n = spec["library"], spec["output_dir"], spec["samples"]
     inputs = list(range(n))
-    start = time.perf_counter()
+    start, every = time.perf_counter(), _all_cpu_seconds()
     if library in PEERS:
         import _peers
 
@@ -143,6 +145,7 @@ def case_optimize(spec: dict[str, Any]) -> dict[str, Any]:
             verbose=False,
         )
     seconds = time.perf_counter() - start
+    _CPU_S["all"] = _all_cpu_seconds() - every
     rss = _peak_rss_mb()
     if library in PEERS:  # read back with the peer's own reader (untimed)
         check = Checksum()
@@ -172,8 +175,15 @@ def _cpu_seconds() -> float:
     return times.user + times.system
 
 
+def _all_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (every thread) and of its children that have ended and been
+    waited for (loader workers, optimize workers: every process the library started and joined)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _timed_iteration(make: Any, per_batch: bool) -> tuple[int, float, float, Any]:
-    start, cpu = time.perf_counter(), _cpu_seconds()
+    start, cpu, every = time.perf_counter(), _cpu_seconds(), _all_cpu_seconds()
     iterable = make()
     first = None
     count = 0
@@ -182,6 +192,7 @@ def _timed_iteration(make: Any, per_batch: bool) -> tuple[int, float, float, Any
             first = time.perf_counter() - start
         count += len(item["label"]) if per_batch else 1
     _CPU_S["timed"] = _cpu_seconds() - cpu
+    _CPU_S["all"] = _all_cpu_seconds() - every
     return count, time.perf_counter() - start, first or 0.0, iterable
 
 
@@ -192,8 +203,11 @@ def case_local_dataset(spec: dict[str, Any]) -> dict[str, Any]:
     check = Checksum()
     for sample in dataset:
         check.add_sample(sample)
-    return {"items": count, "seconds": seconds, "ttfb_s": first, "rss": rss, "checksum": check.hexdigest(),
-            "cpu_s": _CPU_S.get("timed")}  # fmt: skip
+    out = {"items": count, "seconds": seconds, "ttfb_s": first, "rss": rss, "checksum": check.hexdigest(),
+           "cpu_s": _CPU_S.get("timed")}  # fmt: skip
+    if "cache_dir" in spec:  # what the read left in the chunk cache (0 without it: cache_chunks=False)
+        out["cache_bytes"] = sum(p.stat().st_size for p in Path(spec["cache_dir"]).rglob("*") if p.is_file())
+    return out
 
 
 case_remote_dataset = case_local_dataset
@@ -272,9 +286,10 @@ def case_async(spec: dict[str, Any]) -> dict[str, Any]:
 
     async def main() -> None:
         consume = consume_litstream if library == "litstream" else consume_litdata
-        start = time.perf_counter()
+        start, every = time.perf_counter(), _all_cpu_seconds()
         count, first = await consume(None)
         result["seconds"] = time.perf_counter() - start
+        _CPU_S["all"] = _all_cpu_seconds() - every
         result["items"], result["ttfb_s"] = count, first
         result["rss"] = _peak_rss_mb()
         check = Checksum()
@@ -322,7 +337,7 @@ def case_raw_download(spec: dict[str, Any]) -> dict[str, Any]:
         "virtual_hosted_style_request": False,
     }
     store = S3Store(bucket, prefix=prefix, config=config, client_options={"allow_http": True})
-    start, cpu = time.perf_counter(), _cpu_seconds()
+    start, cpu, every = time.perf_counter(), _cpu_seconds(), _all_cpu_seconds()
     index = json.loads(bytes(obstore.get(store, "index.json").bytes()))
     pieces = []
     for chunk in index["chunks"]:
@@ -331,6 +346,7 @@ def case_raw_download(spec: dict[str, Any]) -> dict[str, Any]:
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         total = sum(pool.map(lambda p: len(obstore.get_range(store, p[0], start=p[1], length=p[2])), pieces))
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    _CPU_S["all"] = _all_cpu_seconds() - every
     items = sum(chunk["chunk_size"] for chunk in index["chunks"])
     return {"items": items, "seconds": seconds, "ttfb_s": None, "rss": _peak_rss_mb(), "bytes": total,
             "checksum": None, "cpu_s": cpu}  # fmt: skip
@@ -341,7 +357,7 @@ def case_rows(spec: dict[str, Any]) -> dict[str, Any]:
     from _e2e_arrow import RowChecksum
 
     library = spec["library"]
-    start = time.perf_counter()
+    start, every = time.perf_counter(), _all_cpu_seconds()
     dataset = _dataset(library, spec["data"], spec)
     first, count = None, 0
     for _ in dataset:
@@ -349,6 +365,7 @@ def case_rows(spec: dict[str, Any]) -> dict[str, Any]:
             first = time.perf_counter() - start
         count += 1
     seconds = time.perf_counter() - start
+    _CPU_S["all"] = _all_cpu_seconds() - every
     rss = _peak_rss_mb()
     check = RowChecksum()
     for sample in dataset:
@@ -362,12 +379,14 @@ def case_ceiling(spec: dict[str, Any]) -> dict[str, Any]:
     """A local ceiling (``bench/_ceiling.py``): ``kind`` is ``columns``, ``samples`` or ``tokens``."""
     import _ceiling
 
+    every = _all_cpu_seconds()
     if spec["kind"] == "write":
         out = _ceiling.write_ceiling(spec["output_dir"], spec["samples"])
     elif spec["kind"] == "tokens":
         out = _ceiling.tokens_ceiling(spec["data"], spec["block_size"])
     else:
         out = _ceiling.items_ceiling(spec["data"], per_sample=spec["kind"] == "samples")
+    _CPU_S["all"] = _all_cpu_seconds() - every
     return {**out, "ttfb_s": None, "rss": _peak_rss_mb(), "checksum": None}
 
 
@@ -400,6 +419,7 @@ def main() -> None:
     for name in ("WORLD_SIZE", "RANK", "GLOBAL_RANK", "LOCAL_RANK", "NNODES", "DATA_OPTIMIZER_GLOBAL_RANK"):
         os.environ.pop(name, None)
     library = spec["library"]
+    _CPU_S.pop("all", None)
     out = CASES[spec["case"]](spec)
     own, children = out.pop("rss", (0.0, 0.0))
     record = {
@@ -413,6 +433,9 @@ def main() -> None:
     }
     if "seconds" in out and out.get("items"):
         record["throughput"] = out["items"] / out["seconds"]
+    if "all" in _CPU_S and out.get("items"):  # the timed region's CPU, every process, per 1,000 items
+        record["cpu_all_s"] = round(_CPU_S["all"], 3)
+        record["cpu_per_1k_s"] = round(1000 * _CPU_S["all"] / out["items"], 5)
     print(json.dumps(record), flush=True)
 
 

@@ -113,6 +113,7 @@ def main() -> None:
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "litstream-remote-cpu"))
     parser.add_argument("--src", action="append", default=[], help="NAME=PATH of a source tree (default: ./src)")
     parser.add_argument("--warm", action="store_true", help="also read each tree from a full cache (no download)")
+    parser.add_argument("--cacheless", action="store_true", help="also read each tree with cache_chunks=False")
     parser.add_argument("--profile", help="write a py-spy profile of one litstream run to this file")
     parser.add_argument("--wrap", default="", help="run one litstream run under this command (e.g. strace)")
     args = parser.parse_args()
@@ -154,6 +155,10 @@ def main() -> None:
                 if args.warm:
                     record = _run({**base, "case": "remote_dataset", "cache_dir": str(cache)}, src)
                     rows.setdefault(f"{name} warm", []).append(record)
+                if args.cacheless:  # into memory as the chunks arrive, nothing written to the cache
+                    shutil.rmtree(cache, ignore_errors=True)
+                    spec = {**base, "case": "remote_dataset", "cache_dir": str(cache), "cache_chunks": False}
+                    rows.setdefault(f"{name} cacheless", []).append(_run(spec, src))
             rows.setdefault("raw GETs", []).append(_run({**base, "case": "raw_download"}, str(REPO / "src")))
         shutil.rmtree(cache, ignore_errors=True)
     print("best of each column; every run's value after it")

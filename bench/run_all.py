@@ -19,7 +19,10 @@ formats (``bench/_peers.py``: optimize, local_dataset, loader w=0 and w=2); a pe
 import here is reported as not run. Each configuration also reports litstream as a fraction of its
 ceiling measured in the same run (``bench/_ceiling.py``; remotely obstore's GETs alone). With
 ``--scale N`` (``--full`` = ``--scale 10``) optimize, the local dataset read and the direct remote cold
-read of litstream and LitData run again on N times the samples, one repeat, for throughput and peak RSS.
+read of litstream and LitData run again on N times the samples, one repeat, for throughput and peak RSS
+(and litstream's remote read without its disk cache, ``remote_stream``: ``cache_chunks=False``). Every
+record carries the CPU seconds (user + system) of every process the library started over the timed
+region, and per 1,000 samples (``cpu_per_1k_s``).
 
 Outputs (``--out``, default ``bench/results``): ``e2e.json`` (all runs and the summary),
 ``micro.json`` (pytest-benchmark), ``summary.md`` (the table for docs/performance.md) and
@@ -292,6 +295,15 @@ def run_suite(work: Path, args: argparse.Namespace, samples: int, repeats: int, 
                 spec = {"library": "litstream", "case": "raw_download", "config": raw,
                         "data": "s3://bench/litstream", "s3": s3}  # fmt: skip
                 ceilings[raw] = paired({"litstream": spec}, remote_repeats, watch=watch)["litstream"]
+            # litstream without its disk cache (cache_chunks=False: chunks decoded from memory as they arrive,
+            # nothing written); LitData has no such mode, so its row is its cached read (remote_cold) again
+            s3 = {"endpoint": server.endpoint, "key": server.access_key, "secret": server.secret_key}
+            spec = {"library": "litstream", "case": "remote_dataset", "config": "remote_stream", "cache_chunks": False,
+                    "data": "s3://bench/litstream", "cache_dir": str(cache), "s3": s3}  # fmt: skip
+            results["litstream"]["remote_stream"] = paired({"litstream": spec}, remote_repeats, fresh,
+                                                           {"server": server.pid})["litstream"]  # fmt: skip
+            if "remote_cold" in results["litdata"]:
+                results["litdata"]["remote_stream"] = {**results["litdata"]["remote_cold"], "config": "remote_stream"}
     for path in set(data.values()):
         shutil.rmtree(path, ignore_errors=True)
     return results, ceilings
@@ -368,8 +380,8 @@ def main() -> None:
             meta["load_scale_start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
             meta["expected_checksum_scaled"] = expected_checksum(big)
             big_results, big_ceilings = run_suite(work, args, big, 1, 1, (), True)
-            for config in ("optimize", "local_dataset", "remote_cold"):
-                for lib in LIBS:
+            for config in ("optimize", "local_dataset", "remote_cold", "remote_stream"):
+                for lib in ("litstream",) if config == "remote_stream" else LIBS:  # LitData: no cacheless mode
                     if config in big_results[lib] and config in results[lib]:
                         scaled_rows.append({"config": config, "library": lib, "scale": args.scale,
                                             "1x": results[lib][config], "Nx": big_results[lib][config]})  # fmt: skip

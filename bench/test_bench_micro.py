@@ -18,7 +18,7 @@ from _e2e_data import make_sample
 from litstream.format._chunk import ChunkView, pack_chunk
 from litstream.format._index import DatasetConfig
 from litstream.format._loaders import SampleDecoder, SampleEncoder
-from litstream.read._plan import worker_plan
+from litstream.read.plan._plan import worker_plan
 
 if TYPE_CHECKING:
     from pathlib import Path

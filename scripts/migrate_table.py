@@ -1,5 +1,5 @@
 """Rewrite the "Arguments that `litstream migrate` reports" table of docs/migrating-from-litdata.md from
-``litstream._migrate_rules.ARGUMENT_RULES`` (the one source; ``tests/test_migrate.py`` checks they agree).
+``litstream._cli._migrate_rules.ARGUMENT_RULES`` (the one source; ``tests/test_migrate.py`` checks they agree).
 
 Run: ``.venv/bin/python scripts/migrate_table.py``.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from litstream._migrate_rules import ARGUMENT_RULES
+from litstream._cli._migrate_rules import ARGUMENT_RULES
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "migrating-from-litdata.md"
 HEADING = "## Arguments that `litstream migrate` reports"

@@ -30,6 +30,19 @@ if [ "$LIGHT" = 1 ]; then
     exit 0
 fi
 .venv/bin/python -m pip install -q --no-compile -c requirements/constraints.txt -r requirements/dev.txt
+# Chromium from the system's packages for the browser test (tests/view/test_browser.py drives it with Playwright,
+# whose own browser download is never used). Installed when missing and we are root or have password-less sudo.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+            || echo "setup.sh: could not install chromium; the browser test needs it" >&2
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        (sudo -n apt-get update -qq && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+            >/dev/null) || echo "setup.sh: could not install chromium; the browser test needs it" >&2
+    else
+        echo "setup.sh: chromium is missing (apt-get install chromium); the browser test needs it" >&2
+    fi
+fi
 # LitData (test peer) without its torchvision requirement; see requirements/dev.txt.
 .venv/bin/python -m pip install -q --no-compile --no-deps -c requirements/constraints.txt litdata==0.2.76
 # mosaicml-streaming (test peer for MDS) without its dependencies; see requirements/dev.txt.

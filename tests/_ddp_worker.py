@@ -21,7 +21,7 @@ from datetime import timedelta
 import torch.distributed as dist
 
 from litstream import StreamingDataLoader, StreamingDataset
-from litstream._distributed import detect_distributed
+from litstream._core._distributed import detect_distributed
 
 
 def main(argv: list[str]) -> int:

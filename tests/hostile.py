@@ -18,6 +18,7 @@ from litstream.format._index import ChunkInfo, DatasetConfig, Index
 from litstream.format._loaders import SampleEncoder
 
 if TYPE_CHECKING:
+    import builtins
     from collections.abc import Iterator, Sequence
     from pathlib import Path
 
@@ -252,8 +253,8 @@ class FaultStore:
         data: bytes = await self._inner.get_range(path, start, length)
         return data
 
-    async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
-        data: list[bytes] = await self._inner.get_ranges(path, starts, lengths)
+    async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> builtins.list[bytes]:
+        data: builtins.list[bytes] = await self._inner.get_ranges(path, starts, lengths)
         return data
 
     async def put(self, path: str, data: Any) -> None:

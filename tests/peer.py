@@ -11,6 +11,7 @@ turn every one of them into a skip when the peer is missing or broken, and CI wo
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ import pytest
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["in_ci", "require_dev", "require_peer"]
+__all__ = ["in_ci", "require_dev", "require_installed", "require_peer"]
 
 
 def in_ci() -> bool:
@@ -63,3 +64,22 @@ def require_dev(name: str) -> ModuleType:
         if in_ci():
             pytest.fail(f"{problem}; CI requires it: install requirements/dev.txt", pytrace=False)
         pytest.skip(f"{problem}; install requirements/dev.txt to run this test", allow_module_level=True)
+
+
+def require_installed(name: str) -> None:
+    """Check that ``name``, a pinned development dependency, is installed, without importing it.
+
+    For a peer that the tests use from a subprocess or only in part (mosaicml-streaming: its package
+    ``__init__`` imports dependencies that are deliberately not installed). Same rule as :func:`require_dev`:
+    missing fails in CI and skips elsewhere. Works at module level and inside a test.
+
+    Raises:
+        pytest.fail.Exception: ``name`` is not installed and ``CI`` is set.
+        pytest.skip.Exception: ``name`` is not installed elsewhere.
+    """
+    if importlib.util.find_spec(name) is not None:
+        return
+    problem = f"the development dependency {name} is not installed"
+    if in_ci():
+        pytest.fail(f"{problem}; CI requires it: install requirements/dev.txt", pytrace=False)
+    pytest.skip(f"{problem}; install requirements/dev.txt to run this test", allow_module_level=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from litstream import optimize
-from litstream._cli import human_bytes, human_time, main
+from litstream._cli._main import human_bytes, human_time, main
 
 if TYPE_CHECKING:
     import pytest

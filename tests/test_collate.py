@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from litstream._collate import fast_collate, shared_block
+from litstream._torch._collate import fast_collate, shared_block
 from litstream.format._chunk import ChunkView, pack_chunk
 from litstream.format._index import DatasetConfig
 from litstream.format._loaders import SampleDecoder, SampleEncoder

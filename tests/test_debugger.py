@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ import pytest
 
 import litstream
 from litstream import debugger
-from litstream._trace import TRACER, part_files
+from litstream._core._trace import TRACER, Tracer, part_files
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -193,9 +194,17 @@ def test_enable_removes_parts_of_an_earlier_run(tmp_path: Path) -> None:
 
 
 def test_merge_traces_needs_a_file_when_never_enabled_here() -> None:
-    TRACER.path = None
-    with pytest.raises(litstream.ConfigurationError, match="log_file="):
-        debugger.merge_traces()
+    code = (
+        "import litstream\n"
+        "from litstream import debugger\n"
+        "try:\n"
+        "    debugger.merge_traces()\n"
+        "except litstream.ConfigurationError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
+    assert "log_file=" in done.stdout  # a fresh process, where tracing was never enabled
 
 
 def test_importing_debugger_is_cheap_and_torch_free() -> None:
@@ -226,15 +235,20 @@ def test_spawned_workers_get_the_settings_from_the_loader(tmp_path: Path, monkey
 
 def test_part_file_is_rewritten_by_events_after_flush_interval(tmp_path: Path) -> None:
     trace = tmp_path / "periodic.json"
-    debugger.enable_tracer(log_file=str(trace), flush_interval=3600)
-    TRACER.span("read", "read", 0)  # the first event: the part is due in an hour
-    part = TRACER.part_path()
-    assert part is not None
-    assert not part.exists()
-    TRACER._next_flush = 0  # as if the hour had passed
-    TRACER.span("read", "read", 0)
-    assert [e["name"] for e in _spans(_load(part))] == ["read", "read"]
-    assert not trace.exists()  # only merges write the trace file
+    passed = [0]  # nanoseconds the tracer's clock is ahead of perf_counter_ns
+    tracer = Tracer(clock=lambda: time.perf_counter_ns() + passed[0])
+    tracer.configure({"read"}, trace, owner=True, flush_interval=3600)
+    try:
+        tracer.span("read", "read", 0)  # the first event: the part is due in an hour
+        part = tracer.part_path()
+        assert part is not None
+        assert not part.exists()
+        passed[0] = 3601 * 10**9  # the hour has passed
+        tracer.span("read", "read", 0)
+        assert [e["name"] for e in _spans(_load(part))] == ["read", "read"]
+        assert not trace.exists()  # only merges write the trace file
+    finally:
+        tracer.configure((), None, owner=False, flush_interval=0)
 
 
 def test_optimize_records_one_write_per_chunk(tmp_path: Path) -> None:
@@ -246,18 +260,24 @@ def test_optimize_records_one_write_per_chunk(tmp_path: Path) -> None:
     assert sum(e["args"]["items"] for e in writes) == ITEMS
 
 
-def test_full_part_files_leave_memory_and_all_are_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("litstream._trace._SEGMENT_EVENTS", 3)
+def test_full_part_files_leave_memory_and_all_are_merged(tmp_path: Path) -> None:
     trace = tmp_path / "seg.json"
-    debugger.enable_tracer(log_file=str(trace), flush_interval=0)
-    for k in range(7):
-        TRACER.span("read", "read", 0, {"chunk": k})
-        TRACER.flush()
-    assert len(TRACER._events) == 1  # the 7th; six were written to full parts
-    pid = os.getpid()
-    assert [p.name for p in part_files(trace)] == [f"seg.pid{pid}-1.json", f"seg.pid{pid}-2.json", f"seg.pid{pid}.json"]
-    events = _spans(_load(debugger.merge_traces()))
-    assert sorted(e["args"]["chunk"] for e in events) == list(range(7))
+    tracer = Tracer(segment_events=3)
+    tracer.configure({"read"}, trace, owner=True, flush_interval=0)
+    try:
+        for k in range(7):
+            tracer.span("read", "read", 0, {"chunk": k})
+            tracer.flush()
+        assert len(tracer._events) == 1  # the 7th; six were written to full parts
+        pid = os.getpid()
+        names = [p.name for p in part_files(trace)]
+        assert names == [f"seg.pid{pid}-1.json", f"seg.pid{pid}-2.json", f"seg.pid{pid}.json"]
+        merged = tracer.finish()  # the owner merges every part into the trace file
+        assert merged == trace
+        events = _spans(_load(merged))
+        assert sorted(e["args"]["chunk"] for e in events) == list(range(7))
+    finally:
+        tracer.configure((), None, owner=False, flush_interval=0)
 
 
 def test_trace_span_records_user_code(tmp_path: Path) -> None:

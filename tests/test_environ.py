@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import litstream
-from litstream._environ import CLIENT_OPTION_PREFIXES, Environ, environ, exported, variables
-from litstream.storage._options import CLIENT_KEYS
+from litstream._core._environ import CLIENT_KEYS, CLIENT_OPTION_PREFIXES, Environ, environ, exported, variables
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "environment.md"
 
@@ -50,7 +49,7 @@ def test_environ_reads_each_variable_and_treats_empty_as_unset(monkeypatch: pyte
     env = environ()
     assert env.world_size == "8"
     assert env.hf_token is None
-    assert env.data_optimizer_timeout == " 5 "  # raw: write/_env.py parses and names the variable
+    assert env.data_optimizer_timeout == " 5 "  # raw: write/run/_env.py parses and names the variable
     assert env.client_options_for("s3") == {"allow_http": "true"}
     assert env.client_options_for("azure") == {"proxy_url": "http://proxy:3128"}
     assert env.client_options_for("gcs") == {}
@@ -85,10 +84,11 @@ DOCS_IGNORED = "## LitData's other `LITDATA_*` variables: ignored, with a warnin
 @pytest.mark.litdata
 def test_litdata_variables_are_honoured_or_listed_as_ignored() -> None:
     """The two groups cover every LITDATA_* name of the installed LitData, and the docs list the ignored ones."""
-    from litstream._litdata_env import HONOURED, IGNORED
+    from litstream._core._litdata_env import HONOURED, IGNORED
     from peer import require_peer
 
     litdata = require_peer("litdata")
+    assert litdata.__file__ is not None
     source = Path(litdata.__file__).parent
     names = {m for path in source.rglob("*.py") for m in re.findall(r"LITDATA_[A-Z0-9_]*[A-Z0-9]", path.read_text())}
     assert names == set(HONOURED) | set(IGNORED)
@@ -145,7 +145,7 @@ def test_litdata_item_shuffle_window_orders_items_as_litdata(
 
 
 def test_a_bad_litdata_item_shuffle_window_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from litstream.read._params import item_shuffle_window_value
+    from litstream.read._item_window import item_shuffle_window_value
 
     monkeypatch.setenv("LITDATA_ITEM_SHUFFLE_WINDOW", "lots")
     with pytest.raises(litstream.ConfigurationError, match="LITDATA_ITEM_SHUFFLE_WINDOW='lots' is not understood"):

@@ -21,8 +21,8 @@ from litstream import (
     astream,
     optimize,
 )
-from litstream._errors import collapse_exception_group, raise_collapsed
-from litstream._sync import run_sync
+from litstream._core._bridge import run_sync
+from litstream._core._errors import collapse_exception_group, raise_collapsed
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup

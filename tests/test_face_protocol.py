@@ -18,15 +18,15 @@ from litstream.read._face import Composite, Face, Member
 
 PACKAGE = Path(litstream.__file__).parent
 FACE_MODULES = (
-    "_dataset.py",
-    "_composite_dataset.py",
+    "_torch/_dataset.py",
+    "_torch/_composite.py",
     "read/_composite_state.py",
-    "_combined_dataset.py",
-    "_parallel_dataset.py",
-    "_dataloader.py",
-    "_split.py",
-    "_litdata_cache.py",
-    "read/_astream.py",
+    "_torch/_combined.py",
+    "_torch/_parallel.py",
+    "_torch/_dataloader.py",
+    "_torch/_split.py",
+    "_torch/_litdata_cache.py",
+    "read/aio/_astream.py",
     "read/_dataset_state.py",
 )
 # private names of other value types the faces legitimately use (not faces: the spec and the plan values)

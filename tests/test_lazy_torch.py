@@ -21,14 +21,14 @@ from peer import require_dev
 # ``litstream.__getattr__`` on first use. Every other module must import without torch.
 TORCH_MODULES = frozenset(
     {
-        "litstream._collate",
-        "litstream._combined_dataset",
-        "litstream._composite_dataset",
-        "litstream._dataloader",
-        "litstream._dataset",
-        "litstream._parallel_dataset",
-        "litstream._slots",
-        "litstream._split",
+        "litstream._torch._collate",
+        "litstream._torch._combined",
+        "litstream._torch._composite",
+        "litstream._torch._dataloader",
+        "litstream._torch._dataset",
+        "litstream._torch._parallel",
+        "litstream._torch._slots",
+        "litstream._torch._split",
     }
 )
 
@@ -82,7 +82,7 @@ def test_import_litstream_does_not_import_torch(tmp_path: Path) -> None:
 
 def test_every_module_outside_the_facades_imports_without_torch(tmp_path: Path) -> None:
     modules = [name for name in _library_modules() if name not in TORCH_MODULES]
-    assert "litstream.read._astream" in modules
+    assert "litstream.read.aio._astream" in modules
     out = _run_without_torch(
         f"""
         import importlib
@@ -109,7 +109,7 @@ def test_optimize_astream_uploader_and_cli_run_without_torch(tmp_path: Path) -> 
         import anyio
         import numpy as np
         import litstream as ls
-        from litstream._cli import main
+        from litstream._cli._main import main
 
         ls.optimize(fn=lambda i: {"i": i, "x": np.arange(i, dtype=np.int32), "s": str(i)}, inputs=list(range(20)),
                     output_dir="data", chunk_size=6, num_workers=1, verbose=False)
@@ -169,7 +169,7 @@ def test_the_facades_load_torch_on_first_use(tmp_path: Path) -> None:
         from litstream import StreamingDataLoader
         assert "torch" in sys.modules
         # _dataloader imported _dataset: its public class is named "litstream" (pickles by that name) at once
-        assert sys.modules["litstream._dataset"].StreamingDataset.__module__ == "litstream"
+        assert sys.modules["litstream._torch._dataset"].StreamingDataset.__module__ == "litstream"
         assert StreamingDataLoader.__module__ == "litstream"
         from litstream import StreamingDataset
         assert StreamingDataset.__module__ == "litstream"
@@ -200,10 +200,12 @@ def test_import_litstream_loads_no_library_module_but_errors_and_version(tmp_pat
         ours = sorted(m for m in sys.modules if m.startswith("litstream."))
         print(heavy, ours)
         litstream.astream
-        print("litstream.read._astream" in sys.modules, "astream" in vars(litstream))
+        print("litstream.read.aio._astream" in sys.modules, "astream" in vars(litstream))
         """,
         tmp_path,
     )
     first, second = out.splitlines()
-    assert first == "[] ['litstream._errors', 'litstream._terminal', 'litstream._version']"
+    assert (
+        first == "[] ['litstream._core', 'litstream._core._errors', 'litstream._core._terminal', 'litstream._version']"
+    )
     assert second == "True True"

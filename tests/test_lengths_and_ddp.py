@@ -4,14 +4,16 @@ Ranks are simulated with ``WORLD_SIZE``/``GLOBAL_RANK`` (read when iteration or 
 one loader per rank in sequence; one test runs two real ``torch.distributed`` (gloo) processes.
 
 DataLoader workers are simulated in-process where a grid would be too slow: the dataset is pickled
-(as torch hands a copy to each worker) and ``litstream._dataset.detect_worker`` is patched to report
+(as torch hands a copy to each worker) and ``litstream._torch._dataset.detect_worker`` is patched to report
 worker ``w`` of ``K``; each worker's items are then batched as torch does for an ``IterableDataset``
 (``B`` at a time, a short batch at the end of each worker). ``test_simulated_workers_match_real_ones``
 checks that this simulation reproduces real workers item for item.
 
-Real worker loaders use the ``fork`` start method explicitly: once another test in the session has
-used obstore, the loader would otherwise pick ``forkserver``, whose workers neither see environment
-variables set after the server started nor cost as little to start.
+Real worker loaders use the ``fork`` start method explicitly (torch's default, and cheap: once another test
+in the session has used obstore, the loader would otherwise pick ``forkserver``), but they never fork the
+pytest process itself, which has threads (xdist's, in-process servers') whose locks a child could inherit:
+a loader with workers is iterated in a clean helper process (spawned once per module, single-threaded),
+with this process's rank variables, and its batches come back here (``_iterate_cleanly``).
 
 Expected values (spec §3.1/§3.6), with ``N`` items, batch size ``B``, ``W`` ranks:
 ``per_rank = (N // B) // W`` whole batches on every rank; with ``drop_last=False`` the last rank also
@@ -23,12 +25,14 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import pickle
 import socket
 import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,12 +42,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.utils.data import get_worker_info
 
-import litstream._dataset as dataset_module
+import litstream._torch._dataset as dataset_module
 from litstream import StreamingDataLoader, StreamingDataset, optimize
-from litstream._distributed import WorkerEnv
+from litstream._core._distributed import WorkerEnv
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 HERE = Path(__file__).resolve().parent
 
@@ -92,16 +96,58 @@ def as_ints(value: Any) -> list[int]:
     return [int(v) for v in value]
 
 
+_HELPER: list[ProcessPoolExecutor] = []
+_RANK_VARIABLES = ("WORLD_SIZE", "GLOBAL_RANK", "RANK", "LOCAL_RANK", "NNODES", "NODE_RANK")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _clean_helper() -> Iterator[None]:
+    """The helper process of :func:`_iterate_cleanly`, shut down with the module."""
+    yield
+    while _HELPER:
+        _HELPER.pop().shutdown()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _iterate(loader: StreamingDataLoader, env: dict[str, str]) -> tuple[list[Any], StreamingDataLoader]:
+    """In the helper: one epoch of ``loader`` with the caller's rank variables; the batches and the loader after."""
+    for name in _RANK_VARIABLES:
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    return [_plain(batch) for batch in loader], loader
+
+
+def _iterate_cleanly(loader: StreamingDataLoader) -> list[Any]:
+    """One epoch of ``loader``: here without workers; with workers in the clean helper process (which forks
+    them), after which this loader and its dataset take the helper's state (epoch counters, resume state)."""
+    if loader.num_workers == 0:
+        return list(loader)
+    if not _HELPER:
+        _HELPER.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")))
+    env = {name: os.environ[name] for name in _RANK_VARIABLES if name in os.environ}
+    batches, after = _HELPER[0].submit(_iterate, loader, env).result(timeout=600)
+    loader.__dict__.update({k: v for k, v in after.__dict__.items() if k != "dataset"})
+    loader.dataset.__dict__.update(after.dataset.__dict__)
+    return batches
+
+
 def run_plain(loader: StreamingDataLoader) -> list[list[int]]:
     """One epoch: every batch as a list of ints."""
-    return [as_ints(batch) for batch in loader]
+    return [as_ints(batch) for batch in _iterate_cleanly(loader)]
 
 
 def run_tagged(loader: StreamingDataLoader) -> tuple[list[list[int]], dict[int, list[int]]]:
     """One epoch over a dataset built with ``transform=tag_worker``: the batches and each worker's items."""
     batches: list[list[int]] = []
     per_worker: dict[int, list[int]] = {}
-    for values, workers in loader:
+    for values, workers in _iterate_cleanly(loader):
         items, ids = as_ints(values), as_ints(workers)
         assert len(set(ids)) == 1, f"a batch mixes workers {ids}"  # torch batches inside one worker
         batches.append(items)

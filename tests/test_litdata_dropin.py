@@ -48,7 +48,9 @@ def test_transform_method_of_a_subclass_is_applied(tmp_path: Path) -> None:
 def test_transform_method_matches_litdata(tmp_path: Path) -> None:
     litdata = require_peer("litdata")
 
-    class PeerDoubled(litdata.StreamingDataset):  # type: ignore[misc]
+    peer_dataset: Any = litdata.StreamingDataset
+
+    class PeerDoubled(peer_dataset):  # type: ignore[misc]
         def transform(self, sample: dict[str, int]) -> dict[str, int]:
             return {"x": sample["x"] * 2}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import litstream
-from litstream._affinity import parse_id_list
+from litstream._torch._affinity import parse_id_list
 from peer import require_peer
 
 

@@ -72,11 +72,11 @@ def test_dataset_knobs_and_switches(tmp_path: Path) -> None:
     # honoured with LitData's meaning (tests/compat/test_litdata_state_export.py); bad types refused
     assert list(litstream.StreamingDataset(data, force_override_state_dict=True, num_canonical_nodes=2)) == expected
     with pytest.raises(litstream.ConfigurationError, match="force_override_state_dict must be True or False"):
-        litstream.StreamingDataset(data, force_override_state_dict="yes")
+        litstream.StreamingDataset(data, force_override_state_dict="yes")  # type: ignore[arg-type]
     with pytest.raises(litstream.ConfigurationError, match="batch_decode must be"):
         litstream.StreamingDataset(data, batch_decode=-1)
     with pytest.raises(litstream.ConfigurationError, match="window_direct_io must be"):
-        litstream.StreamingDataset(data, window_direct_io="yes")
+        litstream.StreamingDataset(data, window_direct_io="yes")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import litstream
-from litstream._migrate import migrate_source
+from litstream._cli._migrate import migrate_source
 from peer import require_peer
 
 require_peer("litdata")
@@ -141,10 +141,10 @@ def test_pause_and_resume_script(tmp_path: Path, ints_60: str, crash_at: int) ->
     uninterrupted = _run(script, ints_60)
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
     full = _batches(uninterrupted)
-    first, second = printed["litstream"]
-    assert len(first) == crash_at
+    crashed, resumed = printed["litstream"]
+    assert len(crashed) == crash_at
     saved = (crash_at - 1) // 3 * 3  # the last batch whose state was saved before the crash
-    assert first == full[:crash_at]
-    assert first[: saved + 1] + second == full  # the rest of the epoch, each sample once
+    assert crashed == full[:crash_at]
+    assert crashed[: saved + 1] + resumed == full  # the rest of the epoch, each sample once
     assert sorted(v for batch in full for v in batch) == list(range(60))
     assert printed["litstream"] == printed["litdata"]

@@ -1,4 +1,4 @@
-"""Batches of DataLoader workers travel in reusable shared-memory slots (``litstream._slots``).
+"""Batches of DataLoader workers travel in reusable shared-memory slots (``litstream._torch._slots``).
 
 What a user gets is exactly what ``num_workers=0`` gives, batches kept by the user are never
 overwritten by later ones, and no shared memory or process outlives an epoch however it ends.
@@ -19,8 +19,8 @@ import pytest
 import torch
 
 import litstream
-from litstream import _slots
-from litstream._slots import ScratchPool, SlotBatch, SlotExchange, SlotPacker
+from litstream._torch import _slots
+from litstream._torch._slots import ScratchPool, SlotBatch, SlotExchange, SlotPacker, SlotStatistics
 
 ITEMS = 600
 BATCH = 16  # 38 batches: each worker fills its slots many times over
@@ -52,20 +52,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> str:
     return out
 
 
-@pytest.fixture
-def unpacked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the batches that came through a slot (unpacked in this process)."""
-    count = [0]
-    unpack = SlotBatch.unpack
-
-    def counting(self: SlotBatch, pinned: bool = False) -> Any:
-        count[0] += 1
-        return unpack(self, pinned)
-
-    monkeypatch.setattr(SlotBatch, "unpack", counting)
-    return count
-
-
 def _same(a: Any, b: Any) -> None:
     assert type(a) is type(b)
     if isinstance(a, torch.Tensor):
@@ -87,22 +73,6 @@ def _shm_maps() -> int:
         return sum("/dev/shm/" in line for line in maps)
 
 
-@pytest.fixture
-def semaphores(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The /dev/shm names of the free-slot semaphores the loader creates (spawn and forkserver's are
-    named until they are freed; fork's are unlinked at once). Other people's processes on this
-    machine create and remove /dev/shm files meanwhile, so the tests check these, not the folder."""
-    names: list[str] = []
-    open_ = SlotExchange.open
-
-    def recording(self: SlotExchange) -> None:
-        names.extend("sem." + s._semlock.name.lstrip("/") for s in self.free if s._semlock.name)  # type: ignore[attr-defined]
-        open_(self)
-
-    monkeypatch.setattr(SlotExchange, "open", recording)
-    return names
-
-
 _THREADS_AT_START: set[threading.Thread] = set()
 
 
@@ -122,7 +92,7 @@ def _queue_threads_ended() -> None:
             assert not thread.is_alive(), "a queue feeder thread of the loader is still running"
 
 
-def _nothing_left(semaphores: list[str], maps: int) -> None:
+def _nothing_left(semaphores: tuple[str, ...], maps: int) -> None:
     _queue_threads_ended()
     assert _shm_maps() <= maps  # (collects garbage first)
     assert multiprocessing.active_children() == []
@@ -136,29 +106,26 @@ def _by_label(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("context", [pytest.param("fork", marks=pytest.mark.forks), "spawn", "forkserver"])
-def test_batches_kept_by_the_user_equal_those_without_workers(
-    data: str, context: str, unpacked: list[int], semaphores: list[str]
-) -> None:
+def test_batches_kept_by_the_user_equal_those_without_workers(data: str, context: str) -> None:
     expected = list(litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH))
     maps = _shm_maps()
     loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH, num_workers=2,
                                            multiprocessing_context=context)  # fmt: skip
     kept = list(loader)  # every batch kept while later ones reuse the slots
     assert len(kept) == len(expected) == 38
-    assert unpacked[0] == len(kept)
+    statistics = loader.slot_statistics()
+    assert statistics.batches == len(kept)
     for got, want in zip(_by_label(kept), _by_label(expected), strict=True):
         _same(got, want)
         assert not got["image"].is_shared()  # the user's own memory, not a slot
     pointers = {b["image"].data_ptr() for b in kept}
     assert len(pointers) == len(kept)
     del loader
-    _nothing_left(semaphores, maps)
+    _nothing_left(statistics.semaphores, maps)
 
 
 @pytest.mark.parametrize("context", [pytest.param("fork", marks=pytest.mark.forks), "spawn"])
-def test_an_early_break_leaves_no_shared_memory_or_process(
-    data: str, context: str, unpacked: list[int], semaphores: list[str]
-) -> None:
+def test_an_early_break_leaves_no_shared_memory_or_process(data: str, context: str) -> None:
     maps = _shm_maps()
     loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH, num_workers=2,
                                            multiprocessing_context=context)  # fmt: skip
@@ -167,16 +134,17 @@ def test_an_early_break_leaves_no_shared_memory_or_process(
         if k == 3:
             assert _shm_maps() > maps  # the workers' slot blocks, mapped here
             break
-    assert unpacked[0] == 4
-    assert len(semaphores) == (0 if context == "fork" else 2)  # one per worker, named under spawn
-    _nothing_left(semaphores, maps)
+    statistics = loader.slot_statistics()
+    assert statistics.batches == 4
+    assert len(statistics.semaphores) == (0 if context == "fork" else 2)  # one per worker, named under spawn
+    _nothing_left(statistics.semaphores, maps)
     # the next epoch is whole again
     assert sum(len(b["label"]) for b in loader) == ITEMS
 
 
 @pytest.mark.forks
 def test_shared_memory_is_counted_once_torchs_queue_threads_have_ended(
-    data: str, semaphores: list[str], monkeypatch: pytest.MonkeyPatch
+    data: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The leftovers an early break was once seen to leave on a loaded machine (two mappings) were torch's:
     a queue feeder thread not yet ended holds two semaphores. Held here until released, deterministically."""
@@ -200,30 +168,30 @@ def test_shared_memory_is_counted_once_torchs_queue_threads_have_ended(
     assert _slots._EXCHANGES == {}
     assert _shm_maps() > maps  # ... but its queues' threads still hold their semaphores
     release.set()
-    _nothing_left(semaphores, maps)
+    _nothing_left(loader.slot_statistics().semaphores, maps)
 
 
-def test_a_worker_error_leaves_no_shared_memory_or_process(data: str, semaphores: list[str]) -> None:
+def test_a_worker_error_leaves_no_shared_memory_or_process(data: str) -> None:
     maps = _shm_maps()
     dataset = litstream.StreamingDataset(data, transform=_breaks)
     loader = litstream.StreamingDataLoader(dataset, batch_size=BATCH, num_workers=2)
     with pytest.raises(ValueError, match="bad sample 300"):
         for _ in loader:
             pass
-    _nothing_left(semaphores, maps)
+    _nothing_left(loader.slot_statistics().semaphores, maps)
 
 
-def test_a_worker_crash_leaves_no_shared_memory_or_process(data: str, semaphores: list[str]) -> None:
+def test_a_worker_crash_leaves_no_shared_memory_or_process(data: str) -> None:
     maps = _shm_maps()
     loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data, transform=_dies), batch_size=BATCH,
                                            num_workers=2)  # fmt: skip
     with pytest.raises(RuntimeError, match="exited unexpectedly"):
         for _ in loader:
             pass
-    _nothing_left(semaphores, maps)
+    _nothing_left(loader.slot_statistics().semaphores, maps)
 
 
-def test_resume_counts_batches_that_came_through_slots(data: str, unpacked: list[int]) -> None:
+def test_resume_counts_batches_that_came_through_slots(data: str) -> None:
     loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH, num_workers=2)
     seen: list[int] = []
     for k, batch in enumerate(loader):
@@ -236,15 +204,16 @@ def test_resume_counts_batches_that_came_through_slots(data: str, unpacked: list
     resumed.load_state_dict(state)
     rest = [label for batch in resumed for label in batch["label"].tolist()]
     assert sorted(seen + rest) == list(range(ITEMS))
-    assert unpacked[0] > 10
+    assert loader.slot_statistics().batches == 10
+    assert resumed.slot_statistics().batches > 0
 
 
-def test_persistent_workers_keep_torchs_path(data: str, unpacked: list[int]) -> None:
+def test_persistent_workers_keep_torchs_path(data: str) -> None:
     loader = litstream.StreamingDataLoader(litstream.StreamingDataset(data), batch_size=BATCH, num_workers=2,
                                            persistent_workers=True)  # fmt: skip
     for _ in range(2):
         assert sorted(label for b in loader for label in b["label"].tolist()) == list(range(ITEMS))
-    assert unpacked[0] == 0
+    assert loader.slot_statistics() == SlotStatistics()
 
 
 # -- the slots themselves, in one process ----------------------------------------------------------
@@ -333,13 +302,13 @@ def test_a_batch_of_a_finished_iteration_is_refused(exchange: SlotExchange) -> N
 
 
 def test_a_worker_with_file_system_sharing_keeps_torchs_path(exchange: SlotExchange) -> None:
-    strategy = torch.multiprocessing.get_sharing_strategy()
-    torch.multiprocessing.set_sharing_strategy("file_system")
+    strategy = torch.multiprocessing.get_sharing_strategy()  # type: ignore[no-untyped-call]
+    torch.multiprocessing.set_sharing_strategy("file_system")  # type: ignore[no-untyped-call]
     try:
         batch = _batch(0)
         assert SlotPacker(exchange).pack(0, batch) is batch
     finally:
-        torch.multiprocessing.set_sharing_strategy(strategy)
+        torch.multiprocessing.set_sharing_strategy(strategy)  # type: ignore[no-untyped-call]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs an accelerator")
@@ -374,7 +343,7 @@ def test_scratch_memory_is_reused_only_when_nothing_refers_to_it() -> None:
 
 
 def test_scratch_rows_collate_without_a_copy() -> None:
-    from litstream._collate import fast_collate
+    from litstream._torch._collate import fast_collate
     from litstream.format._chunk import ChunkView, pack_chunk
     from litstream.format._index import DatasetConfig
     from litstream.format._loaders import SampleDecoder, SampleEncoder

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import litstream
-from litstream._cli import main
-from litstream._migrate import migrate_source, unified_diff
-from litstream._migrate_rules import ARGUMENT_RULES
+from litstream._cli._main import main
+from litstream._cli._migrate import migrate_source, unified_diff
+from litstream._cli._migrate_rules import ARGUMENT_RULES
 from peer import require_peer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def _call(rule_function: str, argument: str) -> str:
 
 @pytest.mark.parametrize("rule", ARGUMENT_RULES, ids=lambda r: f"{r.function}.{r.argument}.{r.when}")
 def test_every_rule_is_reported_where_it_applies(rule: object) -> None:
-    from litstream._migrate_rules import ArgumentRule
+    from litstream._cli._migrate_rules import ArgumentRule
 
     assert isinstance(rule, ArgumentRule)
     name = rule.function
@@ -139,7 +139,7 @@ def test_calls_of_other_libraries_are_not_reported() -> None:
 
 @pytest.mark.parametrize("rule", ARGUMENT_RULES, ids=lambda r: f"{r.function}.{r.argument}")
 def test_every_rule_names_a_parameter_of_the_litstream_function(rule: object) -> None:
-    from litstream._migrate_rules import ArgumentRule
+    from litstream._cli._migrate_rules import ArgumentRule
 
     assert isinstance(rule, ArgumentRule)
     assert rule.argument in inspect.signature(getattr(litstream, rule.function)).parameters
@@ -244,7 +244,7 @@ def test_a_litdata_project_gives_the_same_samples_after_migration(tmp_path: Path
     migrated = tmp_path / "migrated"
     shutil.copytree(PROJECT, migrated)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    command = [sys.executable, "-m", "litstream._cli", "migrate", str(migrated)]
+    command = [sys.executable, "-m", "litstream._cli._main", "migrate", str(migrated)]
     check = subprocess.run([*command, "--check"], capture_output=True, text=True, env=env, timeout=120)
     assert check.returncode == 1
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)

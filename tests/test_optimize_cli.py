@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from litstream import ConfigurationError, StreamingDataset
-from litstream._optimize_cli import load_fn, parse_inputs
+from litstream._cli._optimize import load_fn, parse_inputs
 
 SCRIPT = """
 def to_sample(i):
@@ -165,7 +165,7 @@ def test_load_fn_from_a_script(script: Path) -> None:
 
 
 def test_output_not_empty_hints_are_spelled_as_flags() -> None:
-    from litstream._optimize_cli import _as_flags
+    from litstream._cli._optimize import _as_flags
 
     message = (
         "output_dir x is not empty (holds 2 files); it holds an interrupted run's checkpoints: pass "

@@ -12,7 +12,8 @@ import litstream
 # Top-level modules of every optional extra in pyproject.toml (and the test peers): none may be needed to import.
 OPTIONAL = (
     "zstandard", "PIL", "cryptography", "pyarrow", "polars", "trio", "tifffile", "soundfile", "av", "nibabel",
-    "trimesh", "pdfplumber", "torchcodec", "torch_geometric", "litdata", "streaming",
+    "trimesh", "pdfplumber", "torchcodec", "torch_geometric", "litdata", "streaming", "starlette", "uvicorn",
+    "hypercorn", "yaml",
 )  # fmt: skip
 
 

@@ -33,7 +33,7 @@ def assert_same_encoding(a: bytes, b: bytes) -> None:
     container metadata and frames that decode within H.264's tolerance of each other."""
     if a == b:
         return
-    from litstream.format._media_video import VideoSerializer
+    from litstream.format.media._video import VideoSerializer
 
     decode = VideoSerializer(decode="all").deserialize
     video_a, audio_a, meta_a = decode(a)

@@ -12,71 +12,71 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ChecksumError as ChecksumError
-from ._errors import ChunkWaitTimeoutError as ChunkWaitTimeoutError
-from ._errors import ConfigurationError as ConfigurationError
-from ._errors import DatasetNotFoundError as DatasetNotFoundError
-from ._errors import DuplicateKeyError as DuplicateKeyError
-from ._errors import EncryptionError as EncryptionError
-from ._errors import FormatError as FormatError
-from ._errors import KeyNotFoundError as KeyNotFoundError
-from ._errors import LitstreamError as LitstreamError
-from ._errors import ObjectNotFoundError as ObjectNotFoundError
-from ._errors import OutputLockedError as OutputLockedError
-from ._errors import OutputNotEmptyError as OutputNotEmptyError
-from ._errors import PickleRefusedError as PickleRefusedError
-from ._errors import PlanError as PlanError
-from ._errors import RetriesExhaustedError as RetriesExhaustedError
-from ._errors import StorageError as StorageError
-from ._errors import WorkerError as WorkerError
-from ._terminal import STDIN_FD as _STDIN_FD  # noqa: F401 (taken at import, for breakpoint in workers)
+from ._core._errors import ChecksumError as ChecksumError
+from ._core._errors import ChunkWaitTimeoutError as ChunkWaitTimeoutError
+from ._core._errors import ConfigurationError as ConfigurationError
+from ._core._errors import DatasetNotFoundError as DatasetNotFoundError
+from ._core._errors import DuplicateKeyError as DuplicateKeyError
+from ._core._errors import EncryptionError as EncryptionError
+from ._core._errors import FormatError as FormatError
+from ._core._errors import KeyNotFoundError as KeyNotFoundError
+from ._core._errors import LitstreamError as LitstreamError
+from ._core._errors import ObjectNotFoundError as ObjectNotFoundError
+from ._core._errors import OutputLockedError as OutputLockedError
+from ._core._errors import OutputNotEmptyError as OutputNotEmptyError
+from ._core._errors import PickleRefusedError as PickleRefusedError
+from ._core._errors import PlanError as PlanError
+from ._core._errors import RetriesExhaustedError as RetriesExhaustedError
+from ._core._errors import StorageError as StorageError
+from ._core._errors import WorkerError as WorkerError
+from ._core._terminal import STDIN_FD as _STDIN_FD  # noqa: F401 (taken at import, for breakpoint in workers)
 from ._version import __version__ as __version__
 
 if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY)
-    from ._affinity import NumaAffinity as NumaAffinity
-    from ._affinity import get_gpu_affinity as get_gpu_affinity
-    from ._affinity import get_numa_affinity as get_numa_affinity
-    from ._combined_dataset import CombinedStreamingDataset as CombinedStreamingDataset
-    from ._dataloader import StreamingDataLoader as StreamingDataLoader
-    from ._dataset import StreamingDataset as StreamingDataset
-    from ._debug import breakpoint as breakpoint
-    from ._litdata_cache import Cache as Cache
-    from ._media_collate import litdata_collate as litdata_collate
-    from ._media_folder import iter_webdataset_tar as iter_webdataset_tar
-    from ._media_folder import list_media_folder as list_media_folder
-    from ._parallel_dataset import ParallelStreamingDataset as ParallelStreamingDataset
-    from ._raw_dataset import BaseIndexer as BaseIndexer
-    from ._raw_dataset import FileIndexer as FileIndexer
-    from ._raw_dataset import FileMetadata as FileMetadata
-    from ._raw_dataset import StreamingRawDataset as StreamingRawDataset
-    from ._split import train_test_split as train_test_split
+    from ._core._debug import breakpoint as breakpoint
+    from ._torch._affinity import NumaAffinity as NumaAffinity
+    from ._torch._affinity import get_gpu_affinity as get_gpu_affinity
+    from ._torch._affinity import get_numa_affinity as get_numa_affinity
+    from ._torch._collate import litdata_collate as litdata_collate
+    from ._torch._combined import CombinedStreamingDataset as CombinedStreamingDataset
+    from ._torch._dataloader import StreamingDataLoader as StreamingDataLoader
+    from ._torch._dataset import StreamingDataset as StreamingDataset
+    from ._torch._litdata_cache import Cache as Cache
+    from ._torch._parallel import ParallelStreamingDataset as ParallelStreamingDataset
+    from ._torch._raw_dataset import BaseIndexer as BaseIndexer
+    from ._torch._raw_dataset import FileIndexer as FileIndexer
+    from ._torch._raw_dataset import FileMetadata as FileMetadata
+    from ._torch._raw_dataset import StreamingRawDataset as StreamingRawDataset
+    from ._torch._split import train_test_split as train_test_split
     from .format._encryption import Encryption as Encryption
     from .format._encryption import FernetEncryption as FernetEncryption
     from .format._encryption import RSAEncryption as RSAEncryption
     from .format._loaders import PyTreeLoader as PyTreeLoader
     from .format._loaders import TokensLoader as TokensLoader
-    from .format._media_audio import Audio as Audio
-    from .format._media_audio import AudioSerializer as AudioSerializer
-    from .format._media_graph import Graph as Graph
-    from .format._media_image import Image as Image
-    from .format._media_image import Jpeg as Jpeg
-    from .format._media_image import JpegArray as JpegArray
-    from .format._media_image import Pil as Pil
-    from .format._media_image import Tiff as Tiff
-    from .format._media_mesh import Mesh as Mesh
-    from .format._media_mesh import Pdf as Pdf
-    from .format._media_nifti import Nifti as Nifti
-    from .format._media_tensor import Tensor as Tensor
-    from .format._media_text import File as File
-    from .format._media_text import Text as Text
-    from .format._media_video import Video as Video
-    from .format._media_video import VideoSerializer as VideoSerializer
-    from .format._parquet import ParquetLoader as ParquetLoader
     from .format._serializer_base import Serializer as Serializer
     from .format._temporal import TemporalArrayLoader as TemporalArrayLoader
-    from .read._astream import astream as astream
-    from .read._sample_stream import SampleStream as SampleStream
+    from .format.arrow._parquet import ParquetLoader as ParquetLoader
+    from .format.media._audio import Audio as Audio
+    from .format.media._audio import AudioSerializer as AudioSerializer
+    from .format.media._graph import Graph as Graph
+    from .format.media._image import Image as Image
+    from .format.media._image import Jpeg as Jpeg
+    from .format.media._image import JpegArray as JpegArray
+    from .format.media._image import Pil as Pil
+    from .format.media._image import Tiff as Tiff
+    from .format.media._mesh import Mesh as Mesh
+    from .format.media._mesh import Pdf as Pdf
+    from .format.media._nifti import Nifti as Nifti
+    from .format.media._tensor import Tensor as Tensor
+    from .format.media._text import File as File
+    from .format.media._text import Text as Text
+    from .format.media._video import Video as Video
+    from .format.media._video import VideoSerializer as VideoSerializer
+    from .index._hf import index_hf_dataset as index_hf_dataset
+    from .index._parquet import index_parquet_dataset as index_parquet_dataset
     from .read._trust import set_allow_pickle as set_allow_pickle
+    from .read.aio._astream import astream as astream
+    from .read.aio._sample_stream import SampleStream as SampleStream
     from .storage._resolver import Dir as Dir
     from .storage._store import LocalFileStore as LocalFileStore
     from .storage._store import ObstoreStore as ObstoreStore
@@ -84,12 +84,12 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .storage._walk import walk as walk
     from .write._complete import complete_dataset as complete_dataset
     from .write._complete import is_complete_dataset as is_complete_dataset
-    from .write._hf import index_hf_dataset as index_hf_dataset
     from .write._hf import optimize_hf as optimize_hf
     from .write._map import map as map
+    from .write._media_folder import iter_webdataset_tar as iter_webdataset_tar
+    from .write._media_folder import list_media_folder as list_media_folder
     from .write._merge_datasets import merge_datasets as merge_datasets
     from .write._optimize import optimize as optimize
-    from .write._parquet_index import index_parquet_dataset as index_parquet_dataset
     from .write._readers import BaseReader as BaseReader
     from .write._readers import ParquetReader as ParquetReader
     from .write._summary import RunSummary as RunSummary
@@ -104,70 +104,70 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
 # ``import litstream`` costs only this file (no torch, numpy, pyarrow or media library).
 _LAZY = {
     "AsyncUploader": ".write._uploader",
-    "Audio": ".format._media_audio",
-    "AudioSerializer": ".format._media_audio",
-    "BaseIndexer": "._raw_dataset",
+    "Audio": ".format.media._audio",
+    "AudioSerializer": ".format.media._audio",
+    "BaseIndexer": "._torch._raw_dataset",
     "BaseReader": ".write._readers",
-    "Cache": "._litdata_cache",
+    "Cache": "._torch._litdata_cache",
     "ChunkWriter": ".write._writer",
-    "CombinedStreamingDataset": "._combined_dataset",
+    "CombinedStreamingDataset": "._torch._combined",
     "Dir": ".storage._resolver",
     "Encryption": ".format._encryption",
     "FernetEncryption": ".format._encryption",
-    "File": ".format._media_text",
-    "FileIndexer": "._raw_dataset",
-    "FileMetadata": "._raw_dataset",
-    "Graph": ".format._media_graph",
-    "Image": ".format._media_image",
-    "Jpeg": ".format._media_image",
-    "JpegArray": ".format._media_image",
+    "File": ".format.media._text",
+    "FileIndexer": "._torch._raw_dataset",
+    "FileMetadata": "._torch._raw_dataset",
+    "Graph": ".format.media._graph",
+    "Image": ".format.media._image",
+    "Jpeg": ".format.media._image",
+    "JpegArray": ".format.media._image",
     "LocalFileStore": ".storage._store",
-    "Mesh": ".format._media_mesh",
-    "Nifti": ".format._media_nifti",
-    "NumaAffinity": "._affinity",
+    "Mesh": ".format.media._mesh",
+    "Nifti": ".format.media._nifti",
+    "NumaAffinity": "._torch._affinity",
     "ObstoreStore": ".storage._store",
-    "ParallelStreamingDataset": "._parallel_dataset",
-    "ParquetLoader": ".format._parquet",
+    "ParallelStreamingDataset": "._torch._parallel",
+    "ParquetLoader": ".format.arrow._parquet",
     "ParquetReader": ".write._readers",
-    "Pdf": ".format._media_mesh",
-    "Pil": ".format._media_image",
+    "Pdf": ".format.media._mesh",
+    "Pil": ".format.media._image",
     "PyTreeLoader": ".format._loaders",
     "RSAEncryption": ".format._encryption",
     "RunSummary": ".write._summary",
-    "SampleStream": ".read._sample_stream",
+    "SampleStream": ".read.aio._sample_stream",
     "Serializer": ".format._serializer_base",
     "Store": ".storage._store",
-    "StreamingDataLoader": "._dataloader",
-    "StreamingDataset": "._dataset",
-    "StreamingRawDataset": "._raw_dataset",
+    "StreamingDataLoader": "._torch._dataloader",
+    "StreamingDataset": "._torch._dataset",
+    "StreamingRawDataset": "._torch._raw_dataset",
     "TemporalArrayLoader": ".format._temporal",
-    "Tensor": ".format._media_tensor",
-    "Text": ".format._media_text",
-    "Tiff": ".format._media_image",
+    "Tensor": ".format.media._tensor",
+    "Text": ".format.media._text",
+    "Tiff": ".format.media._image",
     "TokensLoader": ".format._loaders",
     "UploaderStatistics": ".write._uploader_stats",
-    "Video": ".format._media_video",
-    "VideoSerializer": ".format._media_video",
+    "Video": ".format.media._video",
+    "VideoSerializer": ".format.media._video",
     "WorkerSummary": ".write._summary",
-    "astream": ".read._astream",
-    "breakpoint": "._debug",
+    "astream": ".read.aio._astream",
+    "breakpoint": "._core._debug",
     "build_keys_index": ".write._update",
     "complete_dataset": ".write._complete",
     "dataset_update": ".write._update",
-    "get_gpu_affinity": "._affinity",
-    "get_numa_affinity": "._affinity",
-    "index_hf_dataset": ".write._hf",
-    "index_parquet_dataset": ".write._parquet_index",
+    "get_gpu_affinity": "._torch._affinity",
+    "get_numa_affinity": "._torch._affinity",
+    "index_hf_dataset": ".index._hf",
+    "index_parquet_dataset": ".index._parquet",
     "is_complete_dataset": ".write._complete",
-    "iter_webdataset_tar": "._media_folder",
-    "list_media_folder": "._media_folder",
-    "litdata_collate": "._media_collate",
+    "iter_webdataset_tar": ".write._media_folder",
+    "list_media_folder": ".write._media_folder",
+    "litdata_collate": "._torch._collate",
     "map": ".write._map",
     "merge_datasets": ".write._merge_datasets",
     "optimize": ".write._optimize",
     "optimize_hf": ".write._hf",
     "set_allow_pickle": ".read._trust",
-    "train_test_split": "._split",
+    "train_test_split": "._torch._split",
     "walk": ".storage._walk",
 }
 

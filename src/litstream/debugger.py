@@ -18,8 +18,8 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ConfigurationError
-from ._trace import (
+from ._core._errors import ConfigurationError
+from ._core._trace import (
     ALL_CATEGORIES,
     CAT_BATCH,
     CAT_CRASH,
@@ -33,7 +33,7 @@ from ._trace import (
     CAT_WRITE,
     TRACER,
 )
-from ._trace import merge as _merge
+from ._core._trace import merge as _merge
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -163,7 +163,7 @@ def enable_tracer(
     path = Path(os.path.abspath(os.fspath(log_file)))
     if cats and not (TRACER.on and TRACER.path == path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        from ._trace import part_files
+        from ._core._trace import part_files
 
         for stale in part_files(path):
             stale.unlink(missing_ok=True)

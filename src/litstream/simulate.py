@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import ConfigurationError
+from ._core._bridge import run_sync
+from ._core._errors import ConfigurationError
+from ._sim._calibrate import Calibration
 from ._sim._config import (
     ClusterModel,
     CostModel,
@@ -28,9 +30,10 @@ from ._sim._config import (
     config_from_mapping,
 )
 from ._sim._report import RankReport, SimulationReport, build_report
-from ._sync import run_sync
+from ._sim._tune import KNOBS, Trial, TuneReport
 
 __all__ = [
+    "Calibration",
     "ClusterModel",
     "CostModel",
     "NetworkModel",
@@ -38,8 +41,12 @@ __all__ = [
     "ReadSettings",
     "SimulationConfig",
     "SimulationReport",
+    "Trial",
+    "TuneReport",
+    "calibrate",
     "config_from_mapping",
     "simulate",
+    "tune",
 ]
 
 
@@ -61,12 +68,7 @@ def simulate(config: SimulationConfig | dict[str, Any]) -> SimulationReport:
         DatasetNotFoundError: the dataset has no index.
         StorageError: reading the real index failed, or the simulated store's retries were spent.
     """
-    try:
-        import trio  # noqa: F401  (the simulation's event loop)
-    except ImportError:
-        raise ConfigurationError(
-            "simulate() runs on trio, which is not installed: pip install 'litstream[simulate]'"
-        ) from None
+    _need_trio()
     from ._sim._dataset import prepare_dataset
     from ._sim._run import run_cluster
 
@@ -74,3 +76,77 @@ def simulate(config: SimulationConfig | dict[str, Any]) -> SimulationReport:
         config = config_from_mapping(config)
     dataset = run_sync(prepare_dataset, config)
     return build_report(config, run_cluster(config, dataset))
+
+
+def tune(
+    config: SimulationConfig | dict[str, Any],
+    *,
+    knobs: tuple[str, ...] = KNOBS,
+    max_runs: int = 40,
+    time_budget: float = 300.0,
+    tolerance: float = 0.02,
+) -> TuneReport:
+    """Sweep the read knobs on the simulated cluster and recommend settings (see ``docs/simulate.md``).
+
+    A coordinate descent over ``knobs`` (``num_workers``, ``max_pre_download``, ``prefetch_factor``,
+    ``chunk_size``, ``batch_size``, ``max_cache_size``): one simulated epoch per candidate value, every other
+    knob at its best value so far; a change is kept only when it shortens the predicted epoch by more than
+    ``tolerance``, and then the smallest value within ``tolerance`` of the best is taken.
+
+    Args:
+        config: A :class:`SimulationConfig`, or the nested mapping a YAML config holds (the starting point).
+        knobs: The knobs to sweep. Default: all.
+        max_runs: Simulations at most, the starting point included. Default 40.
+        time_budget: No simulation starts after this many real seconds. Default 300.
+        tolerance: The least fraction of the epoch a change must save. Default 0.02.
+
+    Returns:
+        A :class:`TuneReport`: every trial, the recommended settings and the predicted speed-up.
+
+    Raises:
+        ConfigurationError: a bad setting or bound (named), a call from a running event loop, no trio.
+        DatasetNotFoundError: the dataset has no index.
+        StorageError: reading the real index failed, or the simulated store's retries were spent.
+    """
+    _need_trio()
+    from ._sim._dataset import prepare_dataset
+    from ._sim._tune import tune_config
+
+    if not isinstance(config, SimulationConfig):
+        config = config_from_mapping(config)
+    dataset = run_sync(prepare_dataset, config)
+    return tune_config(config, dataset, knobs=knobs, max_runs=max_runs, time_budget=time_budget, tolerance=tolerance)
+
+
+def calibrate(
+    config: SimulationConfig | dict[str, Any], *, chunks: int = 3, network: bool = False, startup: bool = False
+) -> Calibration:
+    """Measure this machine's CPU costs for the dataset from its first ``chunks`` real chunks.
+
+    Args:
+        config: Names the dataset (and its ``storage_options``).
+        chunks: Chunks to read (>= 1). Default 3.
+        network: Also measure the store's round trip and per-connection bandwidth. Default False.
+        startup: Also measure the loader's and a DataLoader worker's start-up (needs torch; starts a worker
+            process). Default False.
+
+    Returns:
+        A :class:`Calibration`; its ``costs()`` (and ``network()``) are the config keys to set.
+
+    Raises:
+        ConfigurationError: a bad setting. DatasetNotFoundError: no index. StorageError: a read failed.
+    """
+    from ._sim._calibrate import measure_costs
+
+    if not isinstance(config, SimulationConfig):
+        config = config_from_mapping(config)
+    return run_sync(measure_costs, config, chunks, network, startup)
+
+
+def _need_trio() -> None:
+    try:
+        import trio  # noqa: F401  (the simulation's event loop)
+    except ImportError:
+        raise ConfigurationError(
+            "simulate() runs on trio, which is not installed: pip install 'litstream[simulate]'"
+        ) from None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import litstream
+from clean_litdata import litdata_optimize
 from peer import require_peer
 
 if TYPE_CHECKING:
@@ -161,14 +162,13 @@ def litdata_arrow(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     name, compression = request.param
     fn = SCHEMAS[name]
     out = tmp_path_factory.mktemp(f"litdata_arrow_{name}") / "data"
-    litdata.optimize(
+    litdata_optimize(
         fn=fn,
         inputs=list(range(NUM)),
         output_dir=str(out),
         chunk_size=CHUNK_SIZE,
         compression=compression,
         num_workers=1,
-        start_method="fork",
         verbose=False,
     )
     return {"dir": out, "fn": fn, "compression": compression, "litdata": litdata_items(out)}
@@ -244,14 +244,13 @@ async def test_astream(litdata_arrow: dict[str, Any], anyio_backend: str) -> Non
 def test_chunk_bytes_and_two_writers(tmp_path: Path) -> None:
     """LitData's chunk_bytes budget and two writer ranks: several uneven chunks, still the same rows."""
     out = tmp_path / "data"
-    litdata.optimize(
+    litdata_optimize(
         fn=dense,
         inputs=list(range(NUM)),
         output_dir=str(out),
         chunk_bytes="8KB",
         compression="zstd",
         num_workers=2,
-        start_method="fork",
         verbose=False,
     )
     index = json.loads((out / "index.json").read_text())
@@ -284,9 +283,9 @@ def test_litstream_arrow_chunks_byte_identical_to_litdata(tmp_path: Path, compre
         mixed, list(range(NUM)), tmp_path / "ours", chunk_size=CHUNK_SIZE, compression=compression,
         num_workers=1, verbose=False, chunk_format="arrow", checksum=None,
     )  # fmt: skip
-    litdata.optimize(
+    litdata_optimize(
         fn=mixed, inputs=list(range(NUM)), output_dir=str(tmp_path / "theirs"), chunk_size=CHUNK_SIZE,
-        compression=compression, num_workers=1, start_method="fork", verbose=False,
+        compression=compression, num_workers=1, verbose=False,
     )  # fmt: skip
     ours = json.loads((tmp_path / "ours" / "index.json").read_text())
     theirs = json.loads((tmp_path / "theirs" / "index.json").read_text())

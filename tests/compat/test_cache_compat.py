@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import litstream
+from clean_process import run_clean
 from litstream import ConfigurationError, DatasetNotFoundError, FernetEncryption
 from peer import require_peer
 
@@ -135,22 +136,29 @@ class _WritingDataset:
         return i
 
 
-@pytest.mark.parametrize("cls", ["litstream", "litdata"])
-def test_two_dataloader_workers_write_one_dataset(tmp_path: Path, cls: str) -> None:
+def _write_with_two_forked_workers(path: str, cls: str) -> list[int]:
+    """In a clean helper process (torch forks its workers from it, never from the threaded pytest worker)."""
     from torch.utils.data import DataLoader
 
     module = litstream if cls == "litstream" else litdata.streaming
-    cache = module.Cache(str(tmp_path), chunk_size=3)
-    loader = DataLoader(
+    cache = module.Cache(path, chunk_size=3)
+    loader: DataLoader[Any] = DataLoader(
         _WritingDataset(cache),  # type: ignore[arg-type]
         num_workers=2,
         batch_sampler=BATCHES,
         collate_fn=_done_after_last,
         multiprocessing_context="fork",
     )
-    seen = sorted(i for batch in loader for i in batch)
+    return sorted(i for batch in loader for i in batch)
+
+
+@pytest.mark.parametrize("cls", ["litstream", "litdata"])
+def test_two_dataloader_workers_write_one_dataset(tmp_path: Path, cls: str) -> None:
+    seen = run_clean(_write_with_two_forked_workers, str(tmp_path), cls)
     assert seen == list(range(N))
     assert sorted(os.listdir(tmp_path)) == ["0.index.json", "1.index.json", *_chunk_names(tmp_path)]
+    module = litstream if cls == "litstream" else litdata.streaming
+    cache = module.Cache(str(tmp_path), chunk_size=3)
     cache.merge(num_workers=2)
     chunks = chunk_table(tmp_path)
     assert {name.split("-")[1] for name, _ in chunks} == {"0", "1"}  # both workers' ranks
@@ -172,7 +180,7 @@ def _done_after_last(batch: list[int]) -> list[int]:
     info = get_worker_info()
     assert info is not None
     if batch[-1] in (11, N - 1):
-        info.dataset.cache.done()
+        info.dataset.cache.done()  # type: ignore[attr-defined]  # the _WritingDataset of this module
     return batch
 
 
@@ -203,7 +211,7 @@ def test_cache_takes_litdatas_parameters_in_litdatas_order() -> None:
     import inspect
 
     def params(cls: type) -> list[tuple[str, str]]:
-        sig = inspect.signature(cls.__init__)
+        sig = inspect.signature(cls.__init__)  # type: ignore[misc]  # the class's own, as declared
         return [(p.name, repr(p.default)) for p in sig.parameters.values() if p.name != "self"]
 
     assert params(litstream.Cache) == params(litdata.streaming.Cache)

@@ -41,7 +41,7 @@ def test_litdata_reads_a_checksummed_dataset(tmp_path: Path, compression: str | 
         num_workers=1,
         verbose=False,
         compression=compression,
-        **({} if checksum == "default" else {"checksum": checksum}),
+        **({} if checksum == "default" else {"checksum": checksum}),  # type: ignore[arg-type]
     )
     chunks = json.loads((out / "index.json").read_text())["chunks"]
     algorithm = "xxh3" if checksum == "default" else checksum  # a default litstream dataset carries xxh3

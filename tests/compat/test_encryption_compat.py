@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import litstream
+from clean_litdata import litdata_optimize
 from litstream import EncryptionError, FernetEncryption, RSAEncryption, StreamingDataset
 from peer import require_peer
 
@@ -72,12 +73,11 @@ def test_litdata_writes_litstream_reads(algorithm: str, level: str, compression:
     enc = LitFernet("pw", level=level) if algorithm == "fernet" else LitRSA("pw", level=level)
     out = tmp_path / "litdata"
     extra = {"compression_level": "chunk"} if compression else {}
-    litdata.optimize(
+    litdata_optimize(
         fn=fernet_sample if algorithm == "fernet" else rsa_sample,
         inputs=list(range(N)),
         output_dir=str(out),
         num_workers=1,
-        start_method="fork",
         verbose=False,
         encryption=enc,
         **_options(algorithm, compression),

@@ -17,7 +17,7 @@ import pytest
 
 import litstream
 from litstream import ConfigurationError
-from peer import require_peer
+from peer import require_dev, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -139,7 +139,7 @@ def test_discover_files_refuses_http_as_litdata() -> None:
 
 
 def test_graph_with_opaque_data_and_fields_is_a_type_error() -> None:
-    torch = pytest.importorskip("torch")
+    torch = require_dev("torch")
     with pytest.raises(TypeError):
         litdata.Graph(x=torch.ones(2, 2), data=object()).to_mapping()
     with pytest.raises(TypeError, match=r"Graph\(data=<object>\) cannot be combined with tensor fields \(x\)") as info:
@@ -186,7 +186,7 @@ class _Upper(litstream.Serializer):
 def test_litdata_style_serializer_round_trips_and_litdata_reads_it(tmp_path: Path) -> None:
     from litdata.streaming.serializers import Serializer as LitSerializer
 
-    class LitUpper(LitSerializer):
+    class LitUpper(LitSerializer):  # type: ignore[misc]  # LitData is untyped
         serialize = _Upper.serialize
         deserialize = _Upper.deserialize
         can_serialize = _Upper.can_serialize
@@ -226,18 +226,13 @@ def test_litdata_submodules_are_not_there_and_their_names_are_top_level() -> Non
     assert litdata.streaming.Cache.__name__ == litstream.Cache.__name__ == "Cache"
 
 
-def test_what_is_not_available_yet() -> None:
-    # StreamingDataset.shuffler (LitData's Shuffle object).
-    assert not hasattr(litstream.StreamingDataset, "shuffler")
-
-
 def _rows_of(table: Any) -> list[int]:
     return [int(v) for v in table.column("v").to_pylist()]
 
 
 def _parquet_files(tmp_path: Path) -> list[str]:
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    pa = require_dev("pyarrow")
+    pq = require_dev("pyarrow.parquet")
     paths = []
     for f, n in enumerate([25, 7]):
         path = tmp_path / f"part-{f}.parquet"

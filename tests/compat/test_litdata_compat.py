@@ -6,10 +6,11 @@
 * Reported failures B23 (0-dim / zero-length tensors) and B24 (int next to 1-D arrays).
 
 Every sample carries one leaf of each serializer both libraries share. LitData's optimize runs with
-``start_method="fork"`` (spawning re-imports torch per worker, ~8 s each). LitData's reader writes into a
-local dataset directory (it decompresses next to the chunks and then deletes the compressed files), so
-LitData always reads its own copy of a dataset. LitData decodes JPEG with torchvision, which is not
-installed here: it gets a Pillow-based JPEG serializer instead, so both sides decode pixels with Pillow.
+``start_method="fork"`` inside a clean helper process (``tests/clean_litdata.py``; spawning re-imports torch
+per worker, ~8 s each). LitData's reader writes into a local dataset directory (it decompresses next to
+the chunks and then deletes the compressed files), so LitData always reads its own copy of a dataset.
+LitData decodes JPEG with torchvision, which is not installed here: it gets a Pillow-based JPEG serializer
+instead, so both sides decode pixels with Pillow.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from PIL import Image
 from PIL.JpegImagePlugin import JpegImageFile
 
 import litstream
+from clean_litdata import litdata_optimize
 from peer import require_peer
 
 if TYPE_CHECKING:
@@ -186,7 +188,7 @@ def expected_full(i: int) -> dict[str, Any]:
     return sample
 
 
-class PillowJPEGSerializer(JPEGSerializer):
+class PillowJPEGSerializer(JPEGSerializer):  # type: ignore[misc]  # LitData is untyped
     """LitData's JPEG serializer, decoding with Pillow (torchvision is not installed here)."""
 
     def deserialize(self, data: bytes) -> torch.Tensor:
@@ -246,11 +248,10 @@ def assert_litstream_types(sample: dict[str, Any]) -> None:
 
 
 def _litdata_optimize(fn: Any, out: Path, **kwargs: Any) -> None:
-    litdata.optimize(
+    litdata_optimize(
         fn=fn,
         inputs=list(range(NUM_SAMPLES)),
         output_dir=str(out),
-        start_method="fork",
         verbose=False,
         **kwargs,
     )

@@ -14,7 +14,7 @@ import pytest
 
 import litstream
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset
-from litstream.read._litdata_state import is_litdata_state
+from litstream.read.plan._litdata_state import is_litdata_state
 from peer import require_peer
 
 litdata = require_peer("litdata")

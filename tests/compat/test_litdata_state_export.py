@@ -107,9 +107,9 @@ def _parallel(mod: Any, paths: tuple[str, str], length: int | None) -> Any:
     return mod.ParallelStreamingDataset([mod.StreamingDataset(p) for p in paths], length=length)
 
 
-def _copies(tmp_path: Path, *paths: str) -> tuple[str, ...]:
+def _copies(tmp_path: Path, first: str, second: str) -> tuple[str, str]:
     """LitData reads its own copies (it may write next to the chunks)."""
-    return tuple(str(shutil.copytree(p, tmp_path / f"litdata-{i}")) for i, p in enumerate(paths))
+    return str(shutil.copytree(first, tmp_path / "litdata-0")), str(shutil.copytree(second, tmp_path / "litdata-1"))
 
 
 # ------------------------------------------------------------------------------------------------ layout

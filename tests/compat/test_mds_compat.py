@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import decimal
 import gc
-import importlib.util
 import json
 import pickle
 import shutil
@@ -24,11 +23,9 @@ import pytest
 from PIL import Image
 
 from litstream import FormatError, StreamingDataset, astream
-from peer import require_peer
+from peer import require_installed, require_peer
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("streaming") is None, reason="mosaicml-streaming (test peer) is not installed"
-)
+require_installed("streaming")  # mosaicml-streaming, the MDS test peer: required in CI
 
 COLUMNS = {
     "id": "int",

@@ -28,8 +28,9 @@ import pytest
 import torch
 
 import litstream
-from litstream.format._media_audio import AudioSerializer as LsAudio
-from litstream.format._media_video import VideoSerializer as LsVideo
+from clean_litdata import litdata_optimize
+from litstream.format.media._audio import AudioSerializer as LsAudio
+from litstream.format.media._video import VideoSerializer as LsVideo
 from peer import require_dev, require_peer
 
 litdata = require_peer("litdata")
@@ -142,17 +143,17 @@ def _pillow_chw(data: bytes) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(rgb.transpose(2, 0, 1)))
 
 
-class _PillowJPEG(lds.JPEGSerializer):
+class _PillowJPEG(lds.JPEGSerializer):  # type: ignore[misc]  # LitData is untyped
     def deserialize(self, data: bytes) -> torch.Tensor:
         return _pillow_chw(data)
 
 
-class _PillowImage(lds.ImageSerializer):
+class _PillowImage(lds.ImageSerializer):  # type: ignore[misc]
     def deserialize(self, data: bytes) -> torch.Tensor:
         return _pillow_chw(data)
 
 
-class _PillowJPEGArray(lds.JPEGArraySerializer):
+class _PillowJPEGArray(lds.JPEGArraySerializer):  # type: ignore[misc]
     def __init__(self) -> None:
         self._jpeg_serializer = _PillowJPEG()
 
@@ -198,8 +199,8 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "litstream_heavy": root / "litstream_heavy",
     }
     for name, fn in (("litdata_core", _litdata_core), ("litdata_heavy", _litdata_heavy)):
-        litdata.optimize(fn=fn, inputs=list(range(NUM)), output_dir=str(out[name]), chunk_bytes="64MB",
-                         num_workers=1, start_method="fork", verbose=False)  # fmt: skip
+        litdata_optimize(fn=fn, inputs=list(range(NUM)), output_dir=str(out[name]), chunk_bytes="64MB",
+                         num_workers=1, verbose=False)  # fmt: skip
     litstream.optimize(_litstream_core, list(range(NUM)), out["litstream_core"], chunk_bytes="64MB", num_workers=1)
     litstream.optimize(_litstream_heavy, list(range(NUM)), out["litstream_heavy"], chunk_bytes="64MB", num_workers=1)
     return out
@@ -208,7 +209,7 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # -- comparisons --------------------------------------------------------------------------------------
 
 
-def _decode_audio(data: bytes) -> tuple[np.ndarray, int]:
+def _decode_audio(data: bytes | memoryview) -> tuple[np.ndarray, int]:
     frames, rate = sf.read(io.BytesIO(bytes(data)), dtype="float32", always_2d=True)
     return frames.T, rate
 
@@ -343,15 +344,16 @@ def test_litstream_decodes_audio_samples_and_video_frames(datasets: dict[str, Pa
 _BARE: dict[str, str] = {}
 
 
-def _bare_sample(i: int) -> dict[str, Any]:
-    frames = [PILImage.open(_BARE["jpg"]), PILImage.open(_BARE["jpg"])]
+def _bare_sample(item: tuple[int, dict[str, str]]) -> dict[str, Any]:
+    i, paths = item  # the paths travel with the input: LitData's optimize runs in a fresh process
+    frames = [PILImage.open(paths["jpg"]), PILImage.open(paths["jpg"])]
     for frame in frames:
         frame.load()
     return {
         "frames": frames,  # one jpeg_array leaf, not a list node
-        "png": _BARE["png"],
-        "wav": _BARE["wav"],
-        "notes": _BARE["txt"],  # a string in litstream, a pickled string in LitData: "notes" either way
+        "png": paths["png"],
+        "wav": paths["wav"],
+        "notes": paths["txt"],  # a string in litstream, a pickled string in LitData: "notes" either way
         "caption": f"sample {i}: see photo.jpg",
     }
 
@@ -365,10 +367,11 @@ def bare_datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "n.txt").write_text("notes")
     _BARE.update(png=str(root / "p.png"), jpg=str(root / "p.jpg"), wav=str(root / "t.wav"), txt=str(root / "n.txt"))
     out = {"litdata": root / "litdata", "litstream": root / "litstream"}
-    litdata.optimize(fn=_bare_sample, inputs=list(range(NUM)), output_dir=str(out["litdata"]), chunk_bytes="64MB",
-                     num_workers=1, start_method="fork", verbose=False)  # fmt: skip
-    litstream.optimize(_bare_sample, list(range(NUM)), out["litstream"], chunk_bytes="64MB", num_workers=1,
-                       start_method="fork", verbose=False)  # fmt: skip
+    inputs = [(i, dict(_BARE)) for i in range(NUM)]
+    litdata_optimize(fn=_bare_sample, inputs=inputs, output_dir=str(out["litdata"]), chunk_bytes="64MB",
+                     num_workers=1, verbose=False)  # fmt: skip
+    litstream.optimize(_bare_sample, inputs, out["litstream"], chunk_bytes="64MB", num_workers=1,
+                       verbose=False)  # fmt: skip
     return out
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import litstream
-from litstream.format._media_video import VideoSerializer
+from litstream.format.media._video import VideoSerializer
 from peer import require_dev, require_peer
 from video_frames import assert_close, assert_same_encoding, frames
 

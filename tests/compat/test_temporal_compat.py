@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import litstream
+from clean_litdata import litdata_optimize
 from peer import require_peer
 
 if TYPE_CHECKING:
@@ -40,13 +41,12 @@ def _same(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 
 def test_litdata_temporal_dataset_reads_identically(tmp_path: Path) -> None:
     out = str(tmp_path / "tracks")
-    litdata.optimize(
+    litdata_optimize(
         fn=track,
         inputs=list(range(7)),
         output_dir=out,
         chunk_bytes=300,
         num_workers=1,
-        start_method="fork",
         verbose=False,
         item_loader=litdata.TemporalArrayLoader(field_groups=[["score", "valid"]]),
     )

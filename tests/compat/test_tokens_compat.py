@@ -7,9 +7,9 @@
 * The same order through the DataLoaders with 2 workers each.
 
 Token arrays hold consecutive ids (array ``i`` = ``BASE[i] .. BASE[i] + LENGTHS[i] - 1``), so a window
-shows exactly which tokens it covers. LitData's optimize runs with ``start_method="fork"`` and
-``LITDATA_POSIX_FAST=0`` keeps its FullShuffle on a local disk. LitData reads its own copy of a dataset
-(its reader deletes compressed chunks after decompressing them).
+shows exactly which tokens it covers. LitData's optimize runs with ``start_method="fork"`` (in a clean
+process: ``tests/clean_litdata.py``) and ``LITDATA_POSIX_FAST=0`` keeps its FullShuffle on a local disk.
+LitData reads its own copy of a dataset (its reader deletes compressed chunks after decompressing them).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import torch
 import zstandard
 
 import litstream
+from clean_litdata import litdata_optimize
 from peer import require_peer
 
 if TYPE_CHECKING:
@@ -134,13 +135,12 @@ def test_token_layout_is_byte_identical_to_litdata(
     fn: Any, data_format: str, chunking: dict[str, Any], tmp_path: Path
 ) -> None:
     inputs = list(range(NUM_ARRAYS))
-    litdata.optimize(
+    litdata_optimize(
         fn=fn,
         inputs=inputs,
         output_dir=str(tmp_path / "litdata"),
         item_loader=litdata.TokensLoader(),
         num_workers=1,
-        start_method="fork",
         verbose=False,
         **chunking,
     )
@@ -169,12 +169,11 @@ def test_empty_arrays_differ_from_litdata_on_purpose(tmp_path: Path) -> None:
     reads the other's output with the same windows."""
     inputs = list(range(NUM_ARRAYS))
     kwargs: dict[str, Any] = {"chunk_size": CHUNK_TOKENS, "num_workers": 1, "verbose": False}
-    litdata.optimize(
+    litdata_optimize(
         fn=some_empty_tokens,
         inputs=inputs,
         output_dir=str(tmp_path / "litdata"),
         item_loader=litdata.TokensLoader(),
-        start_method="fork",
         **kwargs,
     )
     litstream.optimize(some_empty_tokens, inputs, tmp_path / "ours", item_loader=litstream.TokensLoader(), **kwargs)
@@ -199,7 +198,7 @@ def test_empty_arrays_differ_from_litdata_on_purpose(tmp_path: Path) -> None:
 @pytest.fixture(scope="module", params=[None, "zstd"], ids=["raw", "zstd"])
 def litdata_tokens(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("litdata_tokens") / "data"
-    litdata.optimize(
+    litdata_optimize(
         fn=tensor_tokens,
         inputs=list(range(NUM_ARRAYS)),
         output_dir=str(out),
@@ -209,7 +208,6 @@ def litdata_tokens(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         # LitData 0.2.76 defaults zstd to framed "batch" chunks, which it refuses for TokensLoader
         **({"compression_level": "chunk"} if request.param else {}),
         num_workers=2,
-        start_method="fork",
         verbose=False,
     )
     return out

@@ -1,67 +1,8 @@
-"""Datasets for the Combined / Parallel tests: small integer datasets written once per session.
-
-Every dataset holds plain ints, offset so that a sample names its dataset: ``ints`` is 0..49,
-``thousands`` 1000..1049 (case B12), and the ``mix_*`` sets used for proportions hold
-``base + i`` with bases 0, 100_000 and 200_000.
-"""
+"""The Combined / Parallel tests' datasets, defined in ``compose_sets.py`` (a module name of its own, so that mypy
+checks it: every conftest is a module named ``conftest``)."""
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING
+from compose_sets import ints_10, ints_50, mix_sets, odd_37, thousands_50
 
-import pytest
-
-from litstream import optimize
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-
-def _offset(base: int, i: int) -> int:
-    return base + i
-
-
-def write_ints(d: Path, n: int, chunk_size: int, base: int = 0) -> Path:
-    """Write ``base + i`` for ``i`` in ``range(n)`` to ``d`` with ``chunk_size`` items per chunk."""
-    optimize(
-        fn=functools.partial(_offset, base),
-        inputs=list(range(n)),
-        output_dir=d,
-        chunk_size=chunk_size,
-        num_workers=1,
-        verbose=False,
-    )
-    return d
-
-
-@pytest.fixture(scope="session")
-def ints_50(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_ints(tmp_path_factory.mktemp("ints50"), 50, 10)
-
-
-@pytest.fixture(scope="session")
-def thousands_50(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_ints(tmp_path_factory.mktemp("thousands50"), 50, 10, base=1000)
-
-
-@pytest.fixture(scope="session")
-def odd_37(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """37 items (2000..2036) in chunks of 6: sizes that divide nothing."""
-    return write_ints(tmp_path_factory.mktemp("odd37"), 37, 6, base=2000)
-
-
-@pytest.fixture(scope="session")
-def ints_10(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Case B13's dataset: 0..9, one item per chunk."""
-    return write_ints(tmp_path_factory.mktemp("ints10"), 10, 1)
-
-
-@pytest.fixture(scope="session")
-def mix_sets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """4,000 / 12,000 / 6,000 items with bases 0 / 100_000 / 200_000, for the 10,000-sample proportions."""
-    return (
-        write_ints(tmp_path_factory.mktemp("mixA"), 4000, 500, base=0),
-        write_ints(tmp_path_factory.mktemp("mixB"), 12000, 500, base=100_000),
-        write_ints(tmp_path_factory.mktemp("mixC"), 6000, 500, base=200_000),
-    )
+__all__ = ["ints_10", "ints_50", "mix_sets", "odd_37", "thousands_50"]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litstream import ConfigurationError
-from litstream.read._mixing import check_batching_method, mix_order, normalize_weights
+from litstream.read.plan._mixing import check_batching_method, mix_order, normalize_weights
 
 
 def test_explicit_weights_are_normalised() -> None:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-import litstream._composite_dataset as composite_module
+import litstream._torch._composite as composite_module
 from litstream import ParallelStreamingDataset, StreamingDataLoader, StreamingDataset, optimize
-from litstream._distributed import WorkerEnv
+from litstream._core._distributed import WorkerEnv
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -19,7 +19,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
@@ -31,7 +31,7 @@ import litstream
 from running import litstream_frames
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncGenerator, Callable
 
     from servers import S3Server
 
@@ -102,8 +102,9 @@ async def _serve(app: Any, body: Callable[[Served], Any], send_buffer: int | Non
         stop.set()
 
 
-async def _lines(reply: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    async with contextlib.aclosing(reply.aiter_lines()) as lines:
+async def _lines(reply: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:
+    lines_of = cast("AsyncGenerator[str, None]", reply.aiter_lines())  # a generator, typed as an iterator by httpx
+    async with contextlib.aclosing(lines_of) as lines:
         async for line in lines:
             yield json.loads(line)
 
@@ -162,7 +163,9 @@ def _tasks_in_our_code() -> list[str]:
         while coro is not None:
             frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
             name = os.path.abspath(frame.f_code.co_filename) if frame is not None else ""
-            in_response = name == str(EXAMPLE) and "SampleStreamResponse" in frame.f_code.co_qualname
+            in_response = (
+                frame is not None and name == str(EXAMPLE) and "SampleStreamResponse" in frame.f_code.co_qualname
+            )
             if name.startswith(_PACKAGE_DIR) or in_response:
                 ours.append(f"{task.name}: {name}")
                 break

@@ -1,5 +1,5 @@
-"""LitData's Arrow chunks: layout detection, decoding, untrusted payloads (format/_arrow.py) and the
-writer side (format/_arrow_write.py)."""
+"""LitData's Arrow chunks: layout detection, decoding, untrusted payloads (format/arrow/_chunk.py) and the
+writer side (format/arrow/_write.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from litstream import ConfigurationError, FormatError
-from litstream.format._arrow import (
+from litstream.format._chunk import ChunkView, header_length, pack_chunk
+from litstream.format.arrow._chunk import (
     ARROW_FOOTER_MAGIC,
     ArrowChunk,
     ArrowRowsOnly,
@@ -19,8 +20,14 @@ from litstream.format._arrow import (
     pyarrow_module,
     read_chunk_view,
 )
-from litstream.format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk
-from litstream.format._chunk import ChunkView, header_length, pack_chunk
+from litstream.format.arrow._write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk
+
+
+def arrow_chunk(data: Any, **kwargs: Any) -> ArrowChunk:
+    """``read_chunk_view(data)`` of a chunk known to carry an Arrow payload."""
+    view = read_chunk_view(data, **kwargs)
+    assert isinstance(view, ArrowChunk)
+    return view
 
 
 def row(i: int) -> dict[str, Any]:
@@ -71,7 +78,7 @@ def test_pack_then_read_every_row(n: int, compression: str | None) -> None:
 
 
 def test_rows_are_new_objects() -> None:
-    view = read_chunk_view(pack_arrow_chunk([row(i) for i in range(3)], None))
+    view = arrow_chunk(pack_arrow_chunk([row(i) for i in range(3)], None))
     first = view.item(1)
     first["l"].append(99)
     assert view.item(1)["l"] == [1, -1]
@@ -79,14 +86,14 @@ def test_rows_are_new_objects() -> None:
 
 def test_rows_keep_value_types() -> None:
     samples = [{"a": 1, "f": 1.0, "t": True, "s": "1", "b": b"1", "n": None}]
-    got = read_chunk_view(pack_arrow_chunk(samples, None)).item(0)
+    got = arrow_chunk(pack_arrow_chunk(samples, None)).item(0)
     assert [type(v) for v in got.values()] == [int, float, bool, str, bytes, type(None)]
     assert got == samples[0]
 
 
 def test_missing_fields_read_as_none_in_first_seen_order() -> None:
-    samples = [{"a": 1}, {"b": "x", "a": 2}]
-    assert read_chunk_view(pack_arrow_chunk(samples, None)).rows([0, 1]) == [
+    samples: list[dict[str, Any]] = [{"a": 1}, {"b": "x", "a": 2}]
+    assert arrow_chunk(pack_arrow_chunk(samples, None)).rows([0, 1]) == [
         {"a": 1, "b": None},
         {"a": 2, "b": "x"},
     ]
@@ -126,12 +133,12 @@ def test_stream_payload_and_uneven_batches() -> None:
     # as many batches as LitData's layout would cut (2 for 300 rows), but not every 256 rows
     table = pa.Table.from_pylist([{"v": i} for i in range(300)])
     for ids in ([299], [0], [140, 160, 7], list(range(300))):
-        view = read_chunk_view(slim_header(300) + footer(ipc_file(table, batch_rows=150)))
+        view = arrow_chunk(slim_header(300) + footer(ipc_file(table, batch_rows=150)))
         assert view.rows(ids) == [{"v": i} for i in ids]
 
 
 def test_rows_outside_the_chunk() -> None:
-    view = read_chunk_view(pack_arrow_chunk([row(0), row(1)], None))
+    view = arrow_chunk(pack_arrow_chunk([row(0), row(1)], None))
     with pytest.raises(FormatError, match="item 2 is outside"):
         view.rows([0, 2])
     with pytest.raises(FormatError, match="item -1 is outside"):
@@ -141,8 +148,8 @@ def test_rows_outside_the_chunk() -> None:
 def test_row_count_must_match_the_header() -> None:
     table = pa.Table.from_pylist([{"v": 1}, {"v": 2}, {"v": 3}])
     with pytest.raises(FormatError, match="holds 3 rows but the chunk header announces 2"):
-        read_chunk_view(slim_header(2) + footer(ipc_file(table, batch_rows=2))).rows([0])
-    short = read_chunk_view(slim_header(4) + footer(ipc_file(table)))  # one batch: 3 rows, 4 expected
+        arrow_chunk(slim_header(2) + footer(ipc_file(table, batch_rows=2))).rows([0])
+    short = arrow_chunk(slim_header(4) + footer(ipc_file(table)))  # one batch: 3 rows, 4 expected
     with pytest.raises(FormatError, match="holds 3 rows"):
         short.rows([0])
 
@@ -276,35 +283,32 @@ def test_compression_shrinks_repetitive_payloads() -> None:
     samples = [{"s": "same text " * 20, "i": 0} for _ in range(500)]
     raw, packed = pack_arrow_chunk(samples, None), pack_arrow_chunk(samples, "zstd")
     assert len(packed) < len(raw) // 5
-    assert read_chunk_view(packed).rows(range(500)) == samples
+    assert arrow_chunk(packed).rows(range(500)) == samples
 
 
-def test_decompression_bomb_is_refused_before_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_decompression_bomb_is_refused_before_decoding() -> None:
     """The decoded size comes from the IPC message headers (each compressed buffer's int64 length);
     a payload that would inflate past ``MAX_INFLATION`` x its size (and the floor) is refused."""
-    import litstream.format._arrow as arrow
-
     samples = [{"s": "x" * 200_000} for _ in range(20)]  # 4 MB of text that zstd squeezes to a few KB
     data = pack_arrow_chunk(samples, "zstd")
-    assert read_chunk_view(data).rows([19]) == [samples[19]]  # under the 1 GiB floor: read
-    monkeypatch.setattr(arrow, "MAX_DECODED_FLOOR", 0)
+    assert arrow_chunk(data).rows([19]) == [samples[19]]  # under the 1 GiB floor: read
     with pytest.raises(FormatError, match=r"would decode to \d+ bytes, more than the \d+ allowed \(128x"):
-        read_chunk_view(data)
+        read_chunk_view(data, decoded_floor=0)
     plain = pack_arrow_chunk(samples, None)  # uncompressed: decodes to its own size
-    assert read_chunk_view(plain).rows([0]) == [samples[0]]
+    assert arrow_chunk(plain, decoded_floor=0).rows([0]) == [samples[0]]
 
 
 @pytest.mark.parametrize("codec", ["lz4", "zstd"])
 def test_ipc_compression_codecs_litdata_may_record(codec: str) -> None:
     """LitData records ``ipc_compression`` "zstd" or "lz4"; both codecs decode."""
     table = pa.Table.from_pylist([row(i) for i in range(300)])
-    view = read_chunk_view(slim_header(300) + footer(ipc_file(table, compression=codec)))
+    view = arrow_chunk(slim_header(300) + footer(ipc_file(table, compression=codec)))
     assert view.rows([299, 0, 256]) == [row(299), row(0), row(256)]
 
 
 @pytest.mark.parametrize("compression", [None, "zstd", "lz4"])
 def test_decoded_size_read_from_headers_equals_arrow_buffers(compression: str | None) -> None:
-    from litstream.format._arrow_ipc import decoded_bytes
+    from litstream.format.arrow._ipc import decoded_bytes
 
     table = pa.Table.from_pylist([row(i) for i in range(600)])
     payload = memoryview(ipc_file(table, compression=compression))

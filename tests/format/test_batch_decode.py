@@ -18,6 +18,7 @@ from litstream.format._index import DatasetConfig
 from litstream.format._loaders import SampleDecoder, SampleEncoder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -61,13 +62,17 @@ def _check(view: ChunkView, decoder: SampleDecoder, items: list[int]) -> list[An
     return many
 
 
-SAMPLES = {
+SAMPLES: dict[str, Callable[[int], Any]] = {
     "fixed dict": lambda i: {"image": np.full((3, 4, 4), i, np.uint8), "label": i, "name": f"s{i:04d}"},
     "variable str and 1-d": lambda i: {"x": np.arange(i % 3 + 1, dtype=np.float32), "s": "é" * (i % 4), "f": i / 3},
     "mixed shapes": lambda i: (np.zeros((2, i % 2 + 1), np.int16) + i, bool(i % 2)),
     "nested": lambda i: {"a": [i, {"b": np.ones((2, 2)) * i}], "c": OrderedDict(d=str(i))},
     "tensor and pickle": lambda i: [torch.full((2, 2), float(i)), None, b"x" * i],
     "single leaf": lambda i: np.full((2, 3), i, np.int64),
+    # unevenly spaced items whose scalars are gathered with one indexed take, rows built by a dict display
+    "scalar rows": lambda i: {"i": i - 6, "s": "w" * (i * 7 % 13), "f": i / 7, "b": i % 3 == 0, "j": -(2**62) + i},
+    "many keys": lambda i: {f"k{j}": i * j for j in range(40)},  # above the display's 32 keys: dict(zip())
+    "int keys": lambda i: {1: i, 0: "x" * i, "1": float(i)},
 }
 
 

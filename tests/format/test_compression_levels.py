@@ -30,7 +30,7 @@ def _bomb(size: int, *, declare: bool) -> bytes:
     chunker = compressor.chunker(size=size if declare else -1, chunk_size=1 << 20)
     block = bytes(16 << 20)
     out = b"".join(b"".join(chunker.compress(block)) for _ in range(size // len(block)))
-    return out + b"".join(chunker.finish())
+    return out + b"".join(chunker.finish())  # type: ignore[no-untyped-call]  # zstandard has no annotations
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,9 @@ def test_framed_directory_matches_litdata_layout() -> None:
 def test_resolve_and_config_keys() -> None:
     assert resolve_compression("zstd") == Compression("zstd", "batch", 256)
     assert resolve_compression("zstd:9", "sample") == Compression("zstd:9", "sample", None)
-    assert resolve_compression("zstd", default_level="chunk").config_keys() == {
+    chunk_level = resolve_compression("zstd", default_level="chunk")
+    assert chunk_level is not None
+    assert chunk_level.config_keys() == {
         "compression": "zstd", "compression_level": None, "compression_batch_size": None,
     }  # fmt: skip
     with pytest.raises(litstream.ConfigurationError, match="compression_level='frame'"):

@@ -12,10 +12,8 @@ from litstream.format._loaders import SampleEncoder
 
 
 def _general(samples: list[Any]) -> list[bytes]:
-    encoder = SampleEncoder()
-    out = [encoder.encode(samples[0])]
-    encoder._fast = None  # the general path only
-    return out + [encoder.encode(s) for s in samples[1:]]
+    encoder = SampleEncoder(fast_path=False)
+    return [encoder.encode(s) for s in samples]
 
 
 def _fast(samples: list[Any]) -> tuple[list[bytes], SampleEncoder]:
@@ -23,7 +21,7 @@ def _fast(samples: list[Any]) -> tuple[list[bytes], SampleEncoder]:
     return [encoder.encode(s) for s in samples], encoder
 
 
-CASES = {
+CASES: dict[str, list[Any]] = {
     "dict": [
         {"img": np.full((3, 4), i, np.uint8), "y": i, "s": "é" * i, "f": i / 3, "b": i % 2 == 0} for i in range(5)
     ],

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 from collections import OrderedDict, defaultdict, deque
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from litstream import ConfigurationError, FormatError
+from litstream._core._units import parse_bytes
 from litstream.format._chunk import ChunkBuilder, ChunkView, chunk_filename, local_chunk_filename, pack_chunk
 from litstream.format._compression import compress, decompress, validate_compression
 from litstream.format._index import (
@@ -23,7 +24,6 @@ from litstream.format._index import (
     natural_sort_key,
 )
 from litstream.format._pytree import spec_from_json, spec_to_json, tree_flatten, tree_unflatten
-from litstream.format._units import parse_bytes
 
 LEAF = '{"type": null, "context": null, "children_spec": []}'
 
@@ -51,7 +51,7 @@ def test_data_spec_of_dict_keeps_insertion_order() -> None:
         {"b": 1, "a": {"x": [1, 2]}},
         OrderedDict(a=1, b=(2,)),
         deque([1, 2], maxlen=3),
-        defaultdict(list, {"k": 1}),
+        defaultdict[str, Any](list, {"k": 1}),
         [],
         {},
         (),
@@ -224,7 +224,7 @@ def test_format_package_imports_no_io_modules() -> None:
         "import numpy, torch  # the allowed dependencies (torch itself loads asyncio and socket)\n"
         "before = set(sys.modules)\n"
         "import litstream.format._chunk, litstream.format._index, litstream.format._pytree\n"
-        "import litstream.format._loaders, litstream.format._compression, litstream.format._units\n"
+        "import litstream.format._loaders, litstream.format._compression, litstream._core._units\n"
         "import litstream.format._serializers\n"
         "new = set(sys.modules) - before\n"
         "bad = sorted(m for m in new if m.split('.')[0] in {'anyio', 'obstore', 'httpx', 'trio', 'asyncio',"

@@ -40,13 +40,16 @@ def test_round_trip_and_lookup() -> None:
     assert read.column("chunk_offset").to_pylist() == [1, 0, 2, 3]
     k, i, _ = decode_key_table(data, source="t", num_items=4)
     again = sorted_table(k, i, source="t")
-    assert [again.find(x) for x in ["a", "b", "c", "é", "zz", 3]] == [1, 0, 2, 3, None, None]
+    lookups: list[str | int] = ["a", "b", "c", "é", "zz", 3]
+    assert [again.find(x) for x in lookups] == [1, 0, 2, 3, None, None]
     ints = sorted_table(*table_from_values([30, -5, 7], source="t"), source="t")
-    assert [ints.find(x) for x in [30, -5, 7, 8, "30"]] == [0, 1, 2, None, None]
+    values: list[str | int] = [30, -5, 7, 8, "30"]
+    assert [ints.find(x) for x in values] == [0, 1, 2, None, None]
 
 
 def test_shard_hash_is_litdatas() -> None:
-    for key in ["a", "user-42", 7, -3]:
+    shard_keys: list[str | int] = ["a", "user-42", 7, -3]
+    for key in shard_keys:
         digest = hashlib.blake2b(str(key).encode(), digest_size=8).digest()
         assert key_shard(key, 5) == int.from_bytes(digest, "little") % 5
     assert key_shard("x", 1) == 0

@@ -1,4 +1,4 @@
-"""The MDS index and sample decoding (``format/_mds.py``, ``format/_mds_encodings.py``) on hand-made,
+"""The MDS index and sample decoding (``format/mds/_index.py``, ``format/mds/_encodings.py``) on hand-made,
 hostile input: every malformed field is a ``FormatError`` naming it, never a crash or a wrong sample.
 The samples MDSWriter itself writes are covered in ``tests/compat/test_mds_compat.py``."""
 
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from litstream import ConfigurationError, FormatError
-from litstream.format._mds import decompress_shard, is_mds_config, parse_index
-from litstream.format._mds_encodings import MdsDecoder
+from litstream.format.mds._encodings import MdsDecoder
+from litstream.format.mds._index import decompress_shard, is_mds_config, parse_index
 
 
 def _shard(**overrides: Any) -> dict[str, Any]:
@@ -183,10 +183,10 @@ def test_missing_codec_package_names_the_install(monkeypatch: pytest.MonkeyPatch
 def test_a_pkl_column_is_refused_before_decoding_when_pickles_are_not_allowed() -> None:
     from litstream import PickleRefusedError
     from litstream.format._index import DatasetConfig
-    from litstream.format._mds_encodings import MdsDecoder
+    from litstream.format.mds._encodings import MdsDecoder
 
     config = DatasetConfig(
-        data_format=["int", "pkl"],
+        data_format=("int", "pkl"),
         data_spec=None,
         extra={"column_names": ["n", "obj"], "column_sizes": [8, None]},
     )

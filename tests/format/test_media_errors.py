@@ -14,14 +14,14 @@ import torch
 
 import litstream
 from litstream import FormatError
-from litstream.format._media_audio import AudioSerializer, encode_wav
-from litstream.format._media_graph import GraphSerializer
-from litstream.format._media_image import JpegArraySerializer, TiffSerializer
-from litstream.format._media_mesh import MeshSerializer, PdfSerializer
-from litstream.format._media_nifti import NiftiSerializer
-from litstream.format._media_text import TextSerializer
-from litstream.format._media_video import VideoSerializer
 from litstream.format._serializers import default_serializers, select_serializer
+from litstream.format.media._audio import AudioSerializer, encode_wav
+from litstream.format.media._graph import GraphSerializer
+from litstream.format.media._image import JpegArraySerializer, TiffSerializer
+from litstream.format.media._mesh import MeshSerializer, PdfSerializer
+from litstream.format.media._nifti import NiftiSerializer
+from litstream.format.media._text import TextSerializer
+from litstream.format.media._video import VideoSerializer
 from pyg_block import block_torch_geometric
 
 
@@ -40,7 +40,7 @@ def test_empty_text_is_refused_with_the_fix() -> None:
         (lambda: litstream.Image(quality=80, max_quality=90), r"Image\(quality=80, max_quality=90\): set only one"),
         (lambda: litstream.Jpeg(quality=80, max_quality=90), r"Jpeg\(quality=80, max_quality=90\)"),
         (lambda: litstream.JpegArray(quality=80, max_quality=90), r"JpegArray\(quality=80"),
-        (lambda: litstream.Audio(bytes="not bytes"), r"Audio\(bytes=...\) must be bytes or bytearray, got str"),
+        (lambda: litstream.Audio(bytes="not bytes"), r"Audio\(bytes=...\) must be bytes or bytearray, got str"),  # type: ignore[arg-type]
     ],
 )
 def test_wrapper_arguments_are_checked(build: object, message: str) -> None:
@@ -54,7 +54,7 @@ def test_wrapper_defaults_follow_litdata() -> None:
     assert litstream.JpegArray().max_quality == 95
     assert litstream.Image().max_quality is None
     assert litstream.Text(path=__import__("pathlib").Path("a.txt")).path == "a.txt"
-    assert litstream.File(bytes=bytearray(b"ab")).bytes == b"ab"
+    assert litstream.File(bytes=bytearray(b"ab")).bytes == b"ab"  # type: ignore[arg-type]  # accepted, kept as bytes
     assert litstream.Tensor(array=np.zeros((2, 3))).shape == (2, 3)
     with pytest.raises(AttributeError, match=r"Tensor.shape needs array="):
         _ = litstream.Tensor(bytes=b"").shape

@@ -24,8 +24,8 @@ import torch
 from PIL import Image as PILImage
 
 import litstream
-from litstream.format._media_video import VideoSerializer
 from litstream.format._serializers import default_serializers, select_serializer, serializer_for_format
+from litstream.format.media._video import VideoSerializer
 from peer import require_dev, require_peer
 from pyg_block import block_torch_geometric
 
@@ -49,9 +49,9 @@ def _without_torch_geometric(monkeypatch: pytest.MonkeyPatch) -> None:
     block_torch_geometric(monkeypatch)
 
 
-NIFTI_GZ = os.path.join(os.path.dirname(nib.__file__), "tests", "data", "example4d.nii.gz")
-NIFTI = os.path.join(os.path.dirname(nib.__file__), "tests", "data", "anatomical.nii")
-PDF = os.path.join(os.path.dirname(matplotlib.__file__), "mpl-data", "images", "home.pdf")
+NIFTI_GZ = os.path.join(os.path.dirname(str(nib.__file__)), "tests", "data", "example4d.nii.gz")
+NIFTI = os.path.join(os.path.dirname(str(nib.__file__)), "tests", "data", "anatomical.nii")
+PDF = os.path.join(os.path.dirname(str(matplotlib.__file__)), "mpl-data", "images", "home.pdf")
 TEXT = string.__file__
 
 
@@ -343,7 +343,7 @@ def _litdata_wrapped(i: int) -> dict[str, Any]:
     + [{"quality": "web_high"}, {"qtables": [[3 * (i % 7) + 1 for i in range(64)]]}],
 )
 def test_jpeg_quality_estimate_matches_litdata(options: dict[str, Any]) -> None:
-    from litstream.format._media_image_codec import estimate_jpeg_quality, keep_jpeg_under
+    from litstream.format.media._image_codec import estimate_jpeg_quality, keep_jpeg_under
 
     data = _encoded("JPEG", **options)
     assert estimate_jpeg_quality(data) == lds._estimate_jpeg_quality(data)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import litstream
-from litstream.format._media_video import VideoSerializer, encode_video_array
+from litstream.format.media._video import VideoSerializer, encode_video_array
 from peer import require_dev
 from video_frames import assert_close, assert_same_encoding, frames
 

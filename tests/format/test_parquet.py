@@ -1,4 +1,4 @@
-"""Parquet files as chunks: footers to index entries, bytes to rows (format/_parquet.py)."""
+"""Parquet files as chunks: footers to index entries, bytes to rows (format/arrow/_parquet.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from litstream import ConfigurationError, FormatError
-from litstream.format._parquet import (
+from litstream.format.arrow._parquet import (
     ParquetChunk,
     ParquetFileInfo,
     ParquetLoader,

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from litstream import ConfigurationError
-from litstream.format._image_serializers import PilSerializer
-from litstream.format._mds_encodings import _image, _pil
+from litstream.format.mds._encodings import _image, _pil
+from litstream.format.media._image_serializers import PilSerializer
 
 # A 1x1 "L" image as the 'pil' serializer stores it: width, height, mode length, mode, pixels.
 _PIL_PAYLOAD = struct.pack("<3I", 1, 1, 1) + b"L" + b"\x07"

@@ -20,7 +20,7 @@ from hypothesis.extra import numpy as hnp
 from PIL import Image
 from PIL.JpegImagePlugin import JpegImageFile
 
-from litstream._errors import FormatError
+from litstream._core._errors import FormatError
 from litstream.format._serializers import (
     JpegSerializer,
     NoHeaderNumpySerializer,

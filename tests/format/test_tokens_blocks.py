@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -23,13 +25,15 @@ def _layout(data_format: str, tokens: int, block: int) -> TokenLayout:
     ("data_format", "kind"), [("no_header_numpy:2", np.ndarray), ("no_header_tensor:16", torch.Tensor)]
 )
 @pytest.mark.parametrize("items", [range(0, 6), range(2, 5), [1, 2, 3], [4, 0, 2], [5, 5], [3]])
-def test_blocks_decoded_together_equal_blocks_decoded_one_by_one(data_format: str, kind: type, items: object) -> None:
+def test_blocks_decoded_together_equal_blocks_decoded_one_by_one(
+    data_format: str, kind: type[Any], items: object
+) -> None:
     tokens = np.arange(1000, 1020, dtype="<i4")  # 20 tokens: 6 blocks of 3, 2 tokens of tail
     layout = _layout(data_format, len(tokens), 3)
     view = layout.view(0, ChunkView(pack_chunk([tokens[:7].tobytes(), tokens[7:].tobytes()])))
     ids = list(items)  # type: ignore[call-overload]
-    together = layout.decode_blocks(view, items)  # type: ignore[arg-type]
-    alone = [layout.decode(view.item(i)) for i in ids]
+    together: list[Any] = layout.decode_blocks(view, items)  # type: ignore[arg-type]
+    alone: list[Any] = [layout.decode(view.item(i)) for i in ids]
     assert [np.asarray(b).tolist() for b in together] == [np.asarray(b).tolist() for b in alone]
     assert [np.asarray(b).tolist() for b in together] == [tokens[3 * i : 3 * i + 3].tolist() for i in ids]
     assert all(type(b) is kind and b.dtype == a.dtype and b.shape == (3,) for a, b in zip(alone, together, strict=True))

@@ -12,12 +12,12 @@ import pytest
 
 import litstream
 from litstream import FormatError
-from litstream.format._arrow_write import pack_arrow_chunk
+from litstream.format.arrow._write import pack_arrow_chunk
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.servers import S3Server
+    from servers import S3Server
 
 N = 90
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from litstream.read._sample_stream import SampleStream
+    from litstream.read.aio._sample_stream import SampleStream
 
 pytestmark = pytest.mark.anyio
 

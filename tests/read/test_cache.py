@@ -18,8 +18,8 @@ import pytest
 
 from clean_process import run_clean
 from litstream import ConfigurationError
-from litstream.read._cache import ChunkCache
-from litstream.read._cache_dirs import LOCK_DIR, dataset_cache_dir, default_cache_root, parse_cache_size
+from litstream.read.cache._cache import ChunkCache
+from litstream.storage._cache_dirs import LOCK_DIR, dataset_cache_dir, default_cache_root, parse_cache_size
 from litstream.storage._local import LocalFileStore
 from litstream.storage._transfer import Downloader
 

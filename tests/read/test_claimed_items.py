@@ -59,11 +59,18 @@ def _assert_refused(report: dict[str, Any]) -> None:
     assert report["growth"] < 256 * 2**20  # nothing near one id per claimed item
 
 
-@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("shuffle", [False, True, "window"])
 @pytest.mark.parametrize("compression", [None, "zstd"])
-def test_a_local_claim_is_refused_naming_the_chunk(tmp_path: Path, compression: str | None, shuffle: bool) -> None:
+def test_a_local_claim_is_refused_naming_the_chunk(tmp_path: Path, compression: str | None, shuffle: object) -> None:
     _claiming(tmp_path / "ds", HUGE, compression)
     _assert_refused(_read({"url": str(tmp_path / "ds"), "shuffle": shuffle}))
+
+
+@pytest.mark.parametrize("shuffle", [False, True, "window"])
+def test_an_elastic_resume_over_a_claim_is_refused_naming_the_chunk(tmp_path: Path, shuffle: object) -> None:
+    """A checkpoint of 3 workers resumed by one: the remainder is re-cut from the recorded counts, lazily."""
+    _claiming(tmp_path / "ds", HUGE, None)
+    _assert_refused(_read({"url": str(tmp_path / "ds"), "shuffle": shuffle, "resume_workers": 3}))
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
@@ -95,9 +102,10 @@ def test_an_s3_claim_is_refused_naming_the_chunk(
     _assert_refused(report)
 
 
-@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("resume_workers", [0, 3])
+@pytest.mark.parametrize("shuffle", [False, True, "window"])
 def test_a_claim_of_2_26_items_in_a_256_mib_chunk_stays_within_the_documented_bound(
-    tmp_path: Path, shuffle: bool
+    tmp_path: Path, shuffle: object, resume_workers: int
 ) -> None:
     """docs/security.md: the plan never takes more than twice the recorded ``chunk_bytes``. The chunk file
     really is that large (sparse: it costs no disk), so the index passes every size check; only the chunk's
@@ -112,7 +120,7 @@ def test_a_claim_of_2_26_items_in_a_256_mib_chunk_stays_within_the_documented_bo
     with open(ds / "chunk-0-0.bin", "wb") as f:
         f.write(header)
         f.truncate(chunk_bytes)  # sparse
-    report = _read({"url": str(ds), "shuffle": shuffle})
+    report = _read({"url": str(ds), "shuffle": shuffle, "resume_workers": resume_workers})
     assert report["claimed"] == items + 3
     assert report["kind"] == "FormatError"
     assert "chunk-0-0.bin holds 3 items but index.json records 67108864" in report["message"]

@@ -18,7 +18,7 @@ import struct
 import tempfile
 import tracemalloc
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import numpy as np
@@ -29,6 +29,9 @@ from hypothesis import strategies as st
 from hostile import write_dataset
 from litstream import FormatError, LitstreamError, StreamingDataset, astream
 from litstream.format._compression import compress, decompress
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 FUZZ_EXAMPLES = int(os.environ.get("LITSTREAM_FUZZ_EXAMPLES", "120"))
 PEAK_LIMIT = 32 * 2**20
@@ -96,7 +99,11 @@ def _read(d: Path) -> list[tuple[str, Any]]:
         total = len(ds)  # an index may record fewer items: ds[i] past the end is an IndexError, as it should be
         return [ds[i] for i in (0, 5, 11) if i < total]
 
-    calls = [lambda: list(StreamingDataset(d)), items, lambda: anyio.run(_astream_all, d)]
+    calls: list[Callable[[], list[Any]]] = [
+        lambda: list(StreamingDataset(d)),
+        items,
+        lambda: anyio.run(_astream_all, d),
+    ]
     for call in calls:
         try:
             outcomes.append(("data", call()))

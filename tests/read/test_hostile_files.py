@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import pytest
@@ -116,15 +116,15 @@ def test_follow_symlinks_must_be_a_bool(tmp_path: Path) -> None:
         LocalFileStore(tmp_path, follow_symlinks="yes")  # type: ignore[arg-type]
 
 
-def _raw(folder: Path, tmp_path: Path, item_type: str) -> StreamingRawDataset:
+def _raw(folder: Path, tmp_path: Path, item_type: Literal["bytes", "path"]) -> StreamingRawDataset:
     return StreamingRawDataset(
         str(folder), cache_dir=str(tmp_path / "cache"), item_type=item_type, cache_files=item_type == "path"
-    )  # type: ignore[arg-type]
+    )
 
 
 @pytest.mark.parametrize("layout", ["link_out", "fifo", "socket"])
 @pytest.mark.parametrize("item_type", ["bytes", "path"])
-def test_raw_datasets_refuse_hostile_files(tmp_path: Path, layout: str, item_type: str) -> None:
+def test_raw_datasets_refuse_hostile_files(tmp_path: Path, layout: str, item_type: Literal["bytes", "path"]) -> None:
     folder, name = hostile_raw_folder(tmp_path, layout)
     ds = _raw(folder, tmp_path, item_type)
     with opened_files() as opened, pytest.raises(UnsafeFileError) as info:
@@ -135,7 +135,7 @@ def test_raw_datasets_refuse_hostile_files(tmp_path: Path, layout: str, item_typ
 
 
 @pytest.mark.parametrize("item_type", ["bytes", "path"])
-def test_raw_datasets_do_not_descend_into_linked_folders(tmp_path: Path, item_type: str) -> None:
+def test_raw_datasets_do_not_descend_into_linked_folders(tmp_path: Path, item_type: Literal["bytes", "path"]) -> None:
     folder, _ = hostile_raw_folder(tmp_path, "folder_link_out")
     ds = _raw(folder, tmp_path, item_type)
     with opened_files() as opened:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import litstream
-from litstream.read._plan import ChunkSlice, assign_items, chunk_order, item_order
+from litstream.read.plan._plan import ChunkSlice, assign_items, chunk_order, item_order
 from peer import require_peer
 
 litdata = require_peer("litdata")

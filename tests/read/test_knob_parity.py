@@ -24,6 +24,7 @@ READ_KNOBS = {
     "cache_dir": "cache_dir",
     "max_cache_size": "max_cache_size",
     "hedge_delay": "hedge_delay",
+    "cache_chunks": "cache_chunks",
     "subsample": "subsample",
     "index_path": "index_path",
     "encryption": "encryption",

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from litstream import optimize
-from litstream._errors import ConfigurationError
+from litstream._core._errors import ConfigurationError
 from litstream.read._memory import MemoryLimit, check_max_memory, memory_limit, plan_read
 from memory_cap import Cap, Unavailable, capped
 

@@ -1,4 +1,4 @@
-"""Tests for the pure read plan (``litstream.read._plan``).
+"""Tests for the pure read plan (``litstream.read.plan._plan``).
 
 Three layers: golden vectors from the spec (``read.md`` §3.1, §3.2, §3.8, §4.4), a live comparison
 against the installed LitData (its shuffler classes over a full parameter grid, and end-to-end
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litstream._errors import LitstreamError, PlanError
-from litstream.read._plan import (
+from litstream._core._errors import LitstreamError, PlanError
+from litstream.read.plan._plan import (
     ChunkSlice,
     assign_items,
     chunk_order,

@@ -1,4 +1,4 @@
-"""Multi-node ``FullShuffle`` in the read plan (``litstream.read._plan``, spec ``read.md`` §3.3).
+"""Multi-node ``FullShuffle`` in the read plan (``litstream.read.plan._plan``, spec ``read.md`` §3.3).
 
 Golden vectors from the spec (§3.8 multi-node rows), a live grid against LitData's own ``FullShuffle``
 with ``_DistributedEnv(W, rank, num_nodes)`` (shift-1 global plan in epoch 1, per-node permutation
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litstream._errors import PlanError
-from litstream.read._plan import (
+from litstream._core._errors import PlanError
+from litstream.read.plan._plan import (
     ChunkSlice,
     epoch_assignment,
     item_order,

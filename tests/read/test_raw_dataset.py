@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from litstream import ConfigurationError, FormatError, StreamingRawDataset
-from litstream._raw_dataset import FileIndexer, FileMetadata
+from litstream._torch._raw_dataset import FileIndexer, FileMetadata
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -152,7 +152,7 @@ def test_bad_arguments_name_the_argument(folder: tuple[Path, dict[str, bytes]], 
 
 
 def test_hostile_index_names_are_refused(folder: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
-    from litstream.read._raw_index import encode_index, index_cache_dir
+    from litstream.index._raw import encode_index, index_cache_dir
 
     root, _ = folder
     cache = tmp_path / "cache"

@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 from litstream import ObjectNotFoundError, StorageError
-from litstream.read._raw import RawReader
-from litstream.read._raw_fetch import _INITIAL_LIMIT, FetchConfig, RawFetcher
-from litstream.read._raw_index import FileMetadata
+from litstream.index._raw import FileMetadata
+from litstream.read.raw._fetch import _INITIAL_LIMIT, FetchConfig, RawFetcher
+from litstream.read.raw._stream import RawReader
 from litstream.storage._base import ObjectMeta
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ import pytest
 from test_raw_dataset import N, make_files
 
 from litstream import ConfigurationError, StreamingRawDataset
-from litstream._raw_dataset import BaseIndexer, FileIndexer, FileMetadata
-from litstream.read._raw_index import decode_index, index_cache_dir
+from litstream._torch._raw_dataset import BaseIndexer, FileIndexer, FileMetadata
+from litstream.index._raw import decode_index, index_cache_dir
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Resume inside an epoch: the pure logic of ``litstream.read._resume`` and the loader's checkpoints.
+"""Resume inside an epoch: the pure logic of ``litstream.read.plan._resume`` and the loader's checkpoints.
 
 Layers: hypothesis properties of the pure functions (torch's delivery order, the restripe budgets,
 exactly-once over random chains of resumes on random topologies), the law helper
@@ -24,9 +24,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
-from litstream.read._core import ChunkWindow, ReadPlanArgs, plan_pieces
-from litstream.read._plan import ChunkSlice
-from litstream.read._resume import (
+from litstream.read.plan._pieces import ChunkWindow, ReadPlanArgs, plan_pieces
+from litstream.read.plan._plan import ChunkSlice
+from litstream.read.plan._resume import (
     EpochSpec,
     Level,
     ResumePlan,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
-    from litstream.read._core import Piece
+    from litstream.read.plan._pieces import Piece
 
 
 def write_ints(d: Path, n: int, chunk_size: int) -> Path:

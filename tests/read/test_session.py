@@ -1,4 +1,4 @@
-"""The read session (``read/_session.py``) and the checkpoint format (``read/_checkpoint.py``)."""
+"""The read session (``read/plan/_session.py``) and the checkpoint format (``read/plan/_checkpoint.py``)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ import anyio
 import pytest
 
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
-from litstream.read._checkpoint import CompositeCheckpoint, CycleCarry, DatasetCheckpoint
-from litstream.read._core import ReadPlanArgs, plan_pieces
 from litstream.read._decode import iter_work
+from litstream.read._engine import split_head
 from litstream.read._pump import open_now as _open_now
-from litstream.read._resume import Level, Topology
-from litstream.read._session import open_session, resume_plan, split_head
+from litstream.read.plan._checkpoint import CompositeCheckpoint, CycleCarry, DatasetCheckpoint
+from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
+from litstream.read.plan._resume import Level, Topology
+from litstream.read.plan._session import open_session, resume_plan
 from litstream.storage._local import LocalFileStore
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from litstream.read._core import Piece
     from litstream.read._source import DatasetSource
+    from litstream.read.plan._pieces import Piece
 
 
 def _identity(i: int) -> int:

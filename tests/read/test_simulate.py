@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 import litstream
-from litstream._cli import main
-from litstream._sync import run_sync
+from litstream._cli._main import main
+from litstream._core._bridge import run_sync
 from litstream.read._index_load import load_index
 from litstream.simulate import (
     ClusterModel,
@@ -51,6 +51,7 @@ def dataset(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 async def _astream_order(ds: str, rank: int, world: int, read: ReadSettings) -> list[int]:
+    assert read.drop_last is not None  # the tests give it: astream's default is not StreamingDataset's
     stream = litstream.astream(
         ds, rank=rank, world_size=world, batch_size=read.batch_size, shuffle=read.shuffle, seed=read.seed,
         drop_last=read.drop_last,

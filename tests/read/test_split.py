@@ -19,7 +19,7 @@ from litstream import (
     optimize,
     train_test_split,
 )
-from litstream.read._subset import Selection, check_splits, split_selection
+from litstream.read.plan._subset import Selection, check_splits, split_selection
 from resume_law import as_items, assert_resume_law
 
 if TYPE_CHECKING:

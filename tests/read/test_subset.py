@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, astream, optimize
-from litstream.read._subset import Selection, subsample_selection, subset_selection
+from litstream.read.plan._subset import Selection, subsample_selection, subset_selection
 from resume_law import as_items, assert_resume_law, rank_env
 
 if TYPE_CHECKING:

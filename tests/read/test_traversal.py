@@ -62,7 +62,7 @@ def _read_all(ds: StreamingDataset) -> list[Any]:
     return list(ds)
 
 
-async def _astream_plain(ds: Path) -> list[Any]:
+async def _astream_plain(ds: Path | ObstoreStore) -> list[Any]:
     return [s async for s in astream(ds)]
 
 

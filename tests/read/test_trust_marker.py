@@ -63,7 +63,7 @@ def _read(ds: Path, path: str, **kwargs: Any) -> Any:
 
 
 @pytest.fixture
-def merged_from_http(tmp_path: Path) -> Iterator[tuple[Path, Path, list[str]]]:
+def merged_from_http(tmp_path: Path) -> tuple[Path, Path, list[str]]:
     """Two pickled datasets served over http://, merged into a local directory: (merged, marker, urls)."""
     marker = tmp_path / "unpickled"
     for name in ("a", "b"):

@@ -1,4 +1,4 @@
-"""The opt-in cross-chunk shuffle, ``shuffle="window"`` (``litstream.read._window`` and its engine path).
+"""The opt-in cross-chunk shuffle, ``shuffle="window"`` (``litstream.read.plan._window`` and its engine path).
 
 Pure layer: vectors and hypothesis properties of the window order (every item exactly once, the same
 per-worker counts as FullShuffle, reproducible, new each epoch, resume-from-k gives exactly the rest,
@@ -19,12 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litstream import ConfigurationError, astream, optimize
-from litstream._errors import PlanError
-from litstream.read._core import ChunkWindow, ChunkWork, ReadPlanArgs, plan_pieces, produce_chunks
+from litstream._core._errors import PlanError
 from litstream.read._decode import decode_work
-from litstream.read._plan import ChunkSlice, epoch_assignment, item_order
+from litstream.read._engine import ChunkWork, produce_chunks
 from litstream.read._source import DatasetSource
-from litstream.read._window import window_items, window_order, window_position, windows
+from litstream.read.plan._pieces import ChunkWindow, ReadPlanArgs, plan_pieces
+from litstream.read.plan._plan import ChunkSlice, epoch_assignment, item_order
+from litstream.read.plan._window import window_items, window_order, window_position, windows
 from litstream.storage._resolver import store_for
 
 if TYPE_CHECKING:

@@ -20,9 +20,7 @@ from test_transfer import ScriptedStore
 
 from litstream import ChecksumError, StreamingDataset, astream, optimize
 from litstream.format._checksum import CHECKSUM_KEY
-from litstream.read import _source_cache
 from litstream.storage._resolver import store_for
-from litstream.storage._transfer import Downloader
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -119,7 +117,7 @@ def test_streamed_chunks_are_checked_too(s3_server: S3Server, tmp_path: Path, mo
     copy is checked before it is decoded."""
     url, chunks = _write(s3_server, fn=_big, n=600, chunk_bytes="1MB")
     assert len(chunks) >= 2
-    monkeypatch.setattr(_source_cache, "Downloader", partial(Downloader, piece_size=PIECE))
+    monkeypatch.setenv("LITSTREAM_DOWNLOAD_PIECE_SIZE", str(PIECE))  # the downloader's settings
     options, cache = s3_server.options(), tmp_path / "cache"
     assert sorted(s["i"] for s in _read(url, options, cache)) == list(range(600))
     name = chunks[0]["filename"]
@@ -161,11 +159,11 @@ async def test_a_chunk_read_into_memory_is_read_again_once_if_it_does_not_match(
     objects = await anyio.to_thread.run_sync(_local_dataset, tmp_path)
     name = json.loads(objects["index.json"])["chunks"][1]["filename"]
     store = FlipOnce(objects, name)
-    async with astream(store) as samples:  # type: ignore[arg-type]
+    async with astream(store) as samples:
         got = [s async for s in samples]
     assert sorted(got, key=lambda s: s["i"]) == [sample(i) for i in range(N)]
     assert store.count("get", name) == 2
     store.objects[name] = objects[name][:-1] + bytes([objects[name][-1] ^ 0x01])  # now corrupt for good
     with pytest.raises(ChecksumError, match=rf"chunk {name} \(scripted://.*{name}\) is corrupt"):
-        async with astream(store) as samples:  # type: ignore[arg-type]
+        async with astream(store) as samples:
             [s async for s in samples]

@@ -9,7 +9,7 @@ from obstore.store import MemoryStore
 
 from litstream.format._chunk import chunk_header, pack_chunk
 from litstream.format._index import ChunkInfo, DatasetConfig, Index
-from litstream.read._source_cache import CacheSettings, _open_cache
+from litstream.read.cache._source_cache import CacheSettings, _open_cache
 from litstream.storage._hedged import HedgedStore
 from litstream.storage._local import LocalFileStore
 from litstream.storage._obstore import ObstoreStore

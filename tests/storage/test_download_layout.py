@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from obstore.store import MemoryStore
 from storage_backends import unique
 
 from litstream import StorageError
-from litstream.storage import _transfer
 from litstream.storage._obstore import ObstoreStore
 from litstream.storage._progress import Progress
 from litstream.storage._resolver import store_for
@@ -41,26 +40,25 @@ PAYLOAD = bytes(range(251)) * 1200  # 301,200 bytes: four whole 64 KiB pieces an
 
 def test_spans_end_on_piece_multiples_after_a_short_first_span() -> None:
     MiB = 1024 * KiB
-    assert _spans(20 * MiB, 8 * MiB, True) == [(0, MiB), (MiB, 7 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
-    assert _spans(20 * MiB, 8 * MiB, False) == [(0, 8 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
-    assert _spans(5 * MiB, 8 * MiB, True) == [(0, 5 * MiB)]  # one piece: one whole GET
-    assert _spans(100, 16, True) == [(s, min(16, 100 - s)) for s in range(0, 100, 16)]  # piece <= first piece
-    for size, piece, streamed in [(20 * MiB, 8 * MiB, True), (8 * MiB + 1, 8 * MiB, True), (999, 10, False)]:
-        spans = _spans(size, piece, streamed)
+    assert _spans(20 * MiB, 8 * MiB, MiB) == [(0, MiB), (MiB, 7 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
+    assert _spans(20 * MiB, 8 * MiB, None) == [(0, 8 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
+    assert _spans(5 * MiB, 8 * MiB, MiB) == [(0, 5 * MiB)]  # one piece: one whole GET
+    assert _spans(100, 16, MiB) == [(s, min(16, 100 - s)) for s in range(0, 100, 16)]  # piece <= first piece
+    for size, piece, first in [(20 * MiB, 8 * MiB, MiB), (8 * MiB + 1, 8 * MiB, MiB), (999, 10, None)]:
+        spans = _spans(size, piece, first)
         assert [s for s, _ in spans[1:]] == [s + n for s, n in spans[:-1]]  # contiguous, nothing twice
         assert sum(n for _, n in spans) == size
 
 
 @pytest.mark.parametrize("streamed", [True, False])
 async def test_s3_ranged_gets_are_aligned_to_the_piece_size(
-    s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streamed: bool
+    s3_server: S3Server, tmp_path: Path, streamed: bool
 ) -> None:
-    monkeypatch.setattr(_transfer, "_FIRST_PIECE", 16 * KiB)
     url = f"s3://{s3_server.bucket}/{unique()}"
     await store_for(url, s3_server.options()).put("chunk-0-0.bin", PAYLOAD)
     with RequestCounter(s3_server.endpoint) as counter:
         store = store_for(url, {**s3_server.options(), "endpoint_url": counter.url})
-        downloader = Downloader(store, tmp_path, max_concurrency=1, piece_size=64 * KiB)
+        downloader = Downloader(store, tmp_path, max_concurrency=1, piece_size=64 * KiB, first_piece=16 * KiB)
         progress = Progress(len(PAYLOAD)) if streamed else None
         path = await downloader.fetch("chunk-0-0.bin", size=len(PAYLOAD), progress=progress)
         assert counter.errors == []
@@ -69,6 +67,18 @@ async def test_s3_ranged_gets_are_aligned_to_the_piece_size(
     expected = ["bytes=0-16383", "bytes=16384-65535"] if streamed else ["bytes=0-65535"]
     expected += ["bytes=65536-131071", "bytes=131072-196607", "bytes=196608-262143", f"bytes=262144-{last}"]
     assert [r.range for r in counter.requests if r.method == "GET"] == expected
+
+
+class _CountingStore(ObstoreStore):
+    """An obstore-backed store that records the objects :meth:`get_into_file` was asked for."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gets: list[str] = []
+
+    async def get_into_file(self, path: str, file: Path, start: int = 0, length: int | None = None) -> int:
+        self.gets.append(path)
+        return await super().get_into_file(path, file, start, length)
 
 
 class _Opened(Progress):
@@ -101,21 +111,13 @@ async def test_a_full_disk_fails_the_download_before_any_request(
     def full(fd: int, offset: int, length: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
-    store = ObstoreStore(MemoryStore(), url="memory://")
+    monkeypatch.setattr(os, "posix_fallocate", full, raising=False)  # an OS fault no real disk gives on cue
+    store = _CountingStore(MemoryStore(), url="memory://")
     await store.put("x.bin", PAYLOAD)
-    gets: list[str] = []
-    real = store.get_into_file
-
-    async def counted(*args: object) -> int:
-        gets.append(str(args[0]))
-        return await real(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(store, "get_into_file", counted)
     downloader = Downloader(store, tmp_path / "cache", piece_size=64 * KiB)
     with pytest.raises(StorageError, match=rf"no room for {len(PAYLOAD)} bytes in .*cache.*free disk space"):
         await downloader.fetch("x.bin", size=len(PAYLOAD), progress=Progress(len(PAYLOAD)))
-    assert gets == []
+    assert store.gets == []
     assert os.listdir(tmp_path / "cache") == []  # no temporary file left
 
 

@@ -4,7 +4,6 @@ decompressed in memory."""
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from storage_backends import unique
 
 from litstream import EncryptionError, FernetEncryption, StreamingDataset, astream, optimize
 from litstream.storage._resolver import store_for
+from peer import require_installed
 
 if TYPE_CHECKING:
     from servers import S3Server
@@ -46,8 +46,8 @@ def test_encrypted_dataset_on_s3(level: str, s3_server: S3Server, tmp_path: Path
         StreamingDataset(url, storage_options=s3_server.options(), cache_dir=cache)[0]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("streaming") is None, reason="mosaicml-streaming is not installed")
 def test_mds_directory_on_s3(s3_server: S3Server, tmp_path: Path) -> None:
+    require_installed("streaming")  # mosaicml-streaming, the MDS test peer: required in CI
     local = tmp_path / "mds"
     samples = [{"id": i, "text": f"t{i}", "arr": np.arange(i + 1, dtype=np.float32)} for i in range(9)]
     job = {

@@ -17,7 +17,7 @@ import pytest
 
 from hostile import FaultStore
 from litstream import RetriesExhaustedError, StorageError, StreamingDataset, optimize
-from litstream.read._raw_indexer import FileIndexer, build_or_load_index
+from litstream.index._raw_indexer import FileIndexer, build_or_load_index
 from litstream.storage._listing import list_retrying
 from litstream.storage._resolver import store_for
 

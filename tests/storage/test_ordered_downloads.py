@@ -6,7 +6,6 @@ The reader-level test counts the real GETs a remote read sends to SeaweedFS thro
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -145,19 +144,19 @@ def _sample(i: int) -> dict[str, Any]:
     return {"x": np.full(4096, i % 251, dtype=np.uint8), "i": i}
 
 
-def test_a_remote_read_downloads_its_chunks_in_plan_order(s3_server: S3Server, tmp_path: Path) -> None:
+def test_a_remote_read_downloads_its_chunks_in_plan_order(
+    s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     prefix = f"order-{uuid.uuid4().hex[:10]}"
     url = f"s3://{s3_server.bucket}/{prefix}"
     optimize(_sample, list(range(160)), url, chunk_bytes="64KB", num_workers=1, verbose=False,
              storage_options=s3_server.options())  # fmt: skip
     # one request at a time, in 16 KiB pieces: the order the proxy sees is the order they were granted
+    monkeypatch.setenv("LITSTREAM_DOWNLOAD_CONCURRENCY", "1")  # the downloader's settings
+    monkeypatch.setenv("LITSTREAM_DOWNLOAD_PIECE_SIZE", str(16 * 1024))
     with RequestCounter(s3_server.endpoint) as counter:
         options = {**s3_server.options(), "endpoint_url": counter.url}
         ds = StreamingDataset(url, storage_options=options, cache_dir=str(tmp_path / "cache"), max_pre_download=4)
-        assert ds._cache_settings is not None
-        ds._cache_settings = dataclasses.replace(
-            ds._cache_settings, max_concurrency=1, piece_size=16 * 1024
-        )  # the downloader's settings
         assert [s["i"] for s in ds] == list(range(160))
         assert counter.errors == []
     chunks = [r for r in counter.requests if r.path.rsplit("/", 1)[-1].startswith("chunk-")]

@@ -191,7 +191,7 @@ def test_s3_cache_files_keeps_copies_and_paths(s3_server: S3Server, tmp_path: Pa
 
 def test_s3_the_list_is_kept_next_to_the_data(s3_server: S3Server, tmp_path: Path) -> None:
     """As LitData: a fresh list is put at <input_dir>/index.json.zstd, and another machine (cache) reuses it."""
-    from litstream.read._raw_index import decode_index
+    from litstream.index._raw import decode_index
 
     url, options, files = f"s3://{s3_server.bucket}/{unique()}", s3_server.options(), contents()
     upload(url, options, files)

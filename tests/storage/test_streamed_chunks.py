@@ -9,7 +9,7 @@ test reads through SeaweedFS with small ranged GETs, so the same path runs again
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import sys
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from test_transfer import ScriptedStore
 
-from litstream import StorageError, StreamingDataset, optimize
-from litstream.read import _source_cache
-from litstream.read._core import ChunkWork, ReadPlanArgs, plan_pieces, produce_chunks
+from litstream import StorageError, StreamingDataset, debugger, optimize
 from litstream.read._decode import work_batches
+from litstream.read._engine import ChunkWork, produce_chunks
 from litstream.read._source import DatasetSource
-from litstream.read._source_cache import CacheSettings
+from litstream.read.cache._source_cache import CacheSettings
+from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -71,7 +71,7 @@ def one_chunk(tmp_path: Path) -> dict[str, bytes]:
 
 async def _open(objects: dict[str, bytes], cache: Path) -> tuple[HoldingStore, DatasetSource]:
     store = HoldingStore(objects, hold_from=2 * PIECE)
-    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(cache), piece_size=PIECE))  # type: ignore[arg-type]
+    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(cache), piece_size=PIECE))
     return store, source
 
 
@@ -140,22 +140,18 @@ def test_a_remote_read_in_small_ranged_gets_yields_every_sample(
     url = f"s3://{s3_server.bucket}/streamed-{uuid.uuid4().hex[:10]}"
     optimize(_sample, list(range(600)), url, chunk_bytes="1MB", num_workers=1, verbose=False,
              storage_options=s3_server.options())  # fmt: skip
-    streamed: list[bool] = []
-    real = _source_cache.open_streaming
-
-    async def spy(*args: Any) -> Any:
-        out = await real(*args)
-        streamed.append(out[1] is not None)
-        return out
-
-    monkeypatch.setattr("litstream.read._core.open_streaming", spy)
+    monkeypatch.setenv("LITSTREAM_DOWNLOAD_PIECE_SIZE", str(PIECE))  # the downloader's settings
     ds = StreamingDataset(url, storage_options=s3_server.options(), cache_dir=str(tmp_path / "cache"), shuffle=shuffle)
-    assert ds._cache_settings is not None
-    ds._cache_settings = dataclasses.replace(ds._cache_settings, piece_size=PIECE)  # the downloader's settings
-    seen = [s["i"] for s in ds]
+    trace = tmp_path / "trace.json"
+    debugger.enable_tracer(categories=["read"], log_file=str(trace))
+    try:
+        seen = [s["i"] for s in ds]
+    finally:
+        debugger.enable_tracer("off", log_file=str(trace))
     assert sorted(seen) == list(range(600))
     assert (seen == list(range(600))) is not shuffle
-    assert len(streamed) >= 2
-    assert all(streamed)
+    reads = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("name") == "read"]
+    assert len(reads) >= 2
+    assert all(e["args"].get("streamed") for e in reads)  # every chunk was decoded while it downloaded
     again = StreamingDataset(url, storage_options=s3_server.options(), cache_dir=str(tmp_path / "cache"))
     assert [s["i"] for s in again] == list(range(600))  # from the cache the downloads left complete

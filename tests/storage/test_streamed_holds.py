@@ -7,13 +7,14 @@ the read ends.
 * A read cancelled while its chunk downloads still gives back its holds (a hold never given back keeps the
   chunk out of eviction for the life of the process).
 
-Each race is made certain, not left to timing: the reader's first ``map_file`` call waits until the
-download has given its hold back and has another process's eviction run right then; the cancellations
-come from the store while a request is in flight.
+Each race is made certain, not left to timing: the reader's first ``map_file`` call (of the chunk cache the
+test injects) waits until the download has given its hold back and has another process's eviction run right
+then; the cancellations come from the store while a request is in flight.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -24,14 +25,15 @@ import pytest
 from test_transfer import ScriptedStore
 
 from litstream import optimize
-from litstream.read._cache import ChunkCache
-from litstream.read._core import ChunkWork, ReadPlanArgs, plan_pieces, produce_chunks
 from litstream.read._decode import work_batches
+from litstream.read._engine import ChunkWork, produce_chunks
 from litstream.read._source import DatasetSource
-from litstream.read._source_cache import CacheSettings
-from litstream.storage import _progress
+from litstream.read.cache._cache import ChunkCache
+from litstream.read.cache._source_cache import CacheSettings
+from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
 
 if TYPE_CHECKING:
+    import mmap
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
@@ -81,37 +83,40 @@ async def _collect(source: DatasetSource) -> list[Any]:
     return samples
 
 
-async def test_a_streamed_chunk_is_not_evicted_between_its_download_and_its_mapping(
-    one_chunk: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cache_dir = tmp_path / "cache"
-    source = await DatasetSource.open(
-        ScriptedStore(one_chunk), cache=CacheSettings(cache_dir=str(cache_dir), piece_size=PIECE)
-    )  # type: ignore[arg-type]
-    cache = source.cache
-    assert cache is not None
-    released = threading.Event()
-    real_release = cache.release
+class _LateReader(ChunkCache):
+    """A chunk cache (injected into the source) whose reader maps its first file only after the download gave its
+    hold back, and has another process's eviction run right then."""
 
-    def release(name: str) -> list[str]:
-        out = real_release(name)
-        released.set()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.released = threading.Event()
+        self.evicted: list[list[str]] = []
+
+    def release(self, name: str) -> list[str]:
+        out = super().release(name)
+        self.released.set()
         return out
 
-    monkeypatch.setattr(cache, "release", release)
-    real_map = _progress.map_file
-    evicted: list[list[str]] = []
+    def map_file(self, path: Path) -> bytes | mmap.mmap:
+        if not self.evicted:  # the reader's first attempt: it runs only after the download gave its hold back
+            assert self.released.wait(30), "the download never gave its hold back"
+            other_process = ChunkCache(self.directory, max_cache_size=1)  # its own locks, as another process
+            self.evicted.append(other_process.evict())
+        return super().map_file(path)
 
-    def late_map(path: Path) -> object:
-        if not evicted:  # the reader's first attempt: it runs only after the download gave its hold back
-            assert released.wait(30), "the download never gave its hold back"
-            other_process = ChunkCache(cache.directory, max_cache_size=1)  # its own locks, as another process
-            evicted.append(other_process.evict())
-        return real_map(path)
 
-    monkeypatch.setattr(_progress, "map_file", late_map)
+async def test_a_streamed_chunk_is_not_evicted_between_its_download_and_its_mapping(
+    one_chunk: dict[str, bytes], tmp_path: Path
+) -> None:
+    cache_dir = tmp_path / "cache"
+    opened = await DatasetSource.open(
+        ScriptedStore(one_chunk), cache=CacheSettings(cache_dir=str(cache_dir), piece_size=PIECE)
+    )
+    assert opened.cache is not None
+    cache = _LateReader(opened.cache.directory, max_cache_size=opened.cache.max_cache_size)
+    source = dataclasses.replace(opened, cache=cache)
     samples = await _collect(source)
-    assert evicted == [[]]  # the reader's own hold kept the chunk
+    assert cache.evicted == [[]]  # the reader's own hold kept the chunk
     assert [s["i"] for s in samples] == list(range(200))
     for s in samples:
         np.testing.assert_array_equal(s["x"], _sample(s["i"])["x"])
@@ -123,7 +128,7 @@ async def test_a_read_cancelled_while_its_chunk_downloads_gives_back_every_hold(
     one_chunk: dict[str, bytes], tmp_path: Path, streamed: bool
 ) -> None:
     store = CancellingStore(one_chunk, cancel_from=2 * PIECE)
-    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(tmp_path / "cache"), piece_size=PIECE))  # type: ignore[arg-type]
+    source = await DatasetSource.open(store, cache=CacheSettings(cache_dir=str(tmp_path / "cache"), piece_size=PIECE))
     assert source.cache is not None
     pieces = plan_pieces(source, ReadPlanArgs(shuffle="window" if not streamed else False))
     send, receive = anyio.create_memory_object_stream[ChunkWork](1)

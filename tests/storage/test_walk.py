@@ -10,7 +10,7 @@ import pytest
 from storage_backends import unique
 
 from litstream import ConfigurationError, Dir, StorageError, walk
-from litstream._sync import run_sync
+from litstream._core._bridge import run_sync
 from litstream.storage._resolver import store_for
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import pytest
 
 import litstream
 from litstream import ConfigurationError
-from litstream.write._inputs import split_aligned
+from litstream.write.run._inputs import split_aligned
 from peer import require_peer
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def test_bad_uses_are_refused(tmp_path: Path) -> None:
         litstream.optimize(fn=_sample, inputs=[1, 2], output_dir=out, chunk_size=1, weights=[1, 2],
                            align_chunking=True)  # fmt: skip
     with pytest.raises(ConfigurationError, match=r"align_chunking must be True or False"):
-        litstream.optimize(fn=_sample, inputs=[1, 2], output_dir=out, chunk_size=1, align_chunking="yes")
+        litstream.optimize(fn=_sample, inputs=[1, 2], output_dir=out, chunk_size=1, align_chunking="yes")  # type: ignore[arg-type]
 
 
 def test_a_chunk_too_large_warns_and_the_last_worker_takes_all(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from write_targets import TARGETS, Target, make_target
 
 from litstream import ChunkWriter, DatasetNotFoundError, FormatError, LocalFileStore, complete_dataset
-from litstream._sync import run_sync
+from litstream._core._bridge import run_sync
 from litstream.format._checksum import CHECKSUM_KEY
 from peer import require_peer
 

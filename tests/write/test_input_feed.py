@@ -23,10 +23,10 @@ import pytest
 from clean_process import run_clean
 from litstream import WorkerError, optimize
 from litstream.write._args import plan_inputs
-from litstream.write._feed import END
-from litstream.write._inputs import Batched, Picked
-from litstream.write._sequence_feed import BATCHES_AHEAD, FEED_BATCH, BatchFeeder, FedBatches, FedInputs
-from litstream.write._worker import OptimizeJob
+from litstream.write.run._feed import END
+from litstream.write.run._inputs import Batched, Picked
+from litstream.write.run._sequence_feed import BATCHES_AHEAD, FEED_BATCH, BatchFeeder, FedBatches, FedInputs
+from litstream.write.run._worker import OptimizeJob
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

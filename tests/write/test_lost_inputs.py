@@ -26,12 +26,12 @@ from write_targets import TARGETS, Target, make_target
 
 from clean_process import run_clean
 from litstream import LocalFileStore, RunSummary, StreamingDataset, WorkerError, WorkerSummary, map, optimize
-from litstream._sync import run_sync
-from litstream.write._env import OptimizerEnv
-from litstream.write._feed import SequenceInputs, run_ahead
-from litstream.write._nodes import finish_node
-from litstream.write._runner import check_accounting
-from litstream.write._worker import OptimizeJob
+from litstream._core._bridge import run_sync
+from litstream.write.run._env import OptimizerEnv
+from litstream.write.run._feed import SequenceInputs, run_ahead
+from litstream.write.run._nodes import finish_node
+from litstream.write.run._runner import check_accounting
+from litstream.write.run._worker import OptimizeJob
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

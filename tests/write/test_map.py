@@ -81,7 +81,7 @@ def test_map_fast_dev_run(tmp_path: Path) -> None:
 
 def test_map_fn_must_return_none(tmp_path: Path) -> None:
     with pytest.raises(WorkerError, match=r"fn returned 0 for input 0 \(index 0, worker 0\); map's fn must write"):
-        map(returns_a_value, range(3), tmp_path / "out", num_workers=1, verbose=False)
+        map(returns_a_value, range(3), tmp_path / "out", num_workers=1, verbose=False)  # type: ignore[arg-type]
 
 
 def test_map_failure_names_the_input(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 
 def _index(d: Path) -> dict[str, Any]:
-    return json.loads((d / "index.json").read_text())
+    index: dict[str, Any] = json.loads((d / "index.json").read_text())
+    return index
 
 
 def write_ints(d: Path, n: int, **kwargs: Any) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from litstream import ConfigurationError, FormatError, OutputNotEmptyError, StreamingDataset, optimize
-from litstream.write._inputs import ALL_DONE, assign_inputs, pack_by_weight
+from litstream.write.run._inputs import ALL_DONE, assign_inputs, pack_by_weight
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from litstream import OutputNotEmptyError, StorageError, StreamingDataset, optimize
-from litstream.write._env import OptimizerEnv, optimizer_env
+from litstream.write.run._env import OptimizerEnv, optimizer_env
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -35,7 +35,7 @@ from litstream import (
     WorkerError,
     optimize,
 )
-from litstream._sync import run_sync
+from litstream._core._bridge import run_sync
 from litstream.storage._resolver import store_for
 from litstream.storage._versioned import VersionConflictError, versioned
 from litstream.write._lease_holder import Holder

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from litstream import StreamingDataset
-from litstream._sync import run_sync
+from litstream._core._bridge import run_sync
 from litstream.storage._resolver import store_for
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 
 __all__ = ["ClusterModel", "CostModel", "NetworkModel", "ReadSettings", "SimulationConfig", "config_from_mapping"]
 
@@ -73,11 +73,22 @@ class CostModel:
         decode_time_per_sample: Seconds a worker spends deserialising one sample. Default 0.0001.
         decode_time_per_byte: Seconds a worker spends per byte of the samples it decodes (e.g. decompression,
             image decoding). Default 0.
+        collate_time_per_sample: Seconds spent collating one sample into a batch and handing it over. Default 0.
+        startup_time: Seconds from a rank asking its loader for the first batch until reading starts (the
+            iterator's set-up), once per run. Default 0.
+        worker_startup_time: Seconds a DataLoader worker process takes to start before its first request
+            (``num_workers`` > 0; workers restart every epoch, as without ``persistent_workers``). Default 0.
+
+    With ``num_workers=0`` the rank itself decodes and collates, so those costs are spent by the rank, one
+    after the other with the device's time; with workers they overlap with it.
     """
 
     device_time_per_sample: float = 0.001
     decode_time_per_sample: float = 0.0001
     decode_time_per_byte: float = 0.0
+    collate_time_per_sample: float = 0.0
+    startup_time: float = 0.0
+    worker_startup_time: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,8 @@ class SimulationConfig:
 
     Attributes:
         dataset: The dataset: a directory or a URL, the same strings ``StreamingDataset`` takes.
-        chunks: ``"read"``: serve the real chunk files (a local dataset); ``"synthesise"``: serve chunks made of
+        chunks: ``"read"``: serve the real chunk files (a remote dataset's are read into memory first, at most
+            1 GiB: for checking the order of real samples); ``"synthesise"``: serve chunks made of
             copies of the dataset's first sample, padded to the recorded sizes (only the first chunk is read,
             once, before the simulation starts). Default ``"synthesise"``.
         storage_options: Passed to the real store when the index and the first chunk are read.

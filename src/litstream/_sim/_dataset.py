@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigurationError, FormatError
+import anyio
+
+from .._core._errors import ConfigurationError, FormatError
 from ..format._chunk import header_length, pack_chunk
 from ..format._compression import compress
 from ..format._index import INDEX_FILENAME, ChunkInfo, Index
@@ -25,12 +27,15 @@ from ..storage._files import local_path
 from ..storage._resolver import store_for
 
 if TYPE_CHECKING:
+    from ..storage._base import Store
     from ._config import SimulationConfig
 
 __all__ = ["SimDataset", "prepare_dataset"]
 
 _MAX_CHUNK = 2**32 - 1
 """The most bytes a chunk can hold (its offsets are uint32)."""
+_MAX_FETCH = 2**30
+"""The most chunk bytes ``chunks: read`` reads into memory from a remote dataset."""
 
 
 @dataclass
@@ -45,6 +50,7 @@ class SimDataset:
         root: The local directory holding the chunk files (``"read"`` mode), else ``None``.
         wire_ratio: Bytes on the wire per recorded ``chunk_bytes`` (below 1 for compressed chunks).
         remote: Whether the real dataset is remote (``StreamingDataset`` then prefetches at least 4 chunks).
+        fetched: A remote dataset's real chunk files, read before the simulation (``"read"`` mode), else ``None``.
     """
 
     url: str
@@ -54,6 +60,7 @@ class SimDataset:
     root: Path | None = None
     wire_ratio: float = 1.0
     remote: bool = False
+    fetched: dict[str, bytes] | None = None
     _made: OrderedDict[tuple[int, int], bytes] = field(default_factory=OrderedDict)
     _names: dict[str, ChunkInfo] = field(default_factory=dict)
 
@@ -64,6 +71,8 @@ class SimDataset:
         """Bytes a GET of ``filename`` moves (the recorded size, scaled for compression)."""
         if filename == INDEX_FILENAME:
             return len(self.index_bytes)
+        if self.fetched is not None and filename in self.fetched:
+            return len(self.fetched[filename])
         if self.root is not None and filename in self._names:
             return (self.root / filename).stat().st_size  # the real file (a compressed one is shorter)
         info = self._names.get(filename)
@@ -77,6 +86,8 @@ class SimDataset:
         """The bytes of ``filename`` (synthesised chunks are built once per distinct shape and kept)."""
         if filename == INDEX_FILENAME:
             return self.index_bytes
+        if self.fetched is not None:
+            return self.fetched[filename]
         if self.root is not None:
             return (self.root / filename).read_bytes()
         info = self._names[filename]
@@ -119,10 +130,7 @@ async def prepare_dataset(config: SimulationConfig) -> SimDataset:
     if config.chunks == "read":
         root = local_path(store, INDEX_FILENAME)
         if root is None:
-            raise ConfigurationError(
-                f"simulate: chunks='read' needs a local dataset, but {config.dataset} is remote; use "
-                "chunks='synthesise'"
-            )
+            return await _fetch_all(config, store, index)
         raw = Path(config.index_path) if config.index_path else root
         raw = raw / INDEX_FILENAME if raw.is_dir() else raw
         return SimDataset(config.dataset, index, raw.read_bytes(), root=root.parent)
@@ -145,6 +153,31 @@ async def prepare_dataset(config: SimulationConfig) -> SimDataset:
     return SimDataset(
         config.dataset, served, served.to_json().encode(), template=template, wire_ratio=ratio, remote=remote
     )
+
+
+async def _fetch_all(config: SimulationConfig, store: Store, index: Index) -> SimDataset:
+    """A remote dataset served from its real chunk files, all read into memory first (at most 1 GiB).
+
+    Raises:
+        ConfigurationError: the chunks hold more than :data:`_MAX_FETCH` bytes.
+    """
+    total = sum(c.chunk_bytes for c in index.chunks)
+    if total > _MAX_FETCH:
+        raise ConfigurationError(
+            f"simulate: chunks='read' for the remote dataset {config.dataset} would read {total} bytes into memory "
+            f"(at most {_MAX_FETCH}); use chunks='synthesise', or a local copy"
+        )
+    fetched: dict[str, bytes] = {}
+    limiter = anyio.CapacityLimiter(8)
+
+    async def one(name: str) -> None:
+        async with limiter:
+            fetched[name] = await store.get(name)
+
+    async with anyio.create_task_group() as tg:
+        for info in index.chunks:
+            tg.start_soon(one, info.filename)
+    return SimDataset(config.dataset, index, index.to_json().encode(), fetched=fetched, remote=True)
 
 
 def _check_synthesisable(index: Index, item_bytes: int, where: str) -> None:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from ._report import SimulationReport
 
-__all__ = ["report_html"]
+__all__ = ["figures", "line_chart", "report_html", "stall_chart", "summary_table"]
 
 _W, _H, _PAD = 720, 220, 48
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
@@ -118,11 +118,11 @@ def _table(rows: Sequence[tuple[str, str]]) -> str:
     return f"<table>{cells}</table>"
 
 
-def report_html(report: SimulationReport) -> str:
-    """The report as one HTML page (inline SVG; nothing is loaded from elsewhere)."""
+def summary_table(report: SimulationReport) -> str:
+    """The report's headline numbers as an HTML table (every value escaped)."""
     cfg = report.config
     cluster = cfg["cluster"]
-    summary = _table(
+    return _table(
         [
             ("dataset", str(cfg["dataset"])),
             (
@@ -149,6 +149,10 @@ def report_html(report: SimulationReport) -> str:
             ("simulation wall time", f"{report.real_seconds:.2f} s"),
         ]
     )
+
+
+def figures(report: SimulationReport) -> list[str]:
+    """The report's four SVG figures: samples per rank, the per-rank timeline, requests/s, bytes/s."""
     s = report.series
     network = line_chart(
         "Store requests per second",
@@ -162,16 +166,19 @@ def report_html(report: SimulationReport) -> str:
     progress = line_chart(
         "Samples delivered per rank", [(f"rank {r.rank}", r.timeline) for r in report.ranks], "samples"
     )
+    return [progress, stall_chart(report), network, throughput]
+
+
+def report_html(report: SimulationReport) -> str:
+    """The report as one HTML page (inline SVG; nothing is loaded from elsewhere)."""
+    drawn = "\n".join(figures(report))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>litstream simulation</title>
 <style>body{{font-family:sans-serif;max-width:760px;margin:1em auto}}th{{text-align:left;padding-right:1em}}
 svg{{display:block;margin:1em 0}}</style></head><body>
 <h1>litstream simulation</h1>
 <p>Predicted by the real litstream read engine on a virtual clock (see docs/simulate.md for what is modelled).</p>
-{summary}
-{progress}
-{stall_chart(report)}
-{network}
-{throughput}
+{summary_table(report)}
+{drawn}
 </body></html>
 """

@@ -1,6 +1,6 @@
 """Run the real read engine for a whole simulated cluster, in one process, on the virtual clock (trio).
 
-Each DataLoader worker of each rank is one real :class:`~litstream.read._sample_stream.SampleStream` (what
+Each DataLoader worker of each rank is one real :class:`~litstream.read.aio._sample_stream.SampleStream` (what
 ``astream`` returns) with its own read plan (``ReadPlanArgs`` with its rank, worker, worker count and machine
 count), reading from its own :class:`~litstream._sim._store.SimStore`. A worker groups its samples into
 batches, spends the modelled decode time (a virtual sleep) and hands each batch to its rank through a queue of
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from .._errors import ConfigurationError, raise_collapsed
+from .._core._errors import ConfigurationError, raise_collapsed
 from ..format._loaders import TokensLoader
-from ..read._core import ReadPlanArgs
 from ..read._spec import ReadSpec
+from ..read.plan._pieces import ReadPlanArgs
 from ._clock import VirtualClock
 from ._store import Network, NetworkStats, SimStore
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from anyio.abc import ObjectReceiveStream, ObjectSendStream
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from ..read._sample_stream import SampleStream
+    from ..read.aio._sample_stream import SampleStream
     from ._config import SimulationConfig
     from ._dataset import SimDataset
 
@@ -105,11 +105,19 @@ class _Cluster:
         )
         return spec.stream(plan, max_pre_download=self.ahead)
 
-    async def worker(self, rank: int, worker: int, epoch: int, send: ObjectSendStream[list[Any]]) -> None:
+    def cpu_per_sample(self) -> float:
+        """Seconds to decode and collate one sample (by a worker; by the rank itself with ``num_workers=0``)."""
         costs = self.config.costs
+        per_byte = costs.decode_time_per_byte * self.bytes_per_sample
+        return costs.decode_time_per_sample + per_byte + costs.collate_time_per_sample
+
+    async def worker(self, rank: int, worker: int, epoch: int, send: ObjectSendStream[list[Any]]) -> None:
         size = self.config.read.batch_size
-        per_sample = costs.decode_time_per_sample + costs.decode_time_per_byte * self.bytes_per_sample
+        in_process = self.config.cluster.num_workers == 0
+        per_sample = 0.0 if in_process else self.cpu_per_sample()  # the rank spends it (see _consume)
         key = self.config.record_key
+        if not in_process:
+            await anyio.sleep(self.config.costs.worker_startup_time)
         async with send, self.stream(rank, worker, epoch) as samples:
             batch: list[Any] = []
             async for sample in samples:
@@ -125,6 +133,8 @@ class _Cluster:
     async def _consume(self, timeline: RankTimeline, queues: list[ObjectReceiveStream[list[Any]]]) -> None:
         """Take batches from the workers in turn (as DataLoader does) until all are done; train on each."""
         step = self.config.costs.device_time_per_sample
+        if self.config.cluster.num_workers == 0:  # no worker processes: the rank decodes and collates too
+            step += self.cpu_per_sample()
         turn = 0
         while queues:
             queue = queues[turn % len(queues)]
@@ -145,6 +155,7 @@ class _Cluster:
 
     async def rank(self, timeline: RankTimeline) -> None:
         prefetch = self.config.cluster.prefetch_factor
+        await anyio.sleep(self.config.costs.startup_time)
         for epoch in range(1, self.config.read.epochs + 1):
             receives: list[MemoryObjectReceiveStream[list[Any]]] = []
             try:

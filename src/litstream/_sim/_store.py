@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._errors import ObjectNotFoundError, StorageError
+from .._core._errors import ObjectNotFoundError, StorageError
 from ..storage._base import ObjectMeta, TransferConfig
 from ..storage._faults import retries_exhausted
 

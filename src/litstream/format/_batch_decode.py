@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from . import _dtypes as dt
 from ._pytree import tree_unflatten
 from ._serializers import (
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ._pytree import TreeSpec
     from ._serializer_base import Serializer
 
-__all__ = ["decode_items", "rows_of", "sample_builder"]
+__all__ = ["ColumnBatch", "decode_items", "rows_from_columns", "rows_of", "sample_builder"]
 
 _ROWS: dict[int, tuple[weakref.ref[np.ndarray[Any, Any]], tuple[int, ...]]] = {}
 _MAX_ROWS_ENTRIES = 64
@@ -68,7 +68,73 @@ def _remember_rows(block: np.ndarray[Any, Any], rows: list[Any]) -> None:
 
 
 _Column = list[Any]
+
+
+class ColumnBatch:
+    """Consecutive decoded items of flat ``dict`` samples kept as columns (``decode_items(columns=True)``).
+
+    ``columns[j]`` holds leaf ``keys[j]`` of every item: a NumPy array for fast-path leaves (``(n,)`` of
+    ``int64`` / ``float64`` / ``bool`` for scalars, ``(n, *shape)`` for fixed-shape arrays: owned, writable
+    memory), else a ``list`` of the values ``decode`` gives. ``StreamingDataLoader``'s default collate turns
+    such a batch into tensors without building a sample per item; :func:`rows_from_columns` gives the
+    samples themselves.
+    """
+
+    __slots__ = ("columns", "keys", "size")
+
+    def __init__(self, keys: tuple[Any, ...], columns: list[Any], size: int) -> None:
+        self.keys = keys
+        self.columns = columns
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def part(self, begin: int, end: int) -> ColumnBatch:
+        """Items ``[begin, end)`` (views of the same arrays)."""
+        if begin == 0 and end == self.size:
+            return self
+        return ColumnBatch(self.keys, [column[begin:end] for column in self.columns], end - begin)
+
+
+def rows_from_columns(batch: ColumnBatch) -> list[dict[Any, Any]]:
+    """The samples of ``batch``: what ``decode`` gives for each item (scalars as Python values, arrays as
+    writable rows of their column's array)."""
+    columns = [
+        (column.tolist() if column.ndim == 1 else list(column)) if isinstance(column, np.ndarray) else column
+        for column in batch.columns
+    ]
+    keys = batch.keys
+    if 0 < len(keys) <= _MAX_DISPLAY_KEYS:
+        return _dict_rows(len(keys))(columns, *keys)
+    return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+_INDEXED_WIDTH = 64
+"""Fields up to this many bytes are gathered from unevenly spaced items with one fancy-indexed ``take``
+(~30x faster than a slice per item); wider ones (arrays) with one ``memcpy`` per item."""
 _SCALARS: dict[type, tuple[int, str]] = {IntSerializer: (8, "<i8"), FloatSerializer: (8, "<f8")}
+
+
+_MAX_DISPLAY_KEYS = 32
+_DICT_ROWS: dict[int, Callable[..., list[dict[Any, Any]]]] = {}
+
+
+def _dict_rows(width: int) -> Callable[..., list[dict[Any, Any]]]:
+    """``f(columns, *keys)``: one dict per row of ``columns`` with ``keys``, built with a dict display.
+
+    A display is ~3x faster than ``dict(zip(keys, row))`` per sample. Only ``width`` shapes the code
+    (names ``k0..``, ``v0..``); the keys, which come from the dataset, are passed as arguments and never
+    become source text."""
+    rows = _DICT_ROWS.get(width)
+    if rows is None:
+        names = range(width)
+        keys = ", ".join(f"k{j}" for j in names)
+        values = ", ".join(f"v{j}" for j in names)
+        display = ", ".join(f"k{j}: v{j}" for j in names)
+        code = f"lambda columns, {keys}: [{{{display}}} for {values}, in zip(*columns, strict=True)]"
+        rows = _DICT_ROWS[width] = eval(code, {"zip": zip})  # names only, see above
+    return rows
 
 
 def sample_builder(spec: TreeSpec) -> Callable[[list[_Column]], list[Any]]:
@@ -77,7 +143,10 @@ def sample_builder(spec: TreeSpec) -> Callable[[list[_Column]], list[Any]]:
     if spec.type is None:
         return lambda columns: columns[0]
     if flat and spec.type == "builtins.dict":
-        keys = spec.context
+        keys = tuple(spec.context)
+        if 0 < len(keys) <= _MAX_DISPLAY_KEYS:
+            rows = _dict_rows(len(keys))
+            return lambda columns: rows(columns, *keys)
         return lambda columns: [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
     if flat and spec.type == "builtins.tuple":
         return lambda columns: list(zip(*columns, strict=True))
@@ -100,6 +169,9 @@ def _gather(
             view = np.lib.stride_tricks.as_strided(buf[int(starts[0]) :], shape=(n, width), strides=(stride, 1))
             np.copyto(out, view)
             return out
+    if width <= _INDEXED_WIDTH:  # small fields (headers, scalars) of unevenly spaced items: one indexed gather
+        np.take(buf, starts[:, None] + np.arange(width, dtype=np.int64), out=out)
+        return out
     for k, start in enumerate(starts.tolist()):
         out[k] = buf[start : start + width]
     return out
@@ -141,8 +213,10 @@ def _array_column(
     serializer: Serializer,
     stride: int,
     alloc: Callable[[int], npt.NDArray[np.uint8]] | None = None,
-) -> _Column | None:
-    """A ``numpy`` / ``no_header_numpy`` column as row views of one new array, or ``None``.
+    as_arrays: bool = False,
+) -> Any:
+    """A ``numpy`` / ``no_header_numpy`` column as row views of one new array (``as_arrays``: that
+    array, ``(n, *shape)``), or ``None``.
 
     ``alloc(nbytes)`` supplies that array's memory (a writable 1-D uint8 array) when given, e.g. shared
     memory in a DataLoader worker so the collated batch crosses to the main process without a copy."""
@@ -181,7 +255,10 @@ def _array_column(
     out = None if block is None else block.reshape(n, width)
     data = _grid_gather(buf, starts + header, width, stride, out)
     data = data if data is not None else _gather(buf, starts + header, width, out)
-    rows = list(data.view(dtype).reshape((n, *shape)))
+    whole = data.view(dtype).reshape((n, *shape))
+    if as_arrays:
+        return whole
+    rows = list(whole)
     _remember_rows(data if block is None else block, rows)
     return rows
 
@@ -194,7 +271,10 @@ def _column(
     serializer: Serializer,
     stride: int,
     alloc: Callable[[int], npt.NDArray[np.uint8]] | None = None,
-) -> _Column | None:
+    as_arrays: bool = False,
+) -> Any:
+    """One leaf's column: a list of values, or with ``as_arrays`` a NumPy array for the fast-path leaves
+    (see :class:`ColumnBatch`); ``None`` when it does not fit a fast path."""
     kind = type(serializer)
     scalar = _SCALARS.get(kind)
     if scalar is not None:
@@ -202,13 +282,13 @@ def _column(
         if not bool((sizes == width).all()):
             return None
         grid = _grid_gather(buf, starts, width, stride)
-        values: _Column = (grid if grid is not None else _gather(buf, starts, width)).view(code).ravel().tolist()
-        return values
+        numbers = (grid if grid is not None else _gather(buf, starts, width)).view(code).ravel()
+        return numbers.astype(code[1:]) if as_arrays else numbers.tolist()  # astype: native order, owned
     if kind is BoolSerializer:
         if not bool((sizes == 1).all()):
             return None
-        flags: _Column = (buf[starts] != 0).tolist()
-        return flags
+        flags = buf[starts] != 0
+        return flags if as_arrays else flags.tolist()
     if kind is StrSerializer:
         memory = memoryview(data).cast("B") if not isinstance(data, bytes) else data
         try:
@@ -216,7 +296,7 @@ def _column(
         except UnicodeDecodeError:
             return None
     if kind is NumpySerializer or kind is NoHeaderNumpySerializer:
-        return _array_column(buf, starts, sizes, serializer, stride, alloc)
+        return _array_column(buf, starts, sizes, serializer, stride, alloc, as_arrays)
     return None
 
 
@@ -228,20 +308,25 @@ def decode_items(
     build: Callable[[list[_Column]], list[Any]],
     decode_one: Callable[[memoryview], Any],
     alloc: Callable[[int], npt.NDArray[np.uint8]] | None = None,
-) -> list[Any]:
+    keys: tuple[Any, ...] | None = None,
+) -> Any:
     """Decode the items ``data[begins[k]:ends[k]]`` (spans already checked against ``data``).
 
     ``decode_one`` is the general per-item decoder, used for any item or column that does not fit
-    a fast path (it raises the errors the general path raises).
+    a fast path (it raises the errors the general path raises). With ``keys`` (the keys of flat
+    ``dict`` samples, one per leaf) the result is a :class:`ColumnBatch` instead of the samples, or
+    ``None`` where the items must be decoded one by one.
     """
     n = len(begins)
     if n == 0:
-        return []
+        return [] if keys is None else None
     memory = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
     lengths = ends - begins
     num_leaves = len(serializers)
     head = 4 * num_leaves
     if bool((lengths < head).any()):
+        if keys is not None:
+            return None
         return [decode_one(memory[b:e]) for b, e in zip(begins.tolist(), ends.tolist(), strict=True)]
     buf = np.frombuffer(data, dtype=np.uint8)
     stride = int(lengths[0]) if bool((lengths == lengths[0]).all()) else 0
@@ -249,6 +334,8 @@ def decode_items(
     raw = raw if raw is not None else _gather(buf, begins, head)
     sizes = raw.view("<u4").reshape(n, num_leaves).astype(np.int64)
     if bool((head + sizes.sum(axis=1) > lengths).any()):
+        if keys is not None:
+            return None
         return [decode_one(memory[b:e]) for b, e in zip(begins.tolist(), ends.tolist(), strict=True)]
     starts = np.empty_like(sizes)
     starts[:, 0] = begins + head
@@ -257,11 +344,11 @@ def decode_items(
         starts[:, 1:] += starts[:, :1]
     columns: list[_Column] = []
     for j, serializer in enumerate(serializers):
-        column = _column(data, buf, starts[:, j], sizes[:, j], serializer, stride, alloc)
+        column = _column(data, buf, starts[:, j], sizes[:, j], serializer, stride, alloc, keys is not None)
         if column is None:
             deserialize = serializer.deserialize
             column = [
                 deserialize(memory[s : s + z]) for s, z in zip(starts[:, j].tolist(), sizes[:, j].tolist(), strict=True)
             ]
         columns.append(column)
-    return build(columns)
+    return build(columns) if keys is None else ColumnBatch(keys, columns, n)

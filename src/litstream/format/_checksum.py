@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import xxhash
 
-from .._errors import ChecksumError, ConfigurationError, FormatError
+from .._core._errors import ChecksumError, ConfigurationError, FormatError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

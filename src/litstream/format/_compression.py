@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, FormatError
+from .._core._errors import ConfigurationError, FormatError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -92,13 +92,6 @@ class Compression:
     name: str
     level: str = "chunk"
     batch_size: int | None = None
-
-    @property
-    def zstd_level(self) -> int:
-        """The numeric zstd level (1..22) of ``name``."""
-        level = validate_compression(self.name)
-        assert level is not None
-        return level
 
     @property
     def whole_file(self) -> bool:

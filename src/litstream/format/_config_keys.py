@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from ._compression import compression_from_config
 
 if TYPE_CHECKING:

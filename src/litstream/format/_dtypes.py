@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 
 if TYPE_CHECKING:
     import numpy.typing as npt

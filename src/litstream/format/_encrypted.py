@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, EncryptionError, FormatError
+from .._core._errors import ConfigurationError, EncryptionError, FormatError
 from ._chunk import ChunkView, pack_chunk
 from ._encryption import ALGORITHMS, LEVELS, EncryptionLevel
 

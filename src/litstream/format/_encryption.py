@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, EncryptionError
+from .._core._errors import ConfigurationError, EncryptionError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

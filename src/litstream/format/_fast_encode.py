@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from . import _dtypes as dt
 from ._serializers import (
     BoolSerializer,

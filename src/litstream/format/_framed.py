@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from ._chunk import header_length, pack_chunk
 from ._compression import MAX_FRAME_BYTES, compress, inflate
 

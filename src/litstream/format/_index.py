@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from ._index_schema import check_index_obj
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from ._names import check_object_name
 
 __all__ = ["MAX_CHUNK_BYTES", "MAX_CHUNK_ITEMS", "check_index_obj"]

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from ._serializer_base import Serializer
 
 __all__ = ["JsonLeaf", "JsonSerializer"]

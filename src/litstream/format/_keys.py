@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, DuplicateKeyError, FormatError
+from .._core._errors import ConfigurationError, DuplicateKeyError, FormatError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import ConfigurationError, FormatError, PickleRefusedError
-from ._batch_decode import decode_items, sample_builder
+from .._core._errors import ConfigurationError, FormatError, PickleRefusedError
+from ._batch_decode import ColumnBatch, decode_items, sample_builder
 from ._fast_encode import fast_encoder
 from ._json_serializer import JsonLeaf
 from ._loader_hooks import PyTreeHooks, TokensHooks
@@ -157,6 +157,8 @@ class SampleEncoder:
             serializer can store (:class:`~litstream.PickleRefusedError`). Default ``True``.
         json_leaves: Store the list and dict fields of ``dict`` samples as ``json`` leaves (LitData
             0.2.76); ``False`` flattens them as LitData <= 0.2.75 did (to append to such a dataset).
+        fast_path: Encode flat samples of simple leaves by a precompiled packer (same bytes); ``False``
+            always takes the general path (the reference the fast path is tested against). Default ``True``.
     """
 
     def __init__(
@@ -165,7 +167,9 @@ class SampleEncoder:
         *,
         allow_pickle: bool = True,
         json_leaves: bool = True,
+        fast_path: bool = True,
     ) -> None:
+        self._fast_path = fast_path
         self._json_leaves = json_leaves
         self._registry = _registry(serializers)
         self._allow_pickle = allow_pickle
@@ -282,7 +286,7 @@ class SampleEncoder:
             serializers.append(serializer)
         self._spec, self._serializers = spec, serializers
         self.data_format, self.data_spec = tuple(formats), spec_to_json(spec)
-        self._fast = fast_encoder(spec, serializers)
+        self._fast = fast_encoder(spec, serializers) if self._fast_path else None
 
 
 class SampleDecoder:
@@ -319,6 +323,8 @@ class SampleDecoder:
         self._num_leaves = len(self._serializers)
         self._sizes = struct.Struct(f"<{self._num_leaves}I")
         self._build = sample_builder(self._spec)
+        flat = self._spec.type == "builtins.dict" and all(child.type is None for child in self._spec.children)
+        self._keys: tuple[Any, ...] | None = tuple(self._spec.context) if flat and self._spec.children else None
         if self._num_leaves != self._spec.num_leaves:
             raise FormatError(
                 f"config.data_format lists {self._num_leaves} leaves but data_spec describes {self._spec.num_leaves}"
@@ -358,4 +364,18 @@ class SampleDecoder:
         with NumPy (:mod:`._batch_decode`); arrays are rows of one new array per call, whose memory
         ``alloc(nbytes)`` supplies when given (a writable 1-D uint8 array).
         """
-        return decode_items(data, begins, ends, self._serializers, self._build, self.decode, alloc)
+        return decode_items(data, begins, ends, self._serializers, self._build, self.decode, alloc)  # type: ignore[no-any-return]
+
+    def decode_columns(
+        self,
+        data: Any,
+        begins: np.ndarray[Any, Any],
+        ends: np.ndarray[Any, Any],
+        alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
+    ) -> ColumnBatch | None:
+        """Like :meth:`decode_many`, as a :class:`ColumnBatch` (no sample per item), for flat ``dict``
+        samples; ``None`` for other samples or items that need the per-item decoder."""
+        if self._keys is None:
+            return None
+        out = decode_items(data, begins, ends, self._serializers, self._build, self.decode, alloc, self._keys)
+        return out if isinstance(out, ColumnBatch) else None

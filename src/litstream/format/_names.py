@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 
 __all__ = ["MAX_NAME_BYTES", "check_object_name"]
 

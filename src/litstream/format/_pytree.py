@@ -28,8 +28,8 @@ from collections import OrderedDict, defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import FormatError
-from ._media_image import is_jpeg_list
+from .._core._errors import FormatError
+from ._image_types import is_jpeg_list
 
 __all__ = [
     "TreeSpec",

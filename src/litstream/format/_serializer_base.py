@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import abc
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Serializer", "loaded_class"]
+from .._core._errors import FormatError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["Serializer", "loaded_class", "select_serializer"]
 
 
 class Serializer(abc.ABC):
@@ -77,3 +82,17 @@ def loaded_class(module: str, name: str) -> Any:
     """Return ``module.name`` if ``module`` is already imported, else ``None`` (no import is triggered)."""
     loaded = sys.modules.get(module)
     return getattr(loaded, name, None) if loaded is not None else None
+
+
+def select_serializer(obj: object, registry: Mapping[str, Serializer]) -> Serializer:
+    """Return the first serializer in ``registry`` (iteration order) whose ``can_serialize(obj)`` is true.
+
+    Raises:
+        FormatError: no serializer accepts ``obj`` (impossible when ``pickle`` is registered).
+    """
+    for serializer in registry.values():
+        if serializer.can_serialize(obj):
+            return serializer
+    raise FormatError(
+        f"no serializer accepts an object of type {type(obj).__qualname__}; registered: {', '.join(registry)}"
+    )

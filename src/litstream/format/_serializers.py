@@ -42,30 +42,29 @@ Deliberate differences from LitData:
   object, string, bytes or void dtype are refused instead of being stored as unreadable bytes.
 * Tensors that require grad, live on another device or carry a conjugate bit are accepted by
   ``no_header_tensor`` too (LitData refuses them there).
-* Failures raise :class:`~litstream._errors.FormatError` (a ``ValueError``) instead of ``KeyError``,
+* Failures raise :class:`~litstream._core._errors.FormatError` (a ``ValueError``) instead of ``KeyError``,
   ``struct.error`` or ``AssertionError``.
 """
 
 from __future__ import annotations
 
-import pickle
 import struct
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from . import _dtypes as dt
-from ._image_serializers import JpegSerializer, PilSerializer
 from ._json_serializer import JsonSerializer
-from ._media_paths import is_media_path
-from ._serializer_base import Serializer, loaded_class
+from ._object_serializers import NoHeaderTensorSerializer, PickleSerializer, TensorSerializer
+from ._serializer_base import Serializer, select_serializer
+from .media._image_serializers import JpegSerializer, PilSerializer
+from .media._paths import is_media_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     import numpy.typing as npt
-    import torch
 
 __all__ = [
     "BoolSerializer",
@@ -239,84 +238,6 @@ class NumpySerializer(Serializer):
         return dt.array_from_bytes(payload, dt.numpy_dtype_from_index(index), shape)
 
 
-def _is_tensor(obj: object) -> bool:
-    """Whether ``obj`` is a ``torch.Tensor``, without importing torch (no tensor exists before it is loaded)."""
-    tensor_type = loaded_class("torch", "Tensor")
-    return tensor_type is not None and isinstance(obj, tensor_type)
-
-
-class NoHeaderTensorSerializer(Serializer):
-    """1-D tensors as raw little-endian bytes; the dtype index (table D1) travels in the name.
-
-    Args:
-        dtype: The dtype to decode to; set by :meth:`setup` from ``"no_header_tensor:<index>"``.
-    """
-
-    name = "no_header_tensor"
-
-    def __init__(self, dtype: torch.dtype | None = None) -> None:
-        self.dtype = dtype
-
-    def can_serialize(self, obj: object) -> bool:
-        return _is_tensor(obj) and obj.ndim == 1  # type: ignore[attr-defined]
-
-    def serialize(self, obj: torch.Tensor) -> tuple[bytes, str | None]:
-        index = dt.torch_dtype_index(obj.dtype)
-        return dt.tensor_to_bytes(obj), f"{self.name}:{index}"
-
-    def deserialize(self, data: bytes | memoryview) -> torch.Tensor:
-        if self.dtype is None:
-            raise FormatError("no_header_tensor needs setup('no_header_tensor:<index>') before deserialize")
-        return dt.tensor_from_bytes(data, self.dtype)
-
-    def setup(self, data_format: str) -> NoHeaderTensorSerializer:
-        return NoHeaderTensorSerializer(dt.torch_dtype_from_index(dt.parse_dtype_suffix(data_format)))
-
-
-class TensorSerializer(Serializer):
-    """Tensors with ndim != 1 (including 0-d), with a header (table T1).
-
-    Layout: uint32 BIG-endian dtype index (table D1) | BE rank R | R BE dims | C-order little-endian data.
-    """
-
-    name = "tensor"
-
-    def can_serialize(self, obj: object) -> bool:
-        return _is_tensor(obj) and obj.ndim != 1  # type: ignore[attr-defined]
-
-    def accepts(self, obj: object) -> bool:
-        return _is_tensor(obj)
-
-    def serialize(self, obj: torch.Tensor) -> tuple[bytes, str | None]:
-        index = dt.torch_dtype_index(obj.dtype)
-        return dt.pack_header(index, tuple(obj.shape), ">") + dt.tensor_to_bytes(obj), None
-
-    def deserialize(self, data: bytes | memoryview) -> torch.Tensor:
-        index, shape, payload = dt.unpack_header(data, ">")
-        return dt.tensor_from_bytes(payload, dt.torch_dtype_from_index(index), shape)
-
-
-class PickleSerializer(Serializer):
-    """Anything, as ``pickle.dumps(obj)`` with the default protocol. Accepts every object."""
-
-    name = "pickle"
-
-    def can_serialize(self, obj: object) -> bool:
-        return True
-
-    def serialize(self, obj: Any) -> tuple[bytes, str | None]:
-        try:
-            return pickle.dumps(obj), None
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise FormatError(f"cannot pickle an object of type {type(obj).__qualname__}: {exc}") from exc
-
-    def deserialize(self, data: bytes | memoryview) -> Any:
-        try:
-            return pickle.loads(data)
-        except (pickle.UnpicklingError, EOFError) as exc:
-            raise FormatError(f"invalid pickle payload: {exc}") from exc
-
-
 _DEFAULT_ORDER: tuple[type[Serializer], ...] = (
     StrSerializer, BoolSerializer, IntSerializer, FloatSerializer, PilSerializer, JpegSerializer,
     BytesSerializer, NoHeaderNumpySerializer, NumpySerializer, NoHeaderTensorSerializer, TensorSerializer,
@@ -326,23 +247,10 @@ _DEFAULT_ORDER: tuple[type[Serializer], ...] = (
 
 def default_serializers() -> dict[str, Serializer]:
     """Return a new registry of the built-in serializers, keyed by name, in priority order."""
-    from ._media_registry import with_media_serializers  # typed media wrappers (LitData's litdata.types)
+    from .media._registry import with_media_serializers  # typed media wrappers (LitData's litdata.types)
 
-    return with_media_serializers({serializer.name: serializer for serializer in (cls() for cls in _DEFAULT_ORDER)})
-
-
-def select_serializer(obj: object, registry: Mapping[str, Serializer]) -> Serializer:
-    """Return the first serializer in ``registry`` (iteration order) whose ``can_serialize(obj)`` is true.
-
-    Raises:
-        FormatError: no serializer accepts ``obj`` (impossible when ``pickle`` is registered).
-    """
-    for serializer in registry.values():
-        if serializer.can_serialize(obj):
-            return serializer
-    raise FormatError(
-        f"no serializer accepts an object of type {type(obj).__qualname__}; registered: {', '.join(registry)}"
-    )
+    core = {serializer.name: serializer for serializer in (cls() for cls in _DEFAULT_ORDER)}
+    return with_media_serializers(core, fresh=default_serializers)
 
 
 def serializer_for_format(data_format: str, registry: Mapping[str, Serializer]) -> Serializer:

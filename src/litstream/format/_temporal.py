@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigurationError, FormatError
+from .._core._errors import ConfigurationError, FormatError
 from ._loaders import PyTreeLoader
 
 __all__ = ["TemporalArrayLoader", "TemporalDecoder"]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import ConfigurationError, FormatError
+from .._core._errors import ConfigurationError, FormatError
 from . import _dtypes as dt
 from ._chunk import ChunkView, header_length
 from ._loaders import SampleEncoder, TokensLoader, _registry

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 from ..format._loaders import PyTreeLoader, TokensLoader
-from ..format._parquet import ParquetLoader
-from ._window import DEFAULT_SHUFFLE_WINDOW
+from ..format.arrow._parquet import ParquetLoader
+from .plan._window import DEFAULT_SHUFFLE_WINDOW
 
 __all__ = ["check_read_args", "check_read_loader", "check_reader_args"]
 

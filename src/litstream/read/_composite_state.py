@@ -11,11 +11,11 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError
-from ._checkpoint import CompositeCheckpoint, CycleCarry
-from ._compose_resume import CompositePlan, check_composite_state, resolve_composite
-from ._resume_types import Level, Topology
-from ._session_compose import composite_checkpoint
+from .._core._errors import ConfigurationError
+from .plan._checkpoint import CompositeCheckpoint, CycleCarry
+from .plan._compose_resume import CompositePlan, check_composite_state, resolve_composite
+from .plan._resume_types import Level, Topology
+from .plan._session_compose import composite_checkpoint
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

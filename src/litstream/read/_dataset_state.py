@@ -12,27 +12,32 @@ import dataclasses
 import warnings
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import ConfigurationError
-from ._checkpoint import DatasetCheckpoint
-from ._litdata_state import from_litdata_state, is_litdata_state, same_order_window
-from ._plan import items_per_rank, worker_plan
-from ._resume import ResumePlan, Topology, check_config, config_mismatches
-from ._session import resume_plan
-from ._subset import Selection, check_selection_state, subset_selection
+from .._core._errors import ConfigurationError
+from ._shuffler import make_shuffler
+from .plan._checkpoint import DatasetCheckpoint
+from .plan._litdata_state import from_litdata_state, is_litdata_state, same_order_window
+from .plan._plan import items_per_rank, worker_plan
+from .plan._resume import ResumePlan, Topology, check_config, config_mismatches
+from .plan._session import open_session, resume_plan
+from .plan._subset import Selection, check_selection_state, subset_selection
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from .._core._distributed import WorkerEnv
     from ._face import Member
-    from ._resume_types import Level
+    from .plan._pieces import Piece
+    from .plan._resume_types import Level
 
 __all__ = [
     "address",
     "chunk_names",
     "dataset_config",
     "dataset_state",
+    "ensure_shuffler",
     "layout",
     "load_state",
+    "open_epoch",
     "plan_inputs",
     "rank_length",
     "restricted",
@@ -62,6 +67,7 @@ def restricted(face: M, selection: Selection) -> M:
     new.current_epoch = 1
     new._resume_state = None
     new._resume = None
+    new.shuffler = None  # another plan: made again on first use
     return new
 
 
@@ -167,6 +173,38 @@ def rank_length(face: Member, num_workers: int, batch_size: int) -> int:
         chunk_bytes=chunk_bytes,
         max_cache_size=spec.plan_cache_bytes,
     )
+
+
+def ensure_shuffler(face: Member) -> None:
+    """Make LitData's ``face.shuffler`` (``read/_shuffler.py``) for ``face``'s plan unless it is already there."""
+    if face.shuffler is None:
+        regions, chunk_bytes = plan_inputs(face)
+        spec = face._spec
+        face.shuffler = make_shuffler(
+            spec.shuffle,
+            regions,
+            [end for _, end in regions],
+            seed=spec.seed,
+            drop_last=spec.resolved_drop_last(face._distributed().world_size),
+            item_window=spec.item_shuffle_window,
+            shuffle_window=spec.shuffle_window,
+            chunk_bytes=chunk_bytes,
+            max_cache_size=spec.plan_cache_bytes,
+        )
+
+
+def open_epoch(face: Member, worker: WorkerEnv) -> Sequence[Piece]:
+    """The pieces ``worker`` of ``face`` reads this epoch (the rest of a loaded checkpoint's epoch, if any); a
+    checkpoint taken at its epoch's end is dropped and ``face`` moves on to the next epoch."""
+    env = face._distributed()
+    args = face._spec.plan_args(rank=env.rank, world_size=env.world_size, worker=worker.worker,
+                                num_workers=worker.num_workers, batch_size=face.batch_size,
+                                epoch=face.current_epoch, num_nodes=env.num_nodes)  # fmt: skip
+    session = open_session(face._get_source(), args, face._selected(), resume_position(face, worker.num_workers))
+    if session.restarted:
+        face._clear_resume()
+        face.current_epoch = session.epoch
+    return session.pieces
 
 
 # -- checkpoints -------------------------------------------------------------------------------------------

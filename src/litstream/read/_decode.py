@@ -1,6 +1,6 @@
-"""Decoding the items of a :class:`~litstream.read._core.ChunkWork`, batch by batch.
+"""Decoding the items of a :class:`~litstream.read._engine.ChunkWork`, batch by batch.
 
-The producer (``read._core.produce_chunks``) hands over chunks; this module turns their items into
+The producer (``read._engine.produce_chunks``) hands over chunks; this module turns their items into
 samples: column-wise for PyTree and Arrow chunks, a block at a time for tokens, in batches sized by
 item bytes so that the first sample of a chunk comes quickly and a retained sample keeps little
 alive. The sync facades call :func:`iter_work` / :func:`work_batches` on their own thread; ``astream``
@@ -18,20 +18,21 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from .._trace import CAT_READ, TRACER
-from ..format._arrow import ArrowChunk
+from .._core._trace import CAT_READ, TRACER
 from ..format._loaders import SampleDecoder
 from ..format._tokens import TokenBlocks, TokenLayout
+from ..format.arrow._chunk import ArrowChunk
 from ._pages import populate, release
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
+    from ..format._batch_decode import ColumnBatch
     from ..format._chunk import ChunkView
-    from ._core import ChunkWork
+    from ._engine import ChunkWork
     from ._source import DatasetSource
 
-__all__ = ["decode_work", "decode_work_async", "iter_work", "work_batches"]
+__all__ = ["decode_work", "decode_work_async", "iter_work", "work_batches", "work_parts"]
 
 _DECODE_BATCH = 256
 """Items decoded per worker-thread call by :func:`decode_work_async`."""
@@ -119,6 +120,19 @@ def work_batches(
     align: int = 1,
     alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
 ) -> Iterator[list[Any]]:
+    """:func:`work_parts` without columns: lists of samples."""
+    return work_parts(source, work, transform, served, align, alloc)  # type: ignore[return-value]
+
+
+def work_parts(
+    source: DatasetSource,
+    work: ChunkWork,
+    transform: Callable[[Any], Any] | None,
+    served: int = 0,
+    align: int = 1,
+    alloc: Callable[[int], np.ndarray[Any, Any]] | None = None,
+    columns: bool = False,
+) -> Iterator[list[Any] | ColumnBatch]:
     """Decode the items of ``work`` batch by batch, each batch when it is asked for.
 
     The first batch holds ``_FIRST_BATCH`` items (the first sample of a chunk is served without
@@ -128,8 +142,10 @@ def work_batches(
     decoded array and collate without a copy (``_collate.fast_collate``). Pages of a mapped chunk
     are mapped just before their batch is decoded and unmapped once served (ascending order). A chunk
     that is still downloading (``work.ready``) is decoded batch by batch as its bytes arrive (items in
-    ascending order), or once all of it is there.
+    ascending order), or once all of it is there. ``columns`` (no ``transform``): a batch of flat
+    ``dict`` samples may come as a :class:`ColumnBatch` instead of a list (``StreamingDataLoader``).
     """
+    columns = columns and transform is None
     if work.more:
         t0 = perf_counter_ns() if TRACER.on else 0
         window = decode_work(source, work, work.items, transform)
@@ -163,12 +179,16 @@ def work_batches(
                 ready(int(ends[-1]))
             populate(view.data, int(begins[0]), int(ends[-1]))
             release(view.data, int(begins[0]))
-            samples = decoder.decode_many(view.data, begins, ends, alloc)
+            part = decoder.decode_columns(view.data, begins, ends, alloc) if columns else None
+            samples = part if part is not None else decoder.decode_many(view.data, begins, ends, alloc)
+        elif columns and isinstance(decoder, SampleDecoder) and not isinstance(view, ArrowChunk):  # shuffled items
+            part = decoder.decode_columns(view.data, *view.spans(batch), alloc)
+            samples = part if part is not None else _decode_batch(source, view, batch, alloc)
         else:
             samples = _decode_batch(source, view, batch, alloc)
         if t0:
             TRACER.span("decode", CAT_READ, t0, {"chunk": work.chunk_index, "items": len(batch)})
-        yield samples if transform is None else [transform(sample) for sample in samples]
+        yield samples if transform is None else [transform(sample) for sample in samples]  # type: ignore[union-attr]
         begin, size = begin + size, step
 
 

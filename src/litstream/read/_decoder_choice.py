@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigurationError, FormatError
-from ..format._arrow import ArrowRowsOnly
+from .._core._errors import ConfigurationError, FormatError
 from ..format._loaders import SampleDecoder
+from ..format.arrow._chunk import ArrowRowsOnly
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -24,16 +24,17 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
-    from .._distributed import DistributedEnv
-    from ._checkpoint import CycleCarry
-    from ._compose import Composer
-    from ._compose_resume import CompositePlan
-    from ._core import Piece, ShuffleMode
+    from .._core._distributed import DistributedEnv
     from ._memory import MemoryLimit
-    from ._resume_types import Level, Topology
+    from ._shuffler import Shuffle
     from ._source import DatasetSource
     from ._spec import ReadSpec
-    from ._subset import Selection
+    from .plan._checkpoint import CycleCarry
+    from .plan._compose import Composer
+    from .plan._compose_resume import CompositePlan
+    from .plan._pieces import Piece, ShuffleMode
+    from .plan._resume_types import Level, Topology
+    from .plan._subset import Selection
 
 __all__ = ["Composite", "Face", "Member", "ResumePosition"]
 
@@ -96,6 +97,8 @@ class Member(Face, Protocol):
     _force_override_state_dict: bool
     num_canonical_nodes: int | None
     batch_size: int
+    shuffler: Shuffle | None
+    _loader_group: tuple[int, bool] | None  # StreamingDataLoader's batch size and column batches, while it starts
 
     def _read_spec(self) -> ReadSpec:
         """The spec of what this dataset serves: its transforms (a subclass's too) and its selection."""

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._errors import FormatError, StorageError
+from .._core._errors import FormatError, StorageError
 from ..format._chunk import header_length, item_span_offset, parse_chunk_offsets
 
 if TYPE_CHECKING:

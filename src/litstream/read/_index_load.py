@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._errors import DatasetNotFoundError, ObjectNotFoundError
+from .._core._errors import DatasetNotFoundError, ObjectNotFoundError
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
-from ..format._mds import read_index
+from ..format.mds._index import read_index
 from ..storage._base import mapped_errors
 from ..storage._files import local_path
 from ..storage._listing import list_retrying

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError, raise_collapsed
+from .._core._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError, raise_collapsed
 from ..format._keys import (
     LEGACY_KEYS_NAME,
     KeyTable,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._source import DatasetSource
-    from ._subset import Selection
+    from .plan._subset import Selection
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup

@@ -19,9 +19,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._environ import environ
-from .._errors import ConfigurationError
-from ..format._units import parse_bytes
+from .._core._environ import environ
+from .._core._errors import ConfigurationError
+from .._core._units import parse_bytes
 
 __all__ = [
     "LIMIT_FRACTION",

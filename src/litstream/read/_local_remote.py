@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .._errors import DatasetNotFoundError
+from .._core._errors import DatasetNotFoundError
 from ..format._index import INDEX_FILENAME, is_partial_index_name
 from ..storage._resolver import Dir, resolve_dir
 

@@ -19,15 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigurationError
-from ._core import piece_chunks
+from .._core._errors import ConfigurationError
 from ._limits import LIMIT_FRACTION, MaxMemory, MemoryLimit, check_max_memory, memory_limit
+from .plan._pieces import piece_chunks
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._core import Piece
     from ._source import DatasetSource
+    from .plan._pieces import Piece
 
 __all__ = [
     "LIMIT_FRACTION",
@@ -42,7 +42,7 @@ __all__ = [
     "plan_read",
 ]
 
-_SLOT_HEADROOM = 1.25  # litstream._slots sizes a slot at the batch's bytes times this
+_SLOT_HEADROOM = 1.25  # litstream._torch._slots sizes a slot at the batch's bytes times this
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def budget_for(
     item_bytes = max((-(-chunks[c].chunk_bytes // max(chunks[c].chunk_size, 1)) for c in used), default=0)
     config = source.index.config
     compressed = bool(config is not None and config.compression) or source.encryption_level is not None
-    downloader = source.downloader
+    downloader = source.fetcher or source.downloader
     return plan_read(
         limit,
         readers=readers,
@@ -209,8 +209,9 @@ def adapt_reader(
         return max_pre_download, 1
     budget = budget_for(source, pieces, limit, readers=readers, max_pre_download=max_pre_download, window=window,
                         batch_size=batch_size, prefetch_factor=prefetch_factor)  # fmt: skip
-    if source.downloader is not None and budget.download_bytes is not None:
-        source.downloader.limit_bytes_in_flight(budget.download_bytes)
+    transfer = source.fetcher or source.downloader
+    if transfer is not None and budget.download_bytes is not None:
+        transfer.limit_bytes_in_flight(budget.download_bytes)
     return budget.ahead, budget.handover
 
 

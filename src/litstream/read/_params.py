@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._environ import environ
-from .._errors import ConfigurationError, PlanError
-from .._litdata_env import warn_ignored
-from ._assign import resolve_item_shuffle_window
+from .._core._errors import ConfigurationError
+from .._core._litdata_env import warn_ignored
 
-__all__ = ["check_read_params", "item_shuffle_window_value", "optional_bool", "optional_count", "refuse"]
+__all__ = ["check_read_params", "optional_bool", "optional_count", "refuse"]
 
 
 def refuse(name: str, value: Any, default: Any, why: str) -> None:
@@ -40,40 +38,12 @@ def optional_bool(name: str, value: Any) -> None:
         raise ConfigurationError(f"{name} must be None, True or False, got {value!r}")
 
 
-def item_shuffle_window_value(value: Any) -> int:
-    """The in-chunk shuffle block size ``item_shuffle_window=value`` means (LitData 0.2.76's values).
-
-    ``None`` / ``"auto"`` take ``LITDATA_ITEM_SHUFFLE_WINDOW`` when it is set, as LitData does.
-
-    Raises:
-        ConfigurationError: a negative int, a float or an unknown string (see
-            ``read._assign.resolve_item_shuffle_window``), in the argument or the variable.
-    """
-    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
-        variable = environ().litdata_item_shuffle_window
-        if variable is not None and variable.strip().lower() != "auto":  # LitData's fallback for the default
-            try:
-                return resolve_item_shuffle_window(variable)
-            except PlanError:
-                raise ConfigurationError(
-                    f"LITDATA_ITEM_SHUFFLE_WINDOW={variable!r} is not understood: set an int >= 0, 'auto' (256) or "
-                    "'full' (0), or unset it"
-                ) from None
-    try:
-        return resolve_item_shuffle_window(value)
-    except PlanError as exc:
-        raise ConfigurationError(
-            f"{exc}: item_shuffle_window is the in-chunk shuffle block size of shuffle=True (LitData's, default 256)"
-        ) from None
-
-
 def check_read_params(
     *,
     session_options: Any = None,
     force_override_state_dict: Any = False,
     num_canonical_nodes: Any = None,
     batch_decode: Any = "auto",
-    item_shuffle_window: Any = None,
     window_direct_io: Any = False,
 ) -> None:
     """Validate the LitData-only arguments of ``StreamingDataset``.
@@ -92,7 +62,6 @@ def check_read_params(
     if not isinstance(force_override_state_dict, bool):
         raise ConfigurationError(f"force_override_state_dict must be True or False, got {force_override_state_dict!r}")
     optional_count("num_canonical_nodes", num_canonical_nodes)
-    item_shuffle_window_value(item_shuffle_window)
     if batch_decode not in ("auto", "all", True, False) and (
         isinstance(batch_decode, bool) or not isinstance(batch_decode, int) or batch_decode < 0
     ):

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import sniffio
 
-from .._errors import raise_collapsed
+from .._core._errors import raise_collapsed
 from ..format._index import INDEX_FILENAME
 from ..storage._files import local_path
-from ._core import ChunkWork, produce_chunks
-from ._decode import iter_work
+from ._decode import work_parts
+from ._engine import ChunkWork, produce_chunks
 from ._memory import adapt_reader, budget_for
 from ._source import DatasetSource
 
@@ -22,11 +22,12 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
+    from ..format._batch_decode import ColumnBatch
     from ..format._serializers import Serializer
     from ..storage._base import Store
-    from ._core import Piece
     from ._memory import MemoryLimit
     from ._spec import ReadSpec
+    from .plan._pieces import Piece
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -43,16 +44,17 @@ __all__ = [
     "opens_remote",
     "reader_depth",
     "receive",
-    "serve",
+    "serve_batches",
 ]
 
 REMOTE_MIN_PRE_DOWNLOAD = 4
 """Remote chunks fetched ahead at least (LitData's ``LITDATA_ASYNC_MIN_PRE_DOWNLOAD`` floor for remote data)."""
 
-# Set in a DataLoader worker whose batches go through litstream._slots (by the loader's worker_init_fn):
+# Set in a DataLoader worker whose batches go through litstream._torch._slots (by the loader's worker_init_fn):
 # arrays are then decoded into reused private memory (a _slots.ScratchPool), since the slots, not
-# fresh shared memory, carry them to the main process.
-WORKER_ALLOC: list[Callable[[int], Any] | None] = [None]
+# fresh shared memory, carry them to the main process; [1]: for column batches (no user code sees them
+# before they are packed), straight into the next slot where possible (_slots.SlotAlloc).
+WORKER_ALLOC: list[Callable[[int], Any] | None] = [None, None]
 
 
 async def get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
@@ -158,7 +160,7 @@ def loader_prefetch(
     return budget.prefetch_factor
 
 
-def serve(
+def serve_batches(
     portal: BlockingPortal,
     spec: ReadSpec,
     source: DatasetSource,
@@ -170,9 +172,11 @@ def serve(
     batch_size: int,
     prefetch_factor: int,
     alloc: Callable[[int], Any] | None,
-) -> Generator[Any, None, None]:
-    """The samples of ``pieces``: the engine fetches whole chunks on ``portal``'s loop, one ``portal.call`` hands
-    each over, and its items are decoded on the calling thread (``alloc``: where arrays are decoded)."""
+    columns: bool = False,
+) -> Generator[list[Any] | ColumnBatch, None, None]:
+    """The decode batches of ``pieces`` (``ColumnBatch`` es allowed with ``columns``): the engine fetches whole
+    chunks on ``portal``'s loop, one ``portal.call`` hands each over, and its items are decoded on the calling
+    thread (``alloc``: where arrays are decoded)."""
     ahead, handover = reader_depth(
         spec, source, pieces, max_memory, readers=readers, batch_size=batch_size, prefetch_factor=prefetch_factor
     )
@@ -184,7 +188,7 @@ def serve(
             work = portal.call(receive, received)
             if work is None:
                 break
-            yield from iter_work(source, work, transform, served, align, alloc)
+            yield from work_parts(source, work, transform, served, align, alloc, columns)
             served += len(work.items)
             del work  # the chunk is not held while the next one is handed over (read/_memory.py counts so)
         try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .._errors import FormatError
+from .._core._errors import FormatError
 from ..storage._files import local_path
 
 if TYPE_CHECKING:

@@ -6,25 +6,26 @@ import bisect
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
-from .._trace import CAT_DECOMPRESS, CAT_READ, TRACER
-from ..format._arrow import ArrowChunk, ArrowRowsOnly, read_chunk_view
+from .._core._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from .._core._trace import CAT_DECOMPRESS, CAT_READ, TRACER
 from ..format._chunk import ChunkView, item_span_offset
 from ..format._compression import Compression, compression_from_config, decompress
 from ..format._config_keys import check_config_keys
 from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
 from ..format._framed import chunk_from_file
-from ..format._mds import decompress_shard, is_mds_config
-from ..format._mds_encodings import MdsDecoder
-from ..format._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
 from ..format._temporal import TemporalDecoder
 from ..format._tokens import TokenLayout, check_item_loader
 from ..format._trust_marker import untrusted_sources
+from ..format.arrow._chunk import ArrowChunk, ArrowRowsOnly, read_chunk_view
+from ..format.arrow._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
+from ..format.mds._encodings import MdsDecoder
+from ..format.mds._index import decompress_shard, is_mds_config
 from ..storage._files import local_path, map_object, read_span_at
 from ..storage._safe_files import UnsafeFileError, regular_size
 from ._decoder_choice import _sample_decoder
@@ -32,8 +33,8 @@ from ._headers import OffsetTables
 from ._index_load import load_index, load_local_index
 from ._inplace import decompressed_in_place
 from ._sizes import check_local_sizes
-from ._source_cache import CacheSettings, _open_cache, _read_through_cache
 from ._verify import check_chunk, check_chunk_file, get_checked, has_checksum
+from .cache._source_cache import CacheSettings, _read_through_cache, open_transfer, read_into_memory
 
 if TYPE_CHECKING:
     import mmap
@@ -44,9 +45,10 @@ if TYPE_CHECKING:
     from ..format._index import Index
     from ..format._loaders import PyTreeLoader, SampleDecoder, TokensLoader
     from ..format._serializers import Serializer
+    from ..storage._memory_fetch import MemoryFetcher
     from ..storage._store import Store
     from ..storage._transfer import Downloader
-    from ._cache import ChunkCache
+    from .cache._cache import ChunkCache
 
 __all__ = ["DatasetSource"]
 
@@ -72,6 +74,7 @@ class DatasetSource:
     _chunks_bytes: int = 0
     cache: ChunkCache | None = None
     downloader: Downloader | None = None
+    fetcher: MemoryFetcher | None = None  # a remote dataset read without its disk cache (cache_chunks=False)
     tokens: TokenLayout | None = None
     parquet: ParquetLoader | None = None
     compression: Compression | None = None  # zstd chunks (any compression_level); MDS shards use ``unpack``
@@ -160,8 +163,10 @@ class DatasetSource:
             source.compression = compression_from_config(index.config.to_json_obj())
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         source.encryption, source.encryption_level = encryption, level
-        if cache is not None:
-            source.cache, source.downloader = await anyio.to_thread.run_sync(_open_cache, store, index, cache)
+        if cache is not None:  # the disk cache, or (cache_chunks) the fetcher into memory
+            source.cache, source.downloader, source.fetcher = await anyio.to_thread.run_sync(
+                open_transfer, store, index, cache
+            )
         return source
 
     @property
@@ -183,7 +188,8 @@ class DatasetSource:
     def download_ticket(self) -> int | None:
         """A download priority for :meth:`read_chunk` (``None`` when chunks are not downloaded): take
         tickets in the order the chunks are needed, so their downloads finish in that order."""
-        return None if self.downloader is None else self.downloader.ticket()
+        transfer = self.fetcher or self.downloader
+        return None if transfer is None else transfer.ticket()
 
     async def read_chunk(
         self,
@@ -215,7 +221,7 @@ class DatasetSource:
         t0 = perf_counter_ns() if TRACER.on else 0
         info = self.index.chunks[chunk_index]
         compression = self.index.config.compression if self.index.config else None
-        data: bytes | mmap.mmap
+        data: bytes | memoryview | mmap.mmap
         path: Path | None = None  # the file the bytes are mapped from, if any
         checked = has_checksum(info)  # False once checked, or for LitData's decompressed copy
         if self.cache is not None and self.downloader is not None:
@@ -228,6 +234,11 @@ class DatasetSource:
                 self.cache, self.downloader, info.filename, size, priority, queued, verify, url
             )
             checked = False
+        elif self.fetcher is not None:  # no disk cache: into memory (checked there, fetched again on a mismatch)
+            whole = compression and (self.compression is None or self.compression.whole_file)
+            size = None if whole else info.chunk_bytes
+            url = f"{self.store.url}/{info.filename}"
+            data, checked = await read_into_memory(self.fetcher, info, size, priority, queued, url), False
         elif not compression and (mapped := map_object(self.store, info.filename)) is not None:
             # open + mmap take microseconds and read nothing (pages come later, by populate), so this
             # runs on the loop: a worker-thread hop would cost more than the call
@@ -247,7 +258,9 @@ class DatasetSource:
             if not compression:  # a short file gets the more precise message
                 self._check_length(chunk_index, data)
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
-            await anyio.to_thread.run_sync(check_chunk, data, info, path, where)
+            # a path here is the local dataset's own file (the cache's are checked above): hashed once, not
+            # by every new process (read/_verify.py)
+            await anyio.to_thread.run_sync(partial(check_chunk, data, info, path, where, persistent=path is not None))
         t1 = perf_counter_ns() if t0 else 0  # decompression and decryption start
         spec = self.compression if compression else None
         if spec is not None:
@@ -297,12 +310,13 @@ class DatasetSource:
         data, path = mapped
         if has_checksum(self.index.chunks[chunk_index]):
             self._check_length(chunk_index, data)  # a short file gets the more precise message
-            check_chunk(data, self.index.chunks[chunk_index], path, str(path))
+            # a local dataset's own file: hashed once, not by every new process (read/_verify.py)
+            check_chunk(data, self.index.chunks[chunk_index], path, str(path), persistent=True)
         if t0:
             TRACER.span("read", CAT_READ, t0, {"chunk": chunk_index, "file": path.name})
         return self._checked_view(chunk_index, data, False)
 
-    def _check_length(self, chunk_index: int, data: bytes | mmap.mmap) -> None:
+    def _check_length(self, chunk_index: int, data: bytes | memoryview | mmap.mmap) -> None:
         info = self.index.chunks[chunk_index]
         in_file = self.compression is not None and not self.compression.whole_file  # checked by chunk_from_file
         if not in_file and len(data) < info.chunk_bytes:
@@ -311,7 +325,7 @@ class DatasetSource:
                 f"{info.chunk_bytes}; the file is incomplete — re-run optimize"
             )
 
-    def _checked_view(self, chunk_index: int, data: bytes | mmap.mmap, keep: bool) -> ChunkView:
+    def _checked_view(self, chunk_index: int, data: bytes | memoryview | mmap.mmap, keep: bool) -> ChunkView:
         info = self.index.chunks[chunk_index]
         if self.encryption_level is None:  # else checked before decryption
             self._check_length(chunk_index, data)
@@ -372,7 +386,7 @@ class DatasetSource:
             if has_checksum(info):  # the whole file, once per process
                 try:
                     await anyio.to_thread.run_sync(regular_size, path)  # never hash a FIFO (it would block)
-                    await anyio.to_thread.run_sync(check_chunk_file, path, info)
+                    await anyio.to_thread.run_sync(partial(check_chunk_file, path, info, persistent=self.cache is None))
                 except UnsafeFileError:  # a refused special file: already ours
                     raise
                 except FileNotFoundError as exc:

@@ -21,34 +21,36 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from .._core._errors import ConfigurationError
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
-from ..format._parquet import ParquetLoader
+from ..format.arrow._parquet import ParquetLoader
+from ..storage._cache_dirs import default_cache_root, parse_cache_size
 from ..storage._files import local_path
 from ..storage._resolver import Dir, resolve_dir, store_for
 from ..storage._store import HedgedStore, Store
 from ._args import check_read_args, check_read_loader
-from ._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
-from ._cache_dirs import default_cache_root, parse_cache_size
-from ._compose import MemberSpec
-from ._core import ReadPlanArgs, ShuffleMode
+from ._item_window import item_shuffle_window_value
 from ._local_remote import check_local_dataset, local_remote_source
-from ._params import check_read_params, item_shuffle_window_value
+from ._params import check_read_params
 from ._source import DatasetSource
-from ._source_cache import CacheSettings
-from ._subset import Selection, check_subsample, resolve_selection
 from ._transform import Transform, check_transforms, compose
 from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
-from ._window import DEFAULT_SHUFFLE_WINDOW
+from .cache._source_cache import CacheSettings
+from .plan._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
+from .plan._compose import MemberSpec
+from .plan._pieces import ReadPlanArgs, ShuffleMode
+from .plan._subset import Selection, check_subsample, resolve_selection
+from .plan._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from ..format._encryption import Encryption
     from ..format._serializers import Serializer
-    from ._core import Piece
-    from ._sample_stream import SampleStream
-    from ._session import StreamPosition
+    from .aio._sample_stream import SampleStream
+    from .plan._pieces import Piece
+    from .plan._session import StreamPosition
 
 __all__ = ["Loader", "ReadSpec", "SpecAttribute"]
 
@@ -90,13 +92,16 @@ class ReadSpec:
         selection: The items served (a subset or split), or ``None``: the subsample of every chunk.
         subsample: LitData's ``subsample`` fraction (``> 0``).
         subsample_shuffle: Whether the subsample is a random choice (LitData uses the ``shuffle`` of ``__init__``).
-        shuffle: A :data:`~litstream.read._core.ShuffleMode`, checked.
+        shuffle: A :data:`~litstream.read._engine.ShuffleMode`, checked.
         seed: The shuffle seed.
         drop_last: ``None`` means ``world_size > 1``.
         shuffle_window: Chunks mixed with ``shuffle="window"``.
         item_shuffle_window: The resolved in-chunk shuffle block size of ``shuffle=True``.
         max_pre_download: Chunks fetched ahead.
         plan_cache_bytes: ``max_cache_size`` in bytes as the multi-node plan uses it (``None``: no limit).
+        cache_chunks: Whether a remote dataset's chunks are written to the disk cache (``True``), read into
+            memory as they arrive and never written (``False``), or cached when the cache may hold the whole
+            dataset (``None``, the default; see ``StreamingDataset``).
         hub: ``(url, storage_options, item_loader as given)`` of an ``hf://`` location indexed on first
             :meth:`open`, else ``None``.
     """
@@ -121,6 +126,7 @@ class ReadSpec:
     item_shuffle_window: int = DEFAULT_ITEM_SHUFFLE_WINDOW
     max_pre_download: int = 2
     plan_cache_bytes: int | None = None
+    cache_chunks: bool | None = None
     hub: tuple[str, Mapping[str, Any] | None, Loader | None] | None = None
 
     @classmethod
@@ -147,6 +153,7 @@ class ReadSpec:
         allow_pickle: bool | None = None,
         eager: bool = True,
         cache_by_default: bool = True,
+        cache_chunks: bool | None = None,
     ) -> ReadSpec:
         """Check LitData's read arguments and resolve them into a spec (see ``StreamingDataset`` for each).
 
@@ -154,20 +161,28 @@ class ReadSpec:
             eager: ``True`` (``StreamingDataset``): a local dataset must exist now and an ``hf://`` Parquet
                 dataset is indexed now. ``False`` (``astream``): both happen on first :meth:`open`.
             cache_by_default: ``True`` (``StreamingDataset``): a remote dataset is cached on local disk.
-                ``False`` (``astream``): only when ``cache_dir`` or ``max_cache_size`` is given; chunks are
-                read into memory otherwise.
+                ``False`` (``astream``): only when ``cache_dir``, ``max_cache_size`` or ``cache_chunks=True``
+                is given; chunks are read into memory otherwise.
+            cache_chunks: ``None`` (default): as ``cache_by_default`` says, then only when the cache may hold
+                the whole dataset; ``True``: always cached; ``False``: never (read into memory as they arrive).
 
         Raises:
             ConfigurationError: a bad argument, naming it.
             DatasetNotFoundError: with ``eager``, a local ``input_dir`` that holds no dataset.
         """
-        check_read_params(item_shuffle_window=item_shuffle_window)
+        check_read_params()
+        item_shuffle_window_value(item_shuffle_window)
         check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
         transforms = check_transforms(transform)
         fraction = check_subsample(subsample)
         check_read_loader(item_loader)
         check_reader_encryption(encryption)
         check_allow_pickle(allow_pickle)
+        if cache_chunks is not None and not isinstance(cache_chunks, bool):
+            raise ConfigurationError(
+                f"cache_chunks={cache_chunks!r}: pass True (write remote chunks to the disk cache), False (read "
+                "them into memory, write nothing) or None (cache when the cache can hold the whole dataset)"
+            )
         if max_cache_size is not None:
             parse_cache_size(max_cache_size, directory=os.fspath(cache_dir or default_cache_root()))
         local_source = None
@@ -184,7 +199,7 @@ class ReadSpec:
             url = where.url
             if index_path is None and local_source is None and url is not None and url.startswith("hf://"):
                 if eager:  # hf:// Parquet: index once, kept
-                    from ..write._hf import hf_dataset_index
+                    from ..index._hf import hf_dataset_index
 
                     hf_index, hf_loader = hf_dataset_index(store, url, cache_dir, storage_options, item_loader)
                     index_path, item_loader = hf_index, hf_loader or item_loader
@@ -192,12 +207,16 @@ class ReadSpec:
                     hub = (url.rstrip("/"), storage_options, item_loader)
         remote = where.path is None and where.url is not None and "://" in where.url
         remote = remote or local_source is not None
-        wanted = cache_by_default or cache_dir is not None or max_cache_size is not None
+        wanted = cache_by_default or cache_dir is not None or max_cache_size is not None or bool(cache_chunks)
         if eager and index_path is None and (root := local_path(store, "")) is not None:
             check_local_dataset(str(root))
-        cache = (
-            CacheSettings(None if cache_dir is None else os.fspath(cache_dir), max_cache_size)
-            if remote and wanted and not (where.url or "").startswith("memory://")
+        cache = (  # not wanted: no disk cache, the chunks are read into memory as they arrive
+            CacheSettings(
+                None if cache_dir is None else os.fspath(cache_dir),
+                max_cache_size,
+                cache_chunks=cache_chunks if wanted else False,
+            )
+            if remote and not (where.url or "").startswith("memory://")
             else None
         )
         if cache is not None:
@@ -222,6 +241,7 @@ class ReadSpec:
             item_shuffle_window=item_shuffle_window_value(item_shuffle_window),
             max_pre_download=max_pre_download,
             plan_cache_bytes=_plan_cache_bytes(max_cache_size, cache),
+            cache_chunks=cache_chunks,
             hub=hub,
         )
 
@@ -245,7 +265,7 @@ class ReadSpec:
         """
         index_path, item_loader = self.index_path, self.item_loader
         if self.hub is not None and index_path is None:
-            from ..write._hf import ahf_dataset_index
+            from ..index._hf import ahf_dataset_index
 
             url, options, given = self.hub
             cache_dir = None if self.cache is None else self.cache.cache_dir
@@ -359,7 +379,7 @@ class ReadSpec:
             select: The items served, when not :meth:`select` (``astream``'s own subsample on top).
             max_pre_download: Overrides the spec's prefetch depth.
         """
-        from ._sample_stream import SampleStream
+        from .aio._sample_stream import SampleStream
 
         return SampleStream(
             self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 
 __all__ = ["Transform", "check_transforms", "compose"]
 

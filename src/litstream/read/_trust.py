@@ -20,8 +20,8 @@ before any chunk is read. See docs/security.md.
 
 from __future__ import annotations
 
-from .._environ import environ
-from .._errors import ConfigurationError
+from .._core._environ import environ
+from .._core._errors import ConfigurationError
 from ..format._trust_marker import is_untrusted_location
 
 __all__ = ["ENV_ALLOW_PICKLE", "check_allow_pickle", "reader_pickle", "resolve_allow_pickle", "set_allow_pickle"]

@@ -3,7 +3,17 @@
 A chunk held in memory (read straight from a remote store) is checked every time it is fetched. A chunk
 file (local dataset, or a download in the chunk cache) is checked on its first open in this process and
 again whenever the file is replaced (a new download: another inode or modification time), not on every
-read. Random access by range reads to a remote store (``ds[i]`` on uncompressed data) reads too little of a
+read. A local dataset read in place (``persistent=True``) is not hashed again by every new process either: once a
+file is found intact, a record of it goes into the cache root (``<cache root>/verified/``: the file's
+device, inode, size, modification and status-change times in nanoseconds, and the digest ``index.json``
+records), and a later process that finds the file exactly so trusts it. Any write to the file, or a
+``touch``/``utime`` that hides one, changes its status-change time (the kernel sets it; no call can set it
+back), so a flipped byte is still caught on the next open; a different recorded digest checks it again too.
+What the record cannot see is corruption that never went through the file system (a failing disk); the
+chunk cache (downloads) keeps the check in every new process for that reason, and deleting
+``<cache root>/verified/`` (``litstream cache clear``) makes the next read check everything again.
+
+Random access by range reads to a remote store (``ds[i]`` on uncompressed data) reads too little of a
 chunk to check it; local random access checks the whole file once. What a mismatch leads to (a cached copy
 dropped and downloaded again, a remote chunk fetched again) is decided by the callers in ``_source*.py``.
 """
@@ -11,6 +21,7 @@ dropped and downloaded again, a remote chunk fetched again) is decided by the ca
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import mmap
 import os
 import threading
@@ -18,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import ChecksumError
+from .._core._errors import ChecksumError, ConfigurationError
 from ..format._checksum import CHECKSUM_KEY, verify_chunk
+from ..storage._cache_dirs import default_cache_root
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -32,6 +44,43 @@ __all__ = ["check_chunk", "check_chunk_file", "drop_copy", "file_id", "get_check
 
 _checked: set[tuple[str, int, int, int, int]] = set()  # (path, device, inode, size, mtime_ns) found intact
 _lock = threading.Lock()
+_RECORDS = "verified"
+
+
+def _record(path: Path, info: ChunkInfo) -> tuple[Path, str] | None:
+    """Where the persistent record of ``path`` lives and what it must say for the file as it is now."""
+    try:
+        st = os.stat(path)
+        root = default_cache_root()
+    except (OSError, ConfigurationError):
+        return None
+    digest = str(info.extra.get(CHECKSUM_KEY))
+    name = hashlib.blake2b(f"{os.path.abspath(path)}|{st.st_dev}|{st.st_ino}".encode(), digest_size=16).hexdigest()
+    state = f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {digest}\n"
+    return root / _RECORDS / name[:2] / name, state
+
+
+def _recorded(record: tuple[Path, str] | None) -> bool:
+    if record is None:
+        return False
+    try:
+        with open(record[0], encoding="ascii") as f:
+            return f.read(256) == record[1]
+    except (OSError, ValueError):
+        return False
+
+
+def _remember(record: tuple[Path, str] | None) -> None:
+    """Write the record atomically (a new file renamed into place); a cache root that cannot be written is
+    simply not used."""
+    if record is None:
+        return
+    path, state = record
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(state, encoding="ascii")
+        os.replace(tmp, path)
 
 
 def has_checksum(info: ChunkInfo) -> bool:
@@ -70,12 +119,19 @@ def _windows(data: mmap.mmap) -> Iterator[memoryview]:
 
 
 def check_chunk(
-    data: bytes | mmap.mmap | memoryview, info: ChunkInfo, path: Path | None, where: str, fix: str | None = None
+    data: bytes | mmap.mmap | memoryview,
+    info: ChunkInfo,
+    path: Path | None,
+    where: str,
+    fix: str | None = None,
+    *,
+    persistent: bool = False,
 ) -> None:
     """Verify one chunk's stored bytes, unless ``path`` (the file they came from) was found intact before.
 
     Blocking (hashes up to the whole chunk, about 20 GB/s for the default ``xxh3``): run it in a worker thread
-    from async code. ``fix`` replaces the message's default advice.
+    from async code. ``fix`` replaces the message's default advice. ``persistent``: ``path`` is a local
+    dataset's own file, found intact by an earlier process if its record says so (module docstring).
 
     Raises:
         ChecksumError: the checksum differs, naming the chunk (see
@@ -86,18 +142,22 @@ def check_chunk(
         with _lock:
             if key in _checked:
                 return
-    parts = _windows(data) if isinstance(data, mmap.mmap) else None
-    if fix is None:
-        verify_chunk(data, info, where=where, parts=parts)
-    else:
-        verify_chunk(data, info, where=where, fix=fix, parts=parts)
+    record = _record(path, info) if persistent and path is not None else None
+    if not _recorded(record):
+        parts = _windows(data) if isinstance(data, mmap.mmap) else None
+        if fix is None:
+            verify_chunk(data, info, where=where, parts=parts)
+        else:
+            verify_chunk(data, info, where=where, fix=fix, parts=parts)
+        _remember(record)
     if key is not None:
         with _lock:
             _checked.add(key)
 
 
-def check_chunk_file(path: Path, info: ChunkInfo) -> None:
-    """Verify a local chunk file (mapped, not read into memory) once per process and file version.
+def check_chunk_file(path: Path, info: ChunkInfo, *, persistent: bool = False) -> None:
+    """Verify a local chunk file (mapped, not read into memory) once per process and file version
+    (``persistent``: see :func:`check_chunk`).
 
     Raises:
         FormatError: the checksum differs. FileNotFoundError / OSError: the file cannot be opened.
@@ -107,11 +167,16 @@ def check_chunk_file(path: Path, info: ChunkInfo) -> None:
         with _lock:
             if key in _checked:
                 return
+    if persistent and _recorded(_record(path, info)):
+        if key is not None:
+            with _lock:
+                _checked.add(key)
+        return
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         data: Any = mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) if size else b""
     try:
-        check_chunk(data, info, path, str(path))
+        check_chunk(data, info, path, str(path), persistent=persistent)
     finally:
         if isinstance(data, mmap.mmap):
             data.close()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 import anyio
 import anyio.lowlevel
 
-from .._errors import ConfigurationError, LitstreamError, ObjectNotFoundError, StorageError
+from .._core._errors import ConfigurationError, LitstreamError, ObjectNotFoundError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -32,8 +32,8 @@ import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .._environ import environ
-from .._errors import ConfigurationError, ObjectNotFoundError, RetriesExhaustedError, StorageError
+from .._core._environ import environ
+from .._core._errors import ConfigurationError, ObjectNotFoundError, RetriesExhaustedError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -20,11 +20,12 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import re
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio.to_thread
 
-from .._errors import FormatError, LitstreamError, ObjectNotFoundError, StorageError
+from .._core._errors import FormatError, LitstreamError, ObjectNotFoundError, StorageError
 from ._base import mapped_errors
 from ._safe_files import open_regular
 
@@ -41,6 +42,7 @@ __all__ = [
     "read_span_at",
     "remove_empty_folder",
     "remove_stale_temporaries",
+    "remove_stale_temporaries_below",
 ]
 
 
@@ -155,6 +157,24 @@ def remove_stale_temporaries(store: object, folders: Sequence[str]) -> None:
             return
         for path in directory.glob(".*.tmp.*"):
             path.unlink(missing_ok=True)
+
+
+_TEMPORARY = re.compile(r"\..+\.tmp\.\d+\.[0-9a-f]{8}")  # LocalFileStore's ``.name.tmp.<pid>.<hex>``
+
+
+def remove_stale_temporaries_below(store: object) -> None:
+    """Delete the hidden ``.name.tmp.*`` files that killed local writes left anywhere below the store's root
+    (``map`` writes into sub-folders). Symbolic links are not followed. A no-op for a store without local
+    files. Blocking I/O; call it only while no write of this output can be in flight (the run holds the
+    writer lock and its workers have ended)."""
+    root = local_path(store, "")
+    if root is None:
+        return
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if _TEMPORARY.fullmatch(name):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(folder, name))
 
 
 def remove_empty_folder(store: object, folder: str) -> None:

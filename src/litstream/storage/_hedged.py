@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from .._errors import ConfigurationError, ObjectNotFoundError
+from .._core._errors import ConfigurationError, ObjectNotFoundError
 from ._files import local_path
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ paginated by ``Link: <…>; rel="next"``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import threading
@@ -25,7 +26,7 @@ from urllib.parse import quote
 import anyio
 import anyio.to_thread
 
-from .._errors import ObjectNotFoundError, StorageError
+from .._core._errors import ObjectNotFoundError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors
 from ._faults import retries_exhausted
 from ._keys import check_key
@@ -171,6 +172,18 @@ class HTTPStore:
     def transfer(self) -> TransferConfig:
         """The timeouts and retry settings; listings retry by them too (``storage/_listing.py``)."""
         return self._transfer
+
+    def without_retries(self) -> HTTPStore:
+        """This store with retries off (one try per request), for a caller that retries in its own loop (the
+        raw fetcher's adaptive limit, ``read/raw/_fetch.py``); :attr:`transfer` still gives the budget."""
+        return HTTPStore(
+            self._base,
+            headers=self._headers,
+            transfer=dataclasses.replace(self._transfer, max_retries=0),
+            lister=self._lister,
+            url=self._url,
+            max_threads=self._max_threads,
+        )
 
     @property
     def base_url(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 
 __all__ = ["check_key"]
 

@@ -19,7 +19,7 @@ import datetime
 import os
 import re
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 
 __all__ = ["CONNECTION_KINDS", "check_teamspace", "resolve_time_template"]
 

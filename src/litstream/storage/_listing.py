@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._errors import ObjectNotFoundError, RetriesExhaustedError, StorageError
+from .._core._errors import ObjectNotFoundError, RetriesExhaustedError, StorageError
 from ._base import TransferConfig
 from ._faults import retries_exhausted
 from ._files import local_path

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from .._errors import ConfigurationError, ObjectNotFoundError
+from .._core._errors import ConfigurationError, ObjectNotFoundError
 from ._base import ObjectMeta, loop_limiter, mapped_errors, put_size
 from ._files import read_span
 from ._keys import check_key

@@ -16,6 +16,7 @@ run in a process forked after it was made or after the parent used obstore.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from functools import partial
@@ -26,7 +27,7 @@ import anyio
 import anyio.to_thread
 import sniffio
 
-from .._errors import ConfigurationError, StorageError
+from .._core._errors import ConfigurationError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
 from ._faults import explain_failure
 from ._keys import check_key
@@ -108,6 +109,23 @@ class ObstoreStore:
     def transfer(self) -> TransferConfig:
         """The retry and multipart settings (``storage_options``' retry keys); listings retry by them too."""
         return self._transfer
+
+    def without_retries(self) -> ObstoreStore:
+        """This store with obstore's own retries off, for a caller that retries in its own loop (and so sees
+        every throttled or failed request: the raw fetcher's adaptive limit, ``read/raw/_fetch.py``).
+
+        Timeouts, credentials and the rest of the configuration are this store's; :attr:`transfer` still
+        gives the retry budget the caller should spend. A wrapped obstore store (no spec) cannot be
+        rebuilt: it is returned as it is.
+        """
+        if self._spec is None:
+            return self
+        retry_config = {**self._spec.retry_config, "max_retries": 0}
+        transfer = dataclasses.replace(self._transfer, max_retries=0)
+        spec = dataclasses.replace(self._spec, transfer=transfer, retry_config=retry_config)
+        quiet = ObstoreStore(spec=spec, url=self._url, max_threads=self._max_threads)
+        quiet.native_async = self.native_async
+        return quiet
 
     @property
     def spec(self) -> ObstoreSpec | None:
@@ -315,6 +333,34 @@ class ObstoreStore:
             finally:
                 os.close(fd)
             return offset - start
+
+        return await self._call("get_range", path, fetch, path)
+
+    async def get_into_buffer(self, path: str, buffer: memoryview, start: int = 0, length: int | None = None) -> int:
+        """Copy bytes ``[start, start + length)`` of object ``path`` (the whole object when ``length`` is
+        ``None``) into ``buffer`` from its offset 0, as they arrive (~:data:`STREAM_BUFFER` at a time, as
+        :meth:`get_into_file`), and return how many arrived; bytes beyond ``len(buffer)`` are counted, not
+        copied. For the :class:`~litstream.storage._memory_fetch.MemoryFetcher`.
+
+        Raises:
+            ObjectNotFoundError: the object does not exist.
+            StorageError: the request failed.
+        """
+        options: GetOptions = {} if length is None else {"range": (start, start + length)}
+        if length == 0:
+            return 0
+
+        def fetch(ob: ModuleType, store: Any, key: str) -> int:
+            import numpy as np
+
+            target = np.frombuffer(buffer, dtype=np.uint8)  # NumPy copies without the GIL (memoryview: with it)
+            offset, room = 0, len(buffer)
+            for piece in ob.get(store, key, options=options).stream(min_chunk_size=STREAM_BUFFER):
+                size = len(piece)
+                if offset + size <= room:
+                    target[offset : offset + size] = np.frombuffer(piece, dtype=np.uint8)
+                offset += size
+            return offset
 
         return await self._call("get_range", path, fetch, path)
 

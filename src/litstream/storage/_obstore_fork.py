@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import StorageError
+from .._core._errors import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

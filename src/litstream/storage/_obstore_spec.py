@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._environ import environ
-from .._errors import ConfigurationError
+from .._core._environ import environ
+from .._core._errors import ConfigurationError
 from ._base import TransferConfig
 from ._faults import obstore_retry_config
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from types import ModuleType
 
-    from .._environ import Environ
+    from .._core._environ import Environ
 
 __all__ = ["ObstoreSpec"]
 

@@ -28,19 +28,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError
+from .._core._environ import CLIENT_KEYS
+from .._core._errors import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = ["CLIENT_KEYS", "obstore_options"]
 
-CLIENT_KEYS = frozenset(
-    "allow_http allow_invalid_certificates connect_timeout default_content_type default_headers http1_only "
-    "http2_keep_alive_interval http2_keep_alive_timeout http2_keep_alive_while_idle http2_only pool_idle_timeout "
-    "pool_max_idle_per_host proxy_url proxy_ca_certificate proxy_excludes root_certificate randomize_addresses "
-    "read_timeout timeout user_agent".split()
-)
 _KEYS = {
     "s3": frozenset(
         "access_key_id checksum_algorithm conditional_put container_credentials_relative_uri "

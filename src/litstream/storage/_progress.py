@@ -1,7 +1,9 @@
 """``Progress``: how much of a download is on disk, for a reader that decodes a chunk while it arrives.
 
 The :class:`~litstream.storage._transfer.Downloader` writes a chunk's pieces at their offsets in a temporary
-file of the chunk's full size and reports each piece here. :meth:`Progress.wait` blocks the calling thread
+file of the chunk's full size and reports each piece here (the
+:class:`~litstream.storage._memory_fetch.MemoryFetcher` likewise, into a buffer in memory).
+:meth:`Progress.wait` blocks the calling thread
 until the bytes before an offset are all written (the *contiguous* prefix: pieces may land out of order),
 the whole object is in place, or the download failed — then it raises that failure. Thread-safe: the
 event loop reports, a decoding thread waits.
@@ -15,11 +17,12 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from .._errors import LitstreamError, StorageError
+from .._core._errors import LitstreamError, StorageError
 from ._files import map_file
 
 if TYPE_CHECKING:
     import mmap
+    from collections.abc import Callable
     from pathlib import Path
 
 __all__ = ["DownloadAbandoned", "Progress"]
@@ -31,14 +34,22 @@ class DownloadAbandoned(StorageError):
 
 
 class Progress:
-    """The state of one download of ``size`` bytes (see the module docstring)."""
+    """The state of one download of ``size`` bytes (see the module docstring).
 
-    def __init__(self, size: int) -> None:
+    Args:
+        size: The object's length in bytes.
+        map_file: Maps a file read-only for :meth:`map_when`; default ``storage._files.map_file`` (the chunk
+            cache passes its own, ``ChunkCache.map_file``).
+    """
+
+    def __init__(self, size: int, *, map_file: Callable[[Path], bytes | mmap.mmap] = map_file) -> None:
         self.size = size
+        self._map_file = map_file
         self._cond = threading.Condition()
         self._landed: dict[int, int] = {}  # start -> end of pieces written beyond the contiguous prefix
         self._prefix = 0
         self._path: Path | None = None  # where the bytes are being written (a temporary name), then the file
+        self._buffer: memoryview | None = None  # or the buffer in memory they are copied into
         self._error: BaseException | None = None
         self._complete = False
 
@@ -53,6 +64,12 @@ class Progress:
             self._path = path
             self._cond.notify_all()
 
+    def opened_buffer(self, buffer: memoryview) -> None:
+        """The download copies into ``buffer`` (``size`` bytes, in memory) instead of a file."""
+        with self._cond:
+            self._buffer = buffer
+            self._cond.notify_all()
+
     def landed(self, start: int, length: int) -> None:
         """Bytes ``[start, start + length)`` are written."""
         with self._cond:
@@ -65,6 +82,13 @@ class Progress:
         """The whole object is the file at ``path``."""
         with self._cond:
             self._path, self._prefix, self._complete = path, self.size, True
+            self._landed.clear()
+            self._cond.notify_all()
+
+    def complete_buffer(self) -> None:
+        """The whole object is in the buffer given to :meth:`opened_buffer`."""
+        with self._cond:
+            self._prefix, self._complete = self.size, True
             self._landed.clear()
             self._cond.notify_all()
 
@@ -94,21 +118,25 @@ class Progress:
             if self._prefix < min(end, self.size):
                 self._raise()
 
-    def _wait_path(self) -> Path:
+    def _wait_target(self) -> Path | memoryview:
         with self._cond:
-            while self._path is None and self._error is None:
+            while self._path is None and self._buffer is None and self._error is None:
                 self._cond.wait()
+            if self._buffer is not None:
+                return self._buffer
             if self._path is None:
                 self._raise()
             assert self._path is not None
             return self._path
 
-    def _map(self, end: int) -> bytes | mmap.mmap:
+    def _map(self, end: int) -> bytes | memoryview | mmap.mmap:
         self.wait(end)
-        path = self._wait_path()
+        path = self._wait_target()
+        if isinstance(path, memoryview):
+            return path
         while True:
             try:
-                return map_file(path)
+                return self._map_file(path)
             except FileNotFoundError:
                 pass
             # The name changed since it was read: the download ended (renamed into place) or failed
@@ -123,10 +151,10 @@ class Progress:
                 assert self._path is not None
                 path = self._path
 
-    async def map_when(self, end: int) -> bytes | mmap.mmap:
+    async def map_when(self, end: int) -> bytes | memoryview | mmap.mmap:
         """Once bytes ``[0, end)`` are written: the file they are in, memory-mapped read-only (the temporary
-        file while the download runs; the mapping stays valid after the rename). A rename between learning
-        the name and opening it is followed. Waits in a worker thread.
+        file while the download runs; the mapping stays valid after the rename), or the buffer in memory. A
+        rename between learning the name and opening it is followed. Waits in a worker thread.
 
         Raises:
             StorageError: the download failed (its error), or the finished file vanished before mapping.

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
 
-from .._environ import environ
-from .._errors import ConfigurationError
+from .._core._environ import environ
+from .._core._errors import ConfigurationError
 from ._base import Store, TransferConfig
 from ._faults import RETRY_KEYS, transfer_with_options
 from ._http import HTTPStore, HubTreeLister
@@ -41,7 +41,7 @@ from ._options import obstore_options
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .._environ import Environ
+    from .._core._environ import Environ
 
 __all__ = ["Dir", "resolve_dir", "store_for"]
 

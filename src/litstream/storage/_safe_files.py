@@ -26,7 +26,7 @@ import os
 import stat
 from pathlib import Path
 
-from .._errors import StorageError
+from .._core._errors import StorageError
 
 __all__ = ["UnsafeFileError", "contained", "open_regular", "read_regular", "regular_size"]
 

@@ -4,7 +4,7 @@
   it, its blocks reserved first, then ``os.replace``-d); concurrent fetches of one name in a process share
   one download; a ``CapacityLimiter`` bounds the requests in flight, a byte budget the bytes between store
   and disk. Two *processes* fetching one name both download it, each atomically (cross-process use:
-  ``read/_cache.py``).
+  ``read/cache/_cache.py``).
   An :class:`~litstream.storage.ObstoreStore` streams each piece into the file through ~256 KiB buffers
   (``get_into_file``): a reader's resident memory then stays flat however much it downloads.
 * :class:`Uploader` (``storage/_upload.py``, re-exported here): local files (or bytes held in memory) go up
@@ -32,8 +32,8 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import LitstreamError, StorageError
-from .._trace import CAT_DOWNLOAD, TRACER
+from .._core._errors import LitstreamError, StorageError
+from .._core._trace import CAT_DOWNLOAD, TRACER
 from ._base import MiB
 from ._budget import ByteBudget
 from ._ordered import OrderedGate, Request
@@ -134,6 +134,8 @@ class Downloader:
             it into the file holds only a few buffers of it). Default 256 MiB.
         piece_size: Objects larger than this are fetched in ranged GETs of this many bytes, written at their
             offsets as they arrive. Default 8 MiB.
+        first_piece: The first ranged GET of an object read while it downloads (a ``progress`` given to
+            :meth:`fetch`) is this short (at most ``piece_size``), so its first items come quickly. Default 1 MiB.
 
     Raises:
         ConfigurationError: a limit that is not an int >= 1.
@@ -147,12 +149,14 @@ class Downloader:
         max_concurrency: int = 8,
         max_bytes_in_flight: int = 256 * MiB,
         piece_size: int = 8 * MiB,
+        first_piece: int = 1 * MiB,
     ) -> None:
         self._store = store
         self._root = Path(cache_root).absolute()
         self._max_concurrency = _positive("max_concurrency", max_concurrency)
         self._max_bytes = _positive("max_bytes_in_flight", max_bytes_in_flight)
         self._piece_size = _positive("piece_size", piece_size)
+        self._first_piece = _positive("first_piece", first_piece)
         self._state: tuple[object, _LoopState] | None = None
         self._tickets = itertools.count()
 
@@ -286,7 +290,7 @@ class Downloader:
             progress.opened(tmp)
         done = False
         # every request of this download is queued before any waits (no other download can slip in between)
-        spans = _spans(size, self._piece_size, progress is not None)
+        spans = _spans(size, self._piece_size, self._first_piece if progress is not None else None)
         requests = [gate.enqueue((ticket, start), length) for start, length in spans]
         queued()
         try:
@@ -359,21 +363,18 @@ class Downloader:
             gate.done(request)
 
 
-_FIRST_PIECE = 1 * MiB
-"""The first ranged GET of an object read while it downloads: small, so its first items come quickly."""
-
-
-def _spans(size: int, piece: int, streamed: bool) -> list[tuple[int, int]]:
+def _spans(size: int, piece: int, first_piece: int | None) -> list[tuple[int, int]]:
     """``(start, length)`` of the ranged GETs of an object of ``size`` bytes (one span for a small one).
 
-    Every span but the last ends on a multiple of ``piece``: after a short first span (``streamed``), the
+    Every span but the last ends on a multiple of ``piece``: after a short first span (``first_piece``
+    bytes, for an object read while it downloads; ``None``: a whole piece), the
     second one is shorter rather than every later one being shifted. A server that stores objects in
     blocks (SeaweedFS: of a few MiB) then serves each range from as few blocks as a whole-piece GET: with
     ranges shifted by 1 MiB it spent ~15 % more CPU for the same bytes (measured, bench/remote_cpu.py).
     """
     if size <= piece:
         return [(0, size)]
-    first = min(_FIRST_PIECE, piece) if streamed else piece
+    first = min(first_piece, piece) if first_piece is not None else piece
     starts = [0, *([first] if first < piece else []), *range(piece, size, piece)]
     return [(start, end - start) for start, end in zip(starts, [*starts[1:], size], strict=True)]
 

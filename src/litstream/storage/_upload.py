@@ -15,8 +15,8 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._errors import ConfigurationError, raise_collapsed
-from .._trace import CAT_WRITE, TRACER
+from .._core._errors import ConfigurationError, raise_collapsed
+from .._core._trace import CAT_WRITE, TRACER
 from ._base import put_size
 from ._keys import check_key
 

@@ -30,9 +30,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
-
-from .._errors import ObjectNotFoundError, StorageError
+from .._core._bridge import run_sync
+from .._core._errors import ObjectNotFoundError, StorageError
 from ._base import mapped_errors
 from ._keys import check_key
 from ._listing import list_retrying
@@ -236,7 +235,7 @@ class _CheckThenWrite:
 
     def read(self, key: str) -> tuple[bytes, str] | None:
         try:
-            data = anyio.run(self._store.get, key)
+            data = run_sync(self._store.get, key)
         except ObjectNotFoundError:
             return None
         return data, hashlib.sha256(data).hexdigest()
@@ -249,15 +248,15 @@ class _CheckThenWrite:
         current = self.version(key)
         if current != expect:
             raise VersionConflictError(f"{self.url}/{key} is at version {current}, not {expect}")
-        anyio.run(self._store.put, key, data)
+        run_sync(self._store.put, key, data)
         return hashlib.sha256(data).hexdigest()
 
     def delete(self, key: str, expect: str) -> bool:
         if self.version(key) != expect:
             return False
-        anyio.run(self._store.delete, key)
+        run_sync(self._store.delete, key)
         return True
 
     def names(self, prefix: str) -> list[str]:
-        listing = anyio.run(list_retrying, self._store, prefix)  # a cut listing is retried like a GET
+        listing = run_sync(list_retrying, self._store, prefix)  # a cut listing is retried like a GET
         return [m.path for m in listing if "/" not in m.path]

@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError
-from .._sync import run_sync
+from .._core._bridge import run_sync
+from .._core._errors import ConfigurationError
 from ._listing import list_retrying
 from ._resolver import Dir, resolve_dir, store_for
 

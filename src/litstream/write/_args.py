@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 from ..storage._lightning_paths import resolve_time_template
 from ..storage._resolver import Dir, resolve_dir, store_for
-from ._env import OptimizerEnv, optimizer_env
-from ._inputs import (
+from .run._env import OptimizerEnv, optimizer_env
+from .run._inputs import (
     Assignment,
     Batched,
     assign_inputs,
@@ -24,7 +24,7 @@ from ._inputs import (
     file_weights,
     is_queue,
 )
-from ._loader_inputs import LoaderSequence, is_streaming_loader, loader_inputs
+from .run._loader_inputs import LoaderSequence, is_streaming_loader, loader_inputs
 
 if TYPE_CHECKING:
     from ..storage._store import Store

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, ObjectNotFoundError
+from .._core._errors import ConfigurationError, ObjectNotFoundError
 from ..format._index import ChunkInfo, DatasetConfig
 from ..storage._files import remove_empty_folder
 from ..storage._listing import list_retrying

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
+from .._core._units import parse_bytes
 from ..format._chunk import pack_chunk
 from ..format._compression import Compression, compress
 from ..format._encrypted import encrypt_chunk
 from ..format._framed import pack as pack_in_file
 from ..format._index import DatasetConfig
-from ..format._units import parse_bytes
 
 if TYPE_CHECKING:
     from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader

@@ -8,6 +8,12 @@ wrote its partial): their item counts come from the chunk headers (§3.1), the d
 from any partial index or optimize checkpoint that survived. The rebuilt index lists chunks in
 LitData's merge order — by writer rank, then chunk number — and is written last, in one atomic put;
 the partial indexes it consumed are then deleted.
+
+One writer at a time: the rebuild holds the dataset's writer lease (``write/_writer_lock.py``), as
+``optimize`` does, and writes ``index.json`` only while the lease is its own and ``index.json`` is as it
+found it. So two ``complete_dataset`` calls (or one beside a running ``optimize``) never both write: the
+second fails with ``OutputLockedError`` naming the first. A crashed run's lease is taken over by the
+stale-lock rule; a live run's (or, from another machine, one renewed in the last minute) is not.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError
-from .._sync import run_sync
+from .._core._bridge import run_sync
+from .._core._errors import DatasetNotFoundError, FormatError, ObjectNotFoundError
 from ..format._chunk import header_length, item_span_offset
 from ..format._compression import compression_from_config, decompress
 from ..format._dtypes import numpy_dtype_from_index, parse_dtype_suffix, torch_dtype_itemsize
@@ -34,10 +40,11 @@ from ..format._index import (
 )
 from ..storage._listing import list_retrying
 from ..storage._resolver import store_for
+from ._writer_lock import WriterLock, is_lock_name
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from ..storage._resolver import Dir
     from ..storage._store import ObjectMeta, Store
@@ -73,10 +80,11 @@ def complete_dataset(
         FormatError: the index cannot be rebuilt: no partial index or checkpoint records the sample
             format, the partial configs differ, a listed chunk file is missing, or a chunk file is
             truncated or compressed differently from the config. Nothing is written then.
+        OutputLockedError: (a ``RuntimeError``) another run writes the dataset (named); nothing is written.
         StorageError: a read or the write failed.
     """
     store = store_for(input_dir, storage_options, argument="input_dir")
-    run_sync(_complete, store)
+    run_sync(_complete_locked, store)
     return store.url
 
 
@@ -112,17 +120,40 @@ async def _has_index(store: Store) -> bool:
     return True
 
 
-async def _complete(store: Store) -> Index | None:
-    listing = await list_retrying(store)
+async def _listing(store: Store) -> list[ObjectMeta]:
+    listing = [meta for meta in await list_retrying(store) if not is_lock_name(meta.path)]
     if not listing:
         raise DatasetNotFoundError(f"{store.url} does not exist or holds no files: there is no dataset to complete")
+    return listing
+
+
+async def _is_complete(store: Store, listing: list[ObjectMeta]) -> bool:
+    if all(meta.path != INDEX_FILENAME for meta in listing):
+        return False
+    try:
+        Index.from_json(await store.get(INDEX_FILENAME))
+        return True
+    except FormatError:
+        return False  # a truncated index.json: rebuild it
+
+
+async def _complete_locked(store: Store) -> Index | None:
+    """:func:`_complete` under the writer lease; nothing is written (no lease either) for a complete one."""
+    if await _is_complete(store, await _listing(store)):
+        return None
+    lock = await WriterLock(store, "complete_dataset").aacquire()
+    try:
+        await anyio.to_thread.run_sync(lock.note_index)
+        return await _complete(store, lock.acommit_index)
+    finally:
+        await lock.arelease()
+
+
+async def _complete(store: Store, commit: Callable[[bytes], Awaitable[None]] | None = None) -> Index | None:
+    listing = await _listing(store)
     sizes = {meta.path: meta.size for meta in listing}
-    if INDEX_FILENAME in sizes:
-        try:
-            Index.from_json(await store.get(INDEX_FILENAME))
-            return None  # complete already
-        except FormatError:
-            pass  # a truncated index.json: rebuild it
+    if await _is_complete(store, listing):
+        return None
     partial_names = [name for name in sizes if "/" not in name and is_partial_index_name(name)]
     partials = [(name, Index.from_json(await store.get(name), source=name)) for name in partial_names]
     merged = merge_partial_indexes(partials)
@@ -152,7 +183,10 @@ async def _complete(store: Store) -> Index | None:
     if recovered:
         chunks = sorted(chunks + recovered, key=_order)
     index = Index(chunks=tuple(chunks), config=config).stamped()
-    await store.put(INDEX_FILENAME, index.to_json().encode())
+    if commit is None:
+        await store.put(INDEX_FILENAME, index.to_json().encode())
+    else:
+        await commit(index.to_json().encode())
     for name in partial_names:
         await store.delete(name)
     return index

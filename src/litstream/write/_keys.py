@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, FormatError, ObjectNotFoundError
+from .._core._errors import ConfigurationError, FormatError, ObjectNotFoundError
 from ..format._keys import (
     LEGACY_KEYS_NAME,
     KeyTable,
@@ -33,14 +33,14 @@ from ..format._keys import (
     sorted_table,
     table_from_values,
 )
-from ._nodes import chunk_rank
+from .run._nodes import chunk_rank
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from ..format._index import Index
     from ..storage._store import Store
-    from ._nodes import BeforeIndex
+    from .run._nodes import BeforeIndex
 
 __all__ = ["KeyRecorder", "load_sidecar", "publish_keys", "write_sidecar"]
 
@@ -295,7 +295,7 @@ async def check_append_keys(store: Store, with_key_fn: bool) -> None:
     Raises:
         ConfigurationError: ``key_fn`` given but the dataset has no sidecar, or the reverse.
     """
-    from .._errors import ConfigurationError
+    from .._core._errors import ConfigurationError
     from ..format._index import INDEX_FILENAME
 
     try:

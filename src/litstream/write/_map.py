@@ -21,17 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
-from .._errors import ConfigurationError, OutputNotEmptyError, WorkerError
-from .._sync import run_sync
+from .._core._bridge import run_sync
+from .._core._errors import ConfigurationError, OutputNotEmptyError, WorkerError
+from ..storage._files import remove_stale_temporaries_below
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
-from ._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
-from ._inputs import Picked
 from ._params import check_write_params
 from ._readers import with_reader
-from ._runner import run_jobs
-from ._sequence_feed import FedBatches, FedInputs
 from ._summary import WorkerSummary, summarize
 from ._writer_lock import WriterLock, is_lock_name
+from .run._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
+from .run._inputs import Picked
+from .run._runner import run_jobs
+from .run._sequence_feed import FedBatches, FedInputs
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from ..storage._resolver import Dir
     from ..storage._store import Store
     from ._summary import RunSummary
-    from ._worker import Report
+    from .run._worker import Report
 
 __all__ = ["map"]
 
@@ -253,19 +254,23 @@ def map(
             )
             for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True)
         ]
-        workers = run_jobs(
-            jobs,
-            total=None if plan.items is None else plan.assignment.num_inputs,
-            num_workers=num_workers,
-            start_method=pick_start_method(start_method),
-            executor=executor,
-            source=plan.source,
-            queue_timeout=plan.env.timeout,
-            verbose=verbose,
-            desc="Mapping",
-            label="map",
-            abort=lambda: lock.lost,
-        )
+        try:
+            workers = run_jobs(
+                jobs,
+                total=None if plan.items is None else plan.assignment.num_inputs,
+                num_workers=num_workers,
+                start_method=pick_start_method(start_method),
+                executor=executor,
+                source=plan.source,
+                queue_timeout=plan.env.timeout,
+                verbose=verbose,
+                desc="Mapping",
+                label="map",
+                abort=lambda: lock.lost,
+            )
+        finally:  # a killed worker (or a Dask task run again) may have left a half-written temporary
+            if env.num_nodes == 1 and not lock.lost:  # this run is the only writer and its workers ended
+                remove_stale_temporaries_below(store)
     finally:
         lock.release()
     return summarize(workers, seconds=time.monotonic() - started, output=store.url)

@@ -8,6 +8,11 @@ served as one dataset and that the output holds nothing → copy the chunk files
 (``chunk-0-{k}[.{compression}].bin``, consecutive in input order), at most ``max_workers`` at once →
 write ``index.json`` last, in one atomic ``put``. Nothing is written before every check passed; if a
 copy fails, the chunks copied so far are removed again and no ``index.json`` appears.
+
+One writer at a time: the merge holds the output's writer lease (``write/_writer_lock.py``) from the
+emptiness check to the commit, as ``optimize`` does, and commits ``index.json`` only while the lease is
+still its own and no ``index.json`` has appeared; a second writer of the same output (another merge, an
+``optimize``, ...) fails at once with ``OutputLockedError`` naming the first.
 """
 
 from __future__ import annotations
@@ -19,14 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import (
+from .._core._bridge import run_sync
+from .._core._errors import (
     ConfigurationError,
     DatasetNotFoundError,
     ObjectNotFoundError,
+    OutputLockedError,
     OutputNotEmptyError,
     raise_collapsed,
 )
-from .._sync import run_sync
 from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, chunk_digest, expected_digest, verify_chunk
 from ..format._chunk import chunk_filename
 from ..format._compression import compression_from_config
@@ -36,6 +42,7 @@ from ..format._trust_marker import is_untrusted_location, untrusted_sources, wit
 from ..storage._listing import list_retrying
 from ..storage._resolver import store_for
 from ._keys import load_sidecar, merge_key_tables, write_sidecar
+from ._writer_lock import WriterLock, is_lock_name
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -80,6 +87,8 @@ def merge_datasets(
             config key and both values). Raised before anything is written.
         DatasetNotFoundError: an input holds no ``index.json`` (before anything is written).
         OutputNotEmptyError: ``output_dir`` already holds files (before anything is written).
+        OutputLockedError: another run writes ``output_dir`` (names it; nothing is written), or this merge's
+            lease was taken over before its commit (the chunks copied are removed).
         StorageError: a copy or the ``index.json`` upload failed; the chunks copied so far are removed.
         ChecksumError: an input's chunk does not match the checksum its index records (names it); the
             chunks copied so far are removed. The merged index records a checksum for every chunk.
@@ -170,14 +179,36 @@ def _check_compatible(indexes: Sequence[Index], stores: Sequence[Store]) -> Data
 async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> None:
     indexes = [await _read_index(store, f"input_dirs[{i}]") for i, store in enumerate(inputs)]
     config = _check_compatible(indexes, inputs)
-    present = await list_retrying(output)
+    await _check_empty(output)  # before the lease: a non-empty output is refused without a write
+    keys = await _merged_keys(inputs, indexes)
+    lock = await WriterLock(output, "merge_datasets").aacquire()
+    try:
+        await _check_empty(output)  # again under the lease: another writer may have come first
+        await anyio.to_thread.run_sync(lock.note_index)
+        await _copy_and_commit(inputs, indexes, config, keys, output, max_workers, lock)
+    finally:
+        await lock.arelease()
+
+
+async def _check_empty(output: Store) -> None:
+    present = [m for m in await list_retrying(output) if not is_lock_name(m.path)]
     if present:
         names = ", ".join(m.path for m in present[:3])
         raise OutputNotEmptyError(
             f"output_dir {output.url} is not empty (holds {names}{', ...' if len(present) > 3 else ''}); "
             "merge_datasets writes into an empty directory or prefix"
         )
-    keys = await _merged_keys(inputs, indexes)
+
+
+async def _copy_and_commit(
+    inputs: Sequence[Store],
+    indexes: Sequence[Index],
+    config: DatasetConfig,
+    keys: KeyTable | None,
+    output: Store,
+    max_workers: int,
+    lock: WriterLock,
+) -> None:
     copies: list[tuple[Store, ChunkInfo, str]] = []
     chunks: list[ChunkInfo] = []
     for store, index in zip(inputs, indexes, strict=True):
@@ -196,6 +227,8 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
             # a recorded checksum is verified (no corrupt chunk is copied); a chunk without one gets the default
             checked = await anyio.to_thread.run_sync(_checked, old, data, f"{source.url}/{old.filename}")
             chunks[position] = replace(checked, filename=new)
+            if lock.lost is not None:  # another run took the output over: stop copying into it
+                raise OutputLockedError(lock.lost)
             await output.put(new, data)
             written.append(new)
 
@@ -213,7 +246,7 @@ async def _merge(inputs: Sequence[Store], output: Store, max_workers: int) -> No
         if keys is not None:
             written.append(shard_name(0))
             merged = replace(merged, extra={**merged.extra, "keys": await write_sidecar(output, keys, merged, 1)})
-        await output.put(INDEX_FILENAME, merged.to_json().encode())
+        await lock.acommit_index(merged.to_json().encode())  # only while the lease is ours and no index exists
     except BaseException:
         with anyio.CancelScope(shield=True):
             for name in written:

@@ -17,16 +17,17 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, FormatError, ObjectNotFoundError, OutputLockedError
-from .._sync import run_sync
-from ..format._arrow import pyarrow_module
-from ..format._arrow_write import check_chunk_format
+from .._core._bridge import run_sync
+from .._core._errors import ConfigurationError, FormatError, ObjectNotFoundError, OutputLockedError
 from ..format._checksum import check_checksum_argument
 from ..format._compression import resolve_compression
 from ..format._encrypted import check_writer_encryption
 from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._trust_marker import untrusted_sources
+from ..format.arrow._chunk import pyarrow_module
+from ..format.arrow._write import check_chunk_format
+from ..storage._files import remove_stale_temporaries
 from ._args import (
     check_align_chunking,
     check_start_method,
@@ -37,17 +38,17 @@ from ._args import (
 )
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._chunk_pack import check_chunking
-from ._inputs import Picked, split_inputs
 from ._keys import check_append_keys, discard_rank_keys, keys_hook
-from ._nodes import finish_node, merge_nodes, sweep_orphans
-from ._optimize_jobs import build_jobs
 from ._output import Prepared, prepare_output
 from ._params import check_write_params
 from ._readers import with_reader
-from ._runner import run_jobs
 from ._summary import summarize
 from ._untrusted import marking_hook, reader_sources
 from ._writer_lock import WriterLock
+from .run._inputs import Picked, split_inputs
+from .run._jobs import build_jobs
+from .run._nodes import finish_node, merge_nodes, sweep_orphans
+from .run._runner import run_jobs
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -58,9 +59,9 @@ if TYPE_CHECKING:
     from ..format._serializers import Serializer
     from ..storage._resolver import Dir
     from ..storage._store import Store
-    from ._env import OptimizerEnv
-    from ._nodes import BeforeIndex
     from ._summary import RunSummary
+    from .run._env import OptimizerEnv
+    from .run._nodes import BeforeIndex
 
 __all__ = ["optimize", "split_inputs"]
 
@@ -327,6 +328,8 @@ def optimize(
                 verbose=verbose,
                 abort=lambda: lock.lost,  # a lost lease stops the workers at once (see _writer_lock)
             )
+            if plan.env.num_nodes == 1:  # a killed worker (or a Dask task run again) may have left a temporary
+                remove_stale_temporaries(store, ("",))
             expected = {w.rank: w.indexed_chunks for w in workers}
             run_sync(
                 finish_node,

@@ -18,19 +18,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .._errors import OutputNotEmptyError
+from .._core._errors import OutputNotEmptyError
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
 from ..storage._files import remove_stale_temporaries
 from ..storage._listing import list_retrying
 from ._checkpoint import CHECKPOINT_DIR, RunConfig, WorkerCheckpoint, clear_checkpoints, load_checkpoints
-from ._nodes import chunk_rank, node_index_name
 from ._writer_lock import is_lock_name
+from .run._nodes import chunk_rank, node_index_name
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..storage._store import Store
-    from ._env import OptimizerEnv
+    from .run._env import OptimizerEnv
 
 __all__ = ["Prepared", "prepare_output"]
 

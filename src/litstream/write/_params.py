@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import ConfigurationError
-from .._litdata_env import warn_ignored
+from .._core._errors import ConfigurationError
+from .._core._litdata_env import warn_ignored
 from ..read._params import optional_bool, optional_count, refuse
 
 __all__ = ["check_write_params"]

@@ -13,7 +13,7 @@ import os
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, FormatError
+from .._core._errors import ConfigurationError, FormatError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -59,7 +59,7 @@ class ParquetReader(BaseReader):
     ) -> None:
         if isinstance(num_rows, bool) or not isinstance(num_rows, int) or num_rows < 1:
             raise ConfigurationError(f"ParquetReader(num_rows={num_rows!r}): use an int >= 1 (rows per shard)")
-        from ..format._media_base import require
+        from ..format.media._base import require
 
         require("pyarrow.parquet", "parquet", "ParquetReader")
         self.cache_folder = os.fspath(cache_folder)

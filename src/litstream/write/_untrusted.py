@@ -62,7 +62,7 @@ def reader_sources(inputs: object) -> list[str]:
 def marking_hook(
     inner: Callable[[Index], Awaitable[Mapping[str, Any]]] | None, sources: Sequence[str]
 ) -> Callable[[Index], Awaitable[Mapping[str, Any]]]:
-    """A ``before_index`` hook (``write/_nodes.py``) adding the trust marker for ``sources`` to what ``inner``
+    """A ``before_index`` hook (``write/run/_nodes.py``) adding the trust marker for ``sources`` to what ``inner``
     (if any) adds."""
 
     async def hook(index: Index) -> Mapping[str, Any]:

@@ -7,17 +7,27 @@ at the new chunks: that put is the commit. A crash before it leaves the old data
 chunk files, which no reader looks at), after it the new one; never a mix. The replaced chunk files are
 kept by default, so a reader that opened the dataset before the update still reads its old, consistent
 view; ``delete_replaced=True`` removes them after the commit.
+
+One writer at a time: a commit holds the dataset's writer lease (``write/_writer_lock.py``), as ``optimize``
+does, and replaces ``index.json`` only while the lease is its own and ``index.json`` is the version it read;
+a second writer (another update, an ``optimize`` in ``append`` mode, ...) fails with ``OutputLockedError``
+naming the first, and a commit that fails removes the chunk files it wrote.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .._errors import (
+import anyio
+import anyio.to_thread
+
+from .._core._bridge import run_sync
+from .._core._errors import (
     ConfigurationError,
     DatasetNotFoundError,
     FormatError,
@@ -25,7 +35,6 @@ from .._errors import (
     ObjectNotFoundError,
     OutputNotEmptyError,
 )
-from .._sync import run_sync
 from ..format._checksum import CHECKSUM_KEY, chunk_digest, expected_digest
 from ..format._chunk import ChunkView
 from ..format._compression import decompress
@@ -36,6 +45,7 @@ from ..storage._files import local_path
 from ..storage._resolver import store_for
 from ._chunk_pack import pack_and_compress
 from ._keys import has_sidecar, load_sidecar, write_sidecar
+from ._writer_lock import WriterLock
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping
@@ -168,7 +178,9 @@ class DatasetUpdate:
         Raises:
             KeyNotFoundError: a staged key is not in the dataset (nothing is written).
             FormatError: a new sample has another structure or leaf types than the dataset's.
-            RuntimeError: already committed, or ``index.json`` changed since it was read (a concurrent update).
+            OutputLockedError: (a ``RuntimeError``) another run writes the dataset (named), or ``index.json``
+                changed while this commit was written; nothing is committed and the new chunk files are removed.
+            RuntimeError: already committed.
         """
         if self._committed:
             raise RuntimeError("this dataset_update session is committed already")
@@ -178,6 +190,14 @@ class DatasetUpdate:
         self._committed = True
 
     async def _commit(self) -> None:
+        lock = await WriterLock(self._store, "dataset_update").aacquire()
+        try:
+            await anyio.to_thread.run_sync(lock.note_index)  # the commit needs index.json at this version
+            await self._write(lock)
+        finally:
+            await lock.arelease()
+
+    async def _write(self, lock: WriterLock) -> None:
         store = self._store
         index = await _read_index(store)
         _check_plain(index, store, "dataset_update")
@@ -211,26 +231,30 @@ class DatasetUpdate:
             )
         chunks = list(index.chunks)
         taken = {c.filename for c in index.chunks} | {m.path for m in await store.list() if "/" not in m.path}
-        for position, updates in sorted(by_chunk.items()):
-            old = chunks[position]
-            view = await _chunk_items(store, index, old)
-            items = [bytes(updates.get(i, view.item(i))) for i in range(view.num_items)]
-            payload, size = pack_and_compress(items, index.config.compression)
-            extra = dict(old.extra)
-            digest = expected_digest(old)
-            if digest is not None:
-                extra[CHECKSUM_KEY] = chunk_digest([payload], digest.split(":", 1)[0])
-            name = _updated_name(old.filename, taken)
-            await store.put(name, payload)
-            chunks[position] = replace(old, filename=name, chunk_bytes=size, extra=extra)
-        current = await _read_index(store)
-        if current.updated_at != index.updated_at:
-            raise RuntimeError(
-                f"index.json of {store.url} changed while this update was written (another update?); the new "
-                "chunks are unlisted and ignored — commit again"
-            )
-        new_index = replace(index, chunks=tuple(chunks)).stamped()
-        await store.put(INDEX_FILENAME, new_index.to_json().encode())  # the commit point
+        written: list[str] = []
+        try:
+            for position, updates in sorted(by_chunk.items()):
+                old = chunks[position]
+                view = await _chunk_items(store, index, old)
+                items = [bytes(updates.get(i, view.item(i))) for i in range(view.num_items)]
+                payload, size = pack_and_compress(items, index.config.compression)
+                extra = dict(old.extra)
+                digest = expected_digest(old)
+                if digest is not None:
+                    extra[CHECKSUM_KEY] = chunk_digest([payload], digest.split(":", 1)[0])
+                name = _updated_name(old.filename, taken)
+                written.append(name)
+                await store.put(name, payload)
+                chunks[position] = replace(old, filename=name, chunk_bytes=size, extra=extra)
+            new_index = replace(index, chunks=tuple(chunks)).stamped()
+            # the commit point: only while the lease is ours and index.json is the version read above
+            await lock.acommit_index(new_index.to_json().encode())
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                for name in written:
+                    with contextlib.suppress(ObjectNotFoundError):
+                        await store.delete(name)
+            raise
         if self._delete_replaced:
             for position in by_chunk:
                 await store.delete(index.chunks[position].filename)

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from .._errors import ConfigurationError, FormatError
+from .._core._errors import ConfigurationError, FormatError
+from .._core._units import parse_bytes
 from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, header_length
 from ..format._index import (
@@ -39,18 +40,17 @@ from ..format._index import (
     partial_index_name,
 )
 from ..format._loaders import PyTreeLoader, SampleEncoder
-from ..format._units import parse_bytes
 from ..storage._base import MiB
 from ..storage._resolver import store_for
 from ..storage._transfer import ByteBudget, Uploader
 from ._append import config_diff, next_chunk_number, settings_mismatch
 from ._chunk_pack import check_chunking, dataset_config, pack_and_compress
-from ._env import OptimizerEnv
 from ._output import prepare_output
 from ._uploader_args import DEFAULT_CHUNK_BYTES, check_uploader_args
 from ._uploader_keys import UploaderKeys
 from ._uploader_stats import UploaderStatistics
 from ._writer_lock import WriterLock
+from .run._env import OptimizerEnv
 
 if TYPE_CHECKING:
     import os

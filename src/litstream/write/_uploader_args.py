@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import ConfigurationError
+from .._core._errors import ConfigurationError
 from ..format._compression import validate_compression
 from ..format._loaders import PyTreeLoader
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, DuplicateKeyError
+from .._core._errors import ConfigurationError, DuplicateKeyError
 from ..format._keys import KeyTable, normalize_key, table_from_values
 from ._keys import has_sidecar, load_sidecar, merge_key_tables, write_sidecar
 

@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import anyio
 import anyio.to_thread
 
-from .._errors import ConfigurationError, FormatError, raise_collapsed
-from .._trace import CAT_WRITE, TRACER
+from .._core._errors import ConfigurationError, FormatError, raise_collapsed
+from .._core._trace import CAT_WRITE, TRACER
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
-from ..format._arrow_write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk, snapshot
 from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, chunk_header
 from ..format._compression import resolve_compression
@@ -37,6 +36,7 @@ from ..format._encrypted import check_writer_encryption
 from ..format._index import ChunkInfo, DatasetConfig, Index, comparable_config, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
 from ..format._tokens import TokenEncoder
+from ..format.arrow._write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk, snapshot
 from ._chunk_pack import check_chunking, dataset_config, pack_and_compress, pack_in_file_compressed
 
 if TYPE_CHECKING:

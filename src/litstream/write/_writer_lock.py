@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from .._errors import OutputLockedError
+from .._core._errors import OutputLockedError
 from ..format._index import INDEX_FILENAME
 from ..storage._versioned import VersionConflictError, versioned
 from ._lease_holder import Holder, machine, start_time

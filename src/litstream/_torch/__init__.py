@@ -1,0 +1,1 @@
+"""The torch faces: StreamingDataset, StreamingDataLoader, Combined / Parallel, raw dataset, collate."""

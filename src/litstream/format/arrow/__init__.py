@@ -1,0 +1,1 @@
+"""Arrow IPC chunks and Parquet files."""

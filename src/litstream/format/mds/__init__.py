@@ -1,0 +1,1 @@
+"""MosaicML MDS datasets."""

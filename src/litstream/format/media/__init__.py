@@ -1,0 +1,1 @@
+"""The typed media wrappers and their serializers."""

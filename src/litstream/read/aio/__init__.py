@@ -1,0 +1,1 @@
+"""The async face: ``astream`` and its sample stream."""

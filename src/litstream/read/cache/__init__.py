@@ -1,0 +1,1 @@
+"""Local chunk files: the cache directory, eviction, the cached chunk source."""

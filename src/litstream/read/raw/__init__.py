@@ -1,0 +1,1 @@
+"""Raw streaming of never-optimized files."""

@@ -1,0 +1,1 @@
+"""The process runner of ``optimize`` / ``map``: workers, input feeds, multi-node."""

@@ -1,0 +1,67 @@
+"""The jobs ``optimize`` hands to its workers: one per rank, each with the writer settings it needs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._inputs import Picked
+from ._worker import OptimizeJob
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ...format._index import Index
+    from ...format._loaders import PyTreeLoader, TokensLoader
+    from ...format._serializers import Serializer
+    from ...storage._store import Store
+    from .._args import Plan
+    from .._output import Prepared
+
+__all__ = ["build_jobs", "json_leaves"]
+
+
+def build_jobs(
+    plan: Plan,
+    prepared: Prepared,
+    fn_pickle: bytes,
+    store: Store,
+    chunk_size: int | None,
+    chunk_bytes: int | None,
+    compression: Mapping[str, Any],
+    item_loader: PyTreeLoader | TokensLoader | None,
+    serializers: Mapping[str, Serializer] | None,
+) -> list[OptimizeJob]:
+    """One job per rank this node runs: its positions of the inputs, the pickled ``fn`` and the writer's
+    settings (chunk limits, compression, loader, serializers, where its chunk numbering starts)."""
+    writer_kwargs: dict[str, Any] = {
+        "chunk_size": chunk_size,
+        "chunk_bytes": chunk_bytes,
+        **compression,
+        "serializers": serializers,
+        "item_loader": item_loader,
+    }
+    jobs = []
+    for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True):
+        jobs.append(
+            OptimizeJob(
+                rank=rank,
+                items=None if plan.items is None else Picked(plan.items, positions),
+                positions=positions,
+                fn_pickle=fn_pickle,
+                store=store,
+                writer_kwargs={
+                    **writer_kwargs,
+                    "start_chunk": prepared.start_chunks.get(rank, 0),
+                    "json_leaves": json_leaves(prepared.existing),
+                },
+                checkpoint=prepared.checkpoints.get(rank) if prepared.checkpoints else None,
+                queue_timeout=plan.env.timeout,
+            )
+        )
+    return jobs
+
+
+def json_leaves(existing: Index | None) -> bool:
+    """Whether new chunks store list fields as ``json`` leaves: yes, unless appending to a dataset whose
+    lists were flattened (written before LitData 0.2.76, or without list fields at all)."""
+    return existing is None or existing.config is None or "json" in existing.config.data_format
