@@ -26,8 +26,6 @@ TORCH_MODULES = frozenset(
         "litstream._torch._composite",
         "litstream._torch._dataloader",
         "litstream._torch._dataset",
-        "litstream._torch._dataset_io",
-        "litstream._torch._dataset_resume",
         "litstream._torch._parallel",
         "litstream._torch._slots",
         "litstream._torch._split",

@@ -43,7 +43,6 @@ from hypothesis import strategies as st
 from torch.utils.data import get_worker_info
 
 import litstream._torch._dataset as dataset_module
-import litstream._torch._dataset_plan as dataset_plan_module
 from litstream import StreamingDataLoader, StreamingDataset, optimize
 from litstream._core._distributed import WorkerEnv
 
@@ -179,8 +178,7 @@ def simulate_workers(loader: StreamingDataLoader, mp: pytest.MonkeyPatch, epoch:
     out = []
     for w in range(k):
         copy = pickle.loads(blob)
-        for module in (dataset_module, dataset_plan_module):  # __iter__ and the plan both ask
-            mp.setattr(module, "detect_worker", lambda w=w: WorkerEnv(w, k))
+        mp.setattr(dataset_module, "detect_worker", lambda w=w: WorkerEnv(w, k))
         out.append([int(v) for v in copy])
     return out
 

@@ -9,9 +9,9 @@ import anyio
 import pytest
 
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
-from litstream._torch._dataset_io import _open_now
 from litstream.read._decode import iter_work
 from litstream.read._engine import split_head
+from litstream.read._pump import open_now as _open_now
 from litstream.read.plan._checkpoint import CompositeCheckpoint, CycleCarry, DatasetCheckpoint
 from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
 from litstream.read.plan._resume import Level, Topology

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ._environ import environ
 
-__all__ = ["DistributedEnv", "WorkerEnv", "detect_distributed", "detect_worker"]
+__all__ = ["DistributedEnv", "WorkerEnv", "detect_distributed", "detect_worker", "in_worker"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,12 @@ def detect_worker() -> WorkerEnv:
     if info is None:
         return WorkerEnv(0, 1)
     return WorkerEnv(info.id, info.num_workers)
+
+
+def in_worker() -> bool:
+    """Whether this process is a torch DataLoader worker."""
+    if "torch" not in sys.modules:
+        return False
+    from torch.utils.data import get_worker_info
+
+    return get_worker_info() is not None

@@ -1,6 +1,6 @@
 """What ``CombinedStreamingDataset`` and ``ParallelStreamingDataset`` share: configuration, the
-loader protocol (lengths; ``state_dict`` / ``load_state_dict`` and resume plans are in
-``_composite_resume``) and the per-worker iteration skeleton. The logic lives in ``read._compose``
+loader protocol (lengths; ``state_dict`` / ``load_state_dict`` and resume plans, whose logic is
+``read._composite_state``) and the per-worker iteration skeleton. The logic lives in ``read._compose``
 (streams, levels, resume) and ``read._mixing``; this facade only wires it to the members and to one portal per worker.
 """
 
@@ -14,6 +14,7 @@ from torch.utils.data import IterableDataset
 from .._core import _bridge
 from .._core._distributed import DistributedEnv, detect_worker
 from .._core._errors import ConfigurationError
+from ..read import _composite_state as engine
 from ..read._args import check_reader_args
 from ..read._trust import check_allow_pickle
 from ..read.plan._checkpoint import CompositeCheckpoint, CycleCarry
@@ -27,7 +28,6 @@ from ..read.plan._session_compose import (
     member_pieces,
     open_composite,
 )
-from ._composite_resume import CompositeResumeMixin
 from ._dataset import StreamingDataset
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
+    from ..read._face import Member
+    from ..read._memory import MemoryLimit
     from ..read.aio._compose import ComposedSampleStream
     from ..read.plan._compose import Composer, Run
     from ..read.plan._pieces import ShuffleMode
@@ -53,7 +55,7 @@ class Position(NamedTuple):
     carry: tuple[int, ...] | None
 
 
-class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
+class CompositeDataset(IterableDataset[Any]):
     """Base of the Combined / Parallel wrappers (not public). Subclasses define ``_kind``,
     ``_config()``, ``_composer()`` and ``_emit()``."""
 
@@ -69,7 +71,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
                 raise ConfigurationError(
                     f"datasets[{i}] is a {type(d).__name__}; every dataset must be a StreamingDataset"
                 )
-            if d._selection is not None or d.subsample != 1.0:
+            if d._spec.selection is not None or d.subsample != 1.0:
                 raise ConfigurationError(
                     f"datasets[{i}] serves a selection (subsample, subset or train_test_split part); "
                     f"{type(self).__name__} mixes whole datasets only in this version: write the part out "
@@ -80,10 +82,9 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         override = check_allow_pickle(allow_pickle)
         if override is not None:
             for d in datasets:  # one switch for every member (docs/security.md)
-                if d._pickle_choice() != override:
-                    d._spec = d._spec.replace(allow_pickle=override, pickle_from_marker=False)
-                    d._source = None
-        self._datasets = list(datasets)
+                if d._spec.pickle_choice != override:
+                    d._replace_spec(allow_pickle=override, pickle_from_marker=False)
+        self._datasets: list[Member] = list(datasets)
         self._force_override_state_dict = force_override_state_dict
         self.current_epoch = 1
         self.batch_size = 1
@@ -95,7 +96,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
     @property
     def datasets(self) -> list[StreamingDataset]:
         """The wrapped datasets, in order."""
-        return list(self._datasets)
+        return list(self._datasets)  # type: ignore[arg-type]  # every member is a StreamingDataset
 
     # -- configuration, pushed into every member (LitData's setters) ------------------------------
     def set_epoch(self, current_epoch: int) -> None:
@@ -122,6 +123,13 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         self.num_workers = num_workers or 1
         for d in self._datasets:
             d.set_num_workers(num_workers)
+
+    def _set_loader_prefetch(self, prefetch_factor: int) -> None:
+        for d in self._datasets:
+            d._set_loader_prefetch(prefetch_factor)
+
+    def _fit_loader_prefetch(self, limit: MemoryLimit, num_workers: int) -> int | None:
+        return None  # the members' workers plan with torch's prefetch_factor
 
     def _pin_distributed(self) -> None:
         for d in self._datasets:
@@ -224,6 +232,53 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
             levels=levels,
         )
 
+    # -- checkpoints (read/_composite_state.py) ------------------------------------------------------------
+    def state_dict(
+        self,
+        num_samples_yielded: int,
+        num_workers: int,
+        batch_size: int,
+        *,
+        current_epoch: int | None = None,
+        worker_samples_yielded: Sequence[int] | None = None,
+        resume_levels: Sequence[Level] = (),
+    ) -> dict[str, Any]:
+        """Checkpoint of this rank's position in the current epoch (``StreamingDataLoader`` fills the arguments,
+        as for ``StreamingDataset.state_dict``; the counts are of composite samples).
+
+        Returns:
+            ``{"0": <state of dataset 0>, "1": ..., "composite": {...}}`` (plain values, picklable):
+            LitData's layout (one ``StreamingDataset`` state per member, holding that member's
+            share of the counts) plus the wrapper's own entry, which is what resume uses.
+        """
+        return engine.composite_state(
+            self, num_samples_yielded, num_workers, batch_size, current_epoch=current_epoch,
+            worker_samples_yielded=worker_samples_yielded, resume_levels=resume_levels,
+        )  # fmt: skip
+
+    def loader_state(self, state: Mapping[str, Any], *, current_epoch: int, latest_worker_idx: int) -> dict[str, Any]:
+        """``StreamingDataLoader.state_dict()`` of this wrapper from its :meth:`state_dict`, in LitData 0.2.76's
+        layout (member states under ``"dataset"``, per-worker member counts, a Parallel's ``"num_cycles"``) with
+        litstream's own ``"composite"`` entry beside them (LitData ignores it; ``load_state_dict`` reads it)."""
+        return engine.loader_state(self, state, current_epoch=current_epoch, latest_worker_idx=latest_worker_idx)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (see ``StreamingDataLoader.load_state_dict``).
+
+        Raises:
+            ConfigurationError: ``state`` is not a state of this kind of wrapper, holds another
+                number of datasets, or was saved with other settings (the wrapper's or a member's:
+                ``seed``, ``shuffle``, input, ...). With ``force_override_state_dict=True`` a
+                settings mismatch only warns and the current settings win.
+        """
+        engine.load_composite_state(self, state)
+
+    def _resume_plan(self, num_workers: int) -> CompositePlan | None:
+        return engine.composite_resume_plan(self, num_workers)
+
+    def _clear_resume(self) -> None:
+        self._resume_state = self._resume = None
+
     # -- async ------------------------------------------------------------------------------------------
     def _async_session(
         self,
@@ -241,7 +296,7 @@ class CompositeDataset(IterableDataset[Any], CompositeResumeMixin):
         topology = Topology(world_size, 1, batch_size)
 
         def prepare() -> AsyncSession:
-            saved = None if state is None else CompositeCheckpoint.from_state(self._checked_state(state))
+            saved = None if state is None else CompositeCheckpoint.from_state(engine.checked_state(self, state))
             composer = self._composer()
             plan = None if saved is None else resolve_composite(composer, saved, rank=rank, topology=topology)
             carry = self._carry

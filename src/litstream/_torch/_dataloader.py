@@ -35,10 +35,9 @@ from torch.utils.data import DataLoader
 from .._core._distributed import detect_distributed
 from .._core._errors import ConfigurationError
 from .._core._trace import CAT_BATCH, CAT_EPOCH, TRACER
-from ..read._memory import budget_for, memory_limit
+from ..read._memory import memory_limit
 from ..read.plan._litdata_state import from_litdata_combined, is_litdata_composite_state
 from ..storage import _store
-from ..storage._files import local_path
 from ._collate import TaggingCollate as _TaggingCollate
 from ._collate import litdata_collate
 from ._composite import CompositeDataset
@@ -251,27 +250,16 @@ class StreamingDataLoader(DataLoader[Any]):
         """Under a memory limit, the ``prefetch_factor`` whose batches fit the workers' share with their chunks
         (``read._memory``), unless one was given; ConfigurationError if even one batch ahead does not fit.
         The workers' datasets are told the factor, so that they count the batches it keeps."""
-        members = dataset.datasets if isinstance(dataset, CompositeDataset) else [dataset]
-        for member in members:
-            member._loader_prefetch = self.prefetch_factor or 0
+        dataset._set_loader_prefetch(self.prefetch_factor or 0)
         if self.num_workers == 0 or not self._auto_prefetch or not isinstance(dataset, StreamingDataset):
             return
         limit = memory_limit(dataset.max_memory)
         if limit is None:
             return
-        if dataset._source is None and (
-            dataset._cache_settings is not None or local_path(dataset._spec.store, "") is None
-        ):
-            # Opening a remote index here would use its client in this process before the workers fork:
-            # the workers then plan with torch's prefetch_factor (and raise if even that does not fit).
-            return
-        ahead = dataset.max_pre_download if dataset._cache_settings is None else max(dataset.max_pre_download, 4)
-        budget = budget_for(
-            dataset._get_source(), [], limit, readers=self.num_workers, max_pre_download=ahead,
-            window=dataset.shuffle_window if dataset.shuffle == "window" else 0, batch_size=dataset.batch_size,
-            prefetch_factor=2, fixed_prefetch=False,
-        )  # fmt: skip
-        self.prefetch_factor = dataset._loader_prefetch = budget.prefetch_factor
+        fitted = dataset._fit_loader_prefetch(limit, self.num_workers)
+        if fitted is not None:  # None: the workers plan with torch's prefetch_factor (and raise if it does not fit)
+            self.prefetch_factor = fitted
+            dataset._set_loader_prefetch(fitted)
 
     def _slot_exchange(self) -> SlotExchange | None:
         """The slots of this iteration's workers (``litstream._torch._slots``), or ``None`` (torch's own path).
@@ -339,7 +327,7 @@ class StreamingDataLoader(DataLoader[Any]):
             batch too, as LitData counts; the exact per-worker counts are in the dataset state);
             ``latest_worker_idx`` is the worker of the last batch; ``current_epoch`` is 0 before the
             first ``iter()``. A Combined / Parallel dataset:
-            ``CompositeResumeMixin.loader_state`` (per-worker, per-member ``num_samples_yielded``, a
+            ``CompositeDataset.loader_state`` (per-worker, per-member ``num_samples_yielded``, a
             Parallel's ``num_cycles``, and litstream's ``"composite"`` entry). The dataset state is
             described in :meth:`StreamingDataset.state_dict`.
         """

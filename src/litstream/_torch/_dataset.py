@@ -1,37 +1,29 @@
-"""``StreamingDataset``: the torch ``IterableDataset`` facade over the async read engine.
-
-Configuration plus a portal. Each process that iterates (the main process with ``num_workers=0``, else each
-DataLoader worker) opens one portal in ``__iter__``; the engine fills a bounded stream with whole chunks and
-this thread pulls one chunk per ``portal.call`` and decodes it. The dataset pickles as configuration only.
+"""``StreamingDataset``: the torch ``IterableDataset`` facade over the async read engine (``read/_pump.py``
+serves its batches, ``read/_dataset_state.py`` its plan and checkpoints). It pickles as configuration only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.utils.data import IterableDataset
 
 from .._core import _bridge
-from .._core._distributed import DistributedEnv, detect_distributed, detect_worker
-from .._core._errors import raise_collapsed
-from ..read._decode import iter_work, work_parts
-from ..read._engine import produce_chunks, split_head
-from ..read._litdata_params import check_read_params
-from ..read._memory import check_max_memory, fit_decoded_cache, reader_depth
+from .._core._distributed import DistributedEnv, detect_distributed, detect_worker, in_worker
+from ..read import _dataset_state as engine
+from ..read import _pump as pump
+from ..read._decode import iter_work
+from ..read._engine import split_head
+from ..read._keys import KeyReader, read_by_keys
+from ..read._memory import check_max_memory, fit_decoded_cache
+from ..read._params import check_read_params
 from ..read._spec import Loader, ReadSpec, SpecAttribute
 from ..read._transform import Transform, check_transforms
-from ..read.plan._pieces import ShuffleMode
-from ..read.plan._session import open_session
 from ..read.plan._window import DEFAULT_SHUFFLE_WINDOW
 from ..storage._cache_dirs import check_cache_size
 from ._collate import loader_groups, shared_block
-from ._dataset_io import WORKER_ALLOC, _close, _get_item_at, _inside_worker, _make_stream, _open_now, _receive
-from ._dataset_keys import KeyedMixin
-from ._dataset_plan import PlanMixin
-from ._dataset_resume import ResumeMixin
 
 if TYPE_CHECKING:
     import os
@@ -44,23 +36,26 @@ if TYPE_CHECKING:
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
     from ..format.arrow._parquet import ParquetLoader
+    from ..read._memory import MemoryLimit
+    from ..read._shuffler import Shuffle
     from ..read._source import DatasetSource
     from ..read.cache._source_cache import CacheSettings
     from ..read.plan._pieces import Piece, ShuffleMode
     from ..read.plan._resume import ResumePlan
+    from ..read.plan._resume_types import Level
+    from ..read.plan._subset import Selection
     from ..storage._resolver import Dir
     from ..storage._store import Store
     from ._litdata_cache import Cache
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import BaseExceptionGroup
-
 __all__ = ["StreamingDataset"]
 
 _HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
+_PROCESS_LOCAL = frozenset({"_source", "_resume", "_key_reader", "shuffler"})  # rebuilt in each process, never pickled
+D = TypeVar("D", bound="StreamingDataset")
 
 
-class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin):
+class StreamingDataset(IterableDataset[Any]):
     """Stream an optimized dataset (LitData format) into PyTorch.
 
     Iteration splits items between ranks and DataLoader workers in whole batches and orders them
@@ -68,85 +63,64 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
 
     Args:
         input_dir: Local dataset directory (``index.json`` + ``chunk-*.bin``), ``Dir`` or ``Store``.
-        shuffle: ``False`` (default: index order), ``True`` or ``"full"`` (shuffle the chunk order
-            and the items inside each chunk per epoch, LitData's FullShuffle, multi-node aware), or
-            ``"window"`` (opt-in, litstream's own: additionally mixes the items of up to
-            ``shuffle_window`` consecutive chunks of a worker, for source data that is ordered;
-            same items per worker and same lengths as ``True``).
+        shuffle: ``False`` (default: index order), ``True`` or ``"full"`` (LitData's FullShuffle: chunk order and items
+            per epoch, multi-node aware), or ``"window"`` (litstream's own: also mixes the items of up to
+            ``shuffle_window`` consecutive chunks of a worker, for ordered source data; same lengths).
         seed: Shuffle seed, an int in ``[0, 2**32)``. Default 42.
-        drop_last: Drop the items that do not fill whole batches on every rank. ``None`` (default)
-            means ``True`` when the world size is above 1, else ``False`` (as in LitData).
-        max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2; remote datasets fetch at
-            least 4 ahead (LitData's floor for its async remote prefetch).
-        transform: A callable, or a list of callables applied in order, to each sample (in the
-            worker, after decoding; also applied by ``ds[i]`` and ``ds[a:b]``). Anything else raises
-            ``ConfigurationError`` (a ``ValueError``, as in LitData).
+        drop_last: Drop the items that do not fill whole batches on every rank. ``None`` (default): ``True`` when the
+            world size is above 1, as in LitData.
+        max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2; remote datasets at least 4.
+        transform: A callable, or a list applied in order, to each sample (in the worker, after decoding; ``ds[i]``
+            too). Anything else raises ``ConfigurationError`` (a ``ValueError``, as in LitData).
         serializers: Extra serializers by registry key.
-        item_loader: ``PyTreeLoader()`` (default), or ``TokensLoader(block_size=B)`` for data written
-            with ``TokensLoader()``: items are then windows of ``B`` tokens (see its docstring) and
-            ``len``, ``ds[i]``, sharding, shuffling and resume count windows.
+        item_loader: ``PyTreeLoader()`` (default), or ``TokensLoader(block_size=B)`` for data written with
+            ``TokensLoader()``: items are windows of ``B`` tokens, and lengths, sharding and resume count them.
         shuffle_window: Chunks mixed together with ``shuffle="window"`` (>= 1). Default 8.
-        storage_options: Credentials and client options for object stores (LitData's boto-style keys
-            such as ``endpoint_url``, ``aws_access_key_id``, or obstore's own keys); ignored locally.
-        cache_dir: Root of the local chunk cache for remote datasets (default: ``LITSTREAM_CACHE_DIR``,
-            ``LITDATA_CACHE_DIR`` or ``~/.cache/litstream/chunks``). Local datasets are read in place.
-        max_cache_size: Cache budget: bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1];
-            ``None`` means 75 % of the free disk, as in LitData. Chunks in use are never evicted.
-        cache_chunks: Whether remote chunks are written to the cache. ``True``: always (LitData's way);
-            ``False``: never: each chunk is read into memory as it arrives (ranged GETs), decoded from
-            there and dropped, nothing written under ``cache_dir`` (for data read once; later epochs and
-            ``ds[i]`` fetch again; memory: about the prefetch depth times the chunk size). ``None``
-            (default): cached when ``max_cache_size`` can hold the whole dataset, else (an LRU cache
-            would evict every chunk before its next read) as ``False``. See docs/storage.md.
-        hedge_delay: For remote datasets, seconds after which a slow range read (``ds[i]``) is sent
-            again and the first answer wins; ``None`` (default) derives it from observed latency;
-            ``0`` turns hedging off (each read sent once), as in ``StreamingRawDataset`` and LitData.
-        subsample: Fraction of the items to serve, a float ``> 0`` (default 1.0: all), as in
-            LitData: ``s < 1`` serves the first ``int(N * s)`` items of the chunk list, which is
-            permuted by ``RandomState([seed])`` first when ``shuffle`` is not ``False`` (a prefix of
-            the dataset otherwise); ``s > 1`` serves whole copies for each unit plus that fraction.
-            Fixed once per dataset (``set_shuffle`` later does not change it).
-        encryption: For a dataset written with ``encryption=``, the same ``FernetEncryption`` /
-            ``RSAEncryption``, usually ``FernetEncryption.load(key_file, password)`` (LitData's key
-            files work too). Items are decrypted in memory; chunk files stay encrypted in the cache.
-        session_options: LitData's boto3 session options: only ``None`` or ``{}`` (credentials go in
-            ``storage_options``); anything else raises ``ConfigurationError``.
-        force_override_state_dict: With ``True``, ``load_state_dict`` of a state saved with another
-            ``shuffle``, ``seed``, ``drop_last``, input, item loader or ``item_shuffle_window`` warns
-            and resumes with this dataset's values (the counts are kept; samples may repeat or be
-            skipped in that epoch), as LitData does. Default ``False``: such a state is refused.
-        num_canonical_nodes: LitData's frozen first-run node count, recorded in ``state_dict()``
-            (an int >= 1; default ``None``: the loaded state's, else the first run's world size). As in
-            LitData it does not change the order of a resumed epoch (litstream rebuilds it from the read
-            plan of the saving run).
-        batch_decode: LitData's decode batching (``"auto"``, ``"all"``, a bool or an int >= 0): a
-            speed knob that does not change the items; accepted without effect.
-        item_shuffle_window: With ``shuffle=True``, items of each chunk slice are shuffled in blocks of
-            this many, the blocks served in random order (LitData 0.2.76's order). ``None``/``"auto"``:
-            256 (LitData's default); ``0``/``"full"``: one permutation of the whole slice; an int
-            ``>= 0``. Ignored unless ``shuffle=True``. Raises ``ConfigurationError`` otherwise.
-        window_direct_io: LitData's O_DIRECT reads of temporal windows on NFS: a speed knob,
-            accepted (a bool) without effect.
-        index_path: A local ``index.json`` (or a directory holding one) to use instead of the one in
-            ``input_dir``.
-        allow_pickle: Whether leaves stored with ``pickle`` may be unpickled (which runs code the data
-            names). ``None`` (default): ``litstream.set_allow_pickle``, else ``LITSTREAM_ALLOW_PICKLE``,
-            else allowed for local and object-store data (LitData's behaviour) and refused for
-            ``hf://`` and ``http(s)://``. Refused data raises ``PickleRefusedError`` on first use, before
-            anything is unpickled. Decided here, in this process; see docs/security.md.
-        max_memory: The bytes the buffers of all readers of a loader may hold together (an int or ``"800MB"``),
-            ``"auto"`` or ``"off"``. ``None`` (default): ``LITSTREAM_MAX_MEMORY``, else ``"auto"``: half the
-            cgroup memory limit, or of what ``RLIMIT_DATA``/``RLIMIT_AS`` leave. Under a budget, prefetch depth
-            (``max_pre_download``), download bytes in flight and the loader's ``prefetch_factor`` are lowered
-            until every buffer fits; see docs/storage.md ("Memory limits").
+        storage_options: Credentials and client options for object stores (LitData's boto-style keys such as
+            ``endpoint_url``, or obstore's own); ignored locally.
+        cache_dir: Root of the chunk cache of remote datasets (default: ``LITSTREAM_CACHE_DIR``, ``LITDATA_CACHE_DIR``
+            or ``~/.cache/litstream/chunks``). Local datasets are read in place.
+        max_cache_size: Cache budget: bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1]; ``None``: 75 % of
+            the free disk, as in LitData. Chunks in use are never evicted.
+        cache_chunks: Whether remote chunks are written to the cache: ``True`` always (LitData's way); ``False`` never
+            (each chunk is read into memory, decoded and dropped; later epochs and ``ds[i]`` fetch again); ``None``
+            (default): cached when ``max_cache_size`` holds the whole dataset, else as ``False`` (docs/storage.md).
+        hedge_delay: Remote datasets: seconds after which a slow range read (``ds[i]``) is sent again; ``None``
+            (default) derives it from observed latency; ``0`` turns hedging off.
+        subsample: Fraction of the items to serve (> 0, default 1.0), as in LitData: ``s < 1`` serves the first ``int(N
+            * s)`` items of the chunk list, permuted by ``RandomState([seed])`` first unless ``shuffle`` is ``False``;
+            ``s > 1`` serves whole copies plus that fraction. Fixed once per dataset.
+        encryption: For a dataset written with ``encryption=``, the same ``FernetEncryption`` / ``RSAEncryption``
+            (LitData's key files work too); chunk files stay encrypted in the cache.
+        session_options: LitData's boto3 session options: only ``None`` or ``{}`` (use ``storage_options``).
+        force_override_state_dict: ``True``: ``load_state_dict`` of a state saved with another ``shuffle``, ``seed``,
+            ``drop_last``, input, item loader or ``item_shuffle_window`` warns and resumes with this dataset's values
+            (samples may repeat or be skipped in that epoch), as LitData. Default: refused.
+        num_canonical_nodes: LitData's frozen first-run node count, recorded in ``state_dict()`` (an int >= 1;
+            ``None``: the loaded state's, else the first run's world size); it does not change any order.
+        batch_decode: LitData's decode batching (``"auto"``, ``"all"``, a bool or an int >= 0): accepted without
+            effect.
+        item_shuffle_window: With ``shuffle=True``, items of each chunk slice are shuffled in blocks of this many,
+            served in random order (LitData 0.2.76's order). ``None``/``"auto"``: 256; ``0``/``"full"``: one
+            permutation of the whole slice; an int ``>= 0``.
+        window_direct_io: LitData's O_DIRECT reads on NFS: accepted (a bool) without effect.
+        index_path: A local ``index.json`` (or a directory holding one) used instead of ``input_dir``'s.
+        allow_pickle: Whether leaves stored with ``pickle`` may be unpickled. ``None`` (default):
+            ``litstream.set_allow_pickle``, else ``LITSTREAM_ALLOW_PICKLE``, else allowed for local and object-store
+            data and refused for ``hf://`` and ``http(s)://`` (``PickleRefusedError`` on first use, before anything is
+            unpickled); see docs/security.md.
+        max_memory: Bytes the buffers of all readers of a loader may hold (an int or ``"800MB"``), ``"auto"`` or
+            ``"off"``. ``None`` (default): ``LITSTREAM_MAX_MEMORY``, else ``"auto"`` (half the cgroup or rlimit
+            memory); prefetch depths are lowered until every buffer fits (docs/storage.md).
 
     Raises:
         ConfigurationError: a bad argument (raised at construction).
-        DatasetNotFoundError: ``input_dir`` holds no dataset: at construction for a local directory
-            (missing, or without ``index.json`` or partial indexes), on first use for a remote one.
-        EncryptionError: on first use, when the dataset is encrypted and ``encryption`` is missing
-            or wrong (a ``FormatError``).
+        DatasetNotFoundError: ``input_dir`` holds no dataset: at construction for a local directory, on first use for a
+            remote one.
+        EncryptionError: on first use, when ``encryption`` is missing or wrong (a ``FormatError``).
     """
+
+    _kind = "dataset"
 
     def __init__(
         self,
@@ -177,49 +151,27 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         max_memory: int | str | bool | None = None,
         cache_chunks: bool | None = None,
     ) -> None:
-        check_read_params(
-            session_options=session_options,
-            force_override_state_dict=force_override_state_dict,
-            num_canonical_nodes=num_canonical_nodes,
-            batch_decode=batch_decode,
-            window_direct_io=window_direct_io,
-        )
+        check_read_params(session_options=session_options, force_override_state_dict=force_override_state_dict,
+                          num_canonical_nodes=num_canonical_nodes, batch_decode=batch_decode,
+                          window_direct_io=window_direct_io)  # fmt: skip
         self.max_memory = check_max_memory(max_memory)
-        self._loader_prefetch = 0  # batches a DataLoader worker builds ahead, set by StreamingDataLoader
-        self._loader_group: tuple[int, bool] | None = None  # set by StreamingDataLoader, see __iter__
         # Everything that decides what is read and in which order, checked once (read/_spec.py).
         self._spec = ReadSpec.build(
-            input_dir,
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            max_pre_download=max_pre_download,
-            transform=transform,
-            serializers=serializers,
-            item_loader=item_loader,
-            shuffle_window=shuffle_window,
-            storage_options=storage_options,
-            cache_dir=cache_dir,
-            max_cache_size=max_cache_size,
-            hedge_delay=hedge_delay,
-            subsample=subsample,
-            index_path=index_path,
-            encryption=encryption,
-            item_shuffle_window=item_shuffle_window,
-            allow_pickle=allow_pickle,
-            cache_chunks=cache_chunks,
-        )
+            input_dir, shuffle=shuffle, seed=seed, drop_last=drop_last, max_pre_download=max_pre_download,
+            transform=transform, serializers=serializers, item_loader=item_loader, shuffle_window=shuffle_window,
+            storage_options=storage_options, cache_dir=cache_dir, max_cache_size=max_cache_size,
+            hedge_delay=hedge_delay, subsample=subsample, index_path=index_path, encryption=encryption,
+            item_shuffle_window=item_shuffle_window, allow_pickle=allow_pickle, cache_chunks=cache_chunks,
+        )  # fmt: skip
         check_cache_size(max_cache_size)  # warn under 25 GB, as LitData does
-        self.current_epoch = 1
-        self.batch_size = 1
-        self.num_workers = 1
-        self._source: DatasetSource | None = None
-        self._resume_state: dict[str, Any] | None = None  # a loaded checkpoint, until its epoch ends
+        self.current_epoch, self.batch_size, self.num_workers = 1, 1, 1
+        self._loader_prefetch = 0  # batches a DataLoader worker builds ahead, set by StreamingDataLoader
         self._force_override_state_dict = force_override_state_dict
         self.num_canonical_nodes = num_canonical_nodes
-        self._resume: ResumePlan | None = None  # _resume_state resolved for one rank and topology
+        self._resume_state: dict[str, Any] | None = None  # a loaded checkpoint, until its epoch ends
         self._parent_env: DistributedEnv | None = None  # rank/world of the process that started the workers
-        self._selection = None  # from subset()/train_test_split, or the resolved subsample (_selection.py)
+        self._source: DatasetSource | None = None  # per process: the opened dataset
+        self._resume: ResumePlan | None = None  # per process: _resume_state resolved for one rank and topology
 
     # -- the spec's values, as LitData's attributes ------------------------------------------------
     input_dir: SpecAttribute[Dir] = SpecAttribute("input_dir")
@@ -234,6 +186,7 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
     encryption: SpecAttribute[Encryption | None] = SpecAttribute("encryption")
     allow_pickle: SpecAttribute[bool] = SpecAttribute("allow_pickle")
     subsample: SpecAttribute[float] = SpecAttribute("subsample")
+    _cache_settings: SpecAttribute[CacheSettings | None] = SpecAttribute("cache")  # None for a local dataset
 
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:
@@ -241,11 +194,21 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         if self._resume_state is None:
             self.current_epoch = current_epoch
 
+    def _replace_spec(self, **changes: Any) -> None:
+        self._spec, self._source = self._spec.replace(**changes), None
+
     def set_shuffle(self, shuffle: ShuffleMode) -> None:
         self._replace_order(shuffle=shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
         self._replace_order(drop_last=drop_last)
+
+    def _replace_order(self, **changes: Any) -> None:
+        """Set ``shuffle`` / ``drop_last`` in the spec; a changed value drops the shuffler (made again on first
+        use, as LitData's)."""
+        if any(getattr(self._spec, name) != value for name, value in changes.items()):
+            self.shuffler = None
+        self._spec = self._spec.replace(**changes)
 
     def set_batch_size(self, batch_size: int) -> None:
         self.batch_size = batch_size
@@ -253,90 +216,85 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
     def set_num_workers(self, num_workers: int) -> None:
         self.num_workers = num_workers or 1
 
-    # -- pickling: configuration only ------------------------------------------------------------
+    def _set_loader_prefetch(self, prefetch_factor: int) -> None:
+        self._loader_prefetch = prefetch_factor
+
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_source"] = None
-        # A spawn/forkserver DataLoader worker may not see the parent's process group or env vars.
-        state["_parent_env"] = detect_distributed()
+        """The spec, the counters and the loaded checkpoint; nothing opened in this process."""
+        state = {k: v for k, v in self.__dict__.items() if k not in _PROCESS_LOCAL}
+        state["_parent_env"] = detect_distributed()  # a spawned worker may not see the process group
         return state
 
-    # -- index ------------------------------------------------------------------------------------
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _source=None, _resume=None)
+
+    # -- the opened dataset, topology and lengths ---------------------------------------------------
     def _get_source(self) -> DatasetSource:
-        spec = self._spec
-        opened = self._source is None
-        if self._source is None and spec.cache is None and spec.index_path is None:
-            self._source = _open_now(
-                spec.store, spec.serializers, spec.item_loader, spec.pickle_choice, spec.encryption
-            )
         if self._source is None:
-            self._source = _bridge.call(spec.open)
-        if opened:  # under a memory limit, ds[i]'s cache of decompressed chunks fits this reader's share
+            self._source = pump.open_spec_now(self._spec) or _bridge.call(self._spec.open)
+            # under a memory limit, ds[i]'s cache of decompressed chunks fits this reader's share
             fit_decoded_cache(self._source, self.max_memory, detect_worker().num_workers)
         return self._source
 
-    @property
-    def cache(self) -> Cache:
-        """LitData's ``ds.cache``: a :class:`~litstream.Cache` over the local directory this dataset reads (see
-        ``_litdata_cache.dataset_cache``); ``ds.cache.cache_dir`` is that directory. Opens the index."""
-        from ._litdata_cache import dataset_cache
-
-        return dataset_cache(self, self._get_source(), self._cache_settings)
-
-    @property
-    def _cache_settings(self) -> CacheSettings | None:
-        """Where and how much of a remote dataset is cached (the spec's; ``None`` for a local dataset)."""
-        return self._spec.cache
-
-    @_cache_settings.setter
-    def _cache_settings(self, settings: CacheSettings | None) -> None:
-        self._spec = self._spec.replace(cache=settings)
-
-    def _pickle_choice(self) -> bool | None:
-        """``allow_pickle`` for ``DatasetSource.open``: ``None`` while only the location allowed pickles (the
-        dataset's trust marker then decides, ``format/_trust_marker.py``)."""
-        return self._spec.pickle_choice
-
     def _read_spec(self) -> ReadSpec:
-        """What ``astream(this_dataset)`` and the Combined / Parallel wrappers read: the spec, with this
-        dataset's transforms (a subclass's ``transform`` included) and selection."""
-        return dataclasses.replace(self._spec, transforms=tuple(self.transforms), selection=self._selection)
+        """The spec with this dataset's transforms (a subclass's too); an unresolved subsample stays lazy."""
+        return dataclasses.replace(self._spec, transforms=tuple(self.transforms))
+
+    def _selected(self) -> Selection | None:
+        return engine.selected(self)
+
+    def _pin_distributed(self) -> None:
+        self._parent_env = detect_distributed()
+
+    def _distributed(self) -> DistributedEnv:
+        """Rank and world size: in a DataLoader worker, those of the process that started it."""
+        return self._parent_env if self._parent_env is not None and in_worker() else detect_distributed()
+
+    # LitData's dataset.shuffler (read/_shuffler.py): None until the first len() or iteration, then a NoShuffle/
+    # FullShuffle/WindowShuffle for this dataset's plan; set_shuffle/set_drop_last (or assigning None) reset it.
+    shuffler: Shuffle | None = None
+    _loader_group: tuple[int, bool] | None = None  # set by StreamingDataLoader while it starts, see __iter__
+
+    def get_len(self, num_workers: int, batch_size: int) -> int:
+        """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
+        engine.ensure_shuffler(self)
+        return engine.rank_length(self, num_workers, batch_size)
+
+    def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
+        """Items each worker of this rank serves per epoch (index = worker id)."""
+        return engine.worker_lengths(self, num_workers, batch_size)
 
     def __len__(self) -> int:
         return self.get_len(self.num_workers, self.batch_size)
 
     # -- random access ----------------------------------------------------------------------------
     def __getitem__(self, index: int | slice | str) -> Any:
-        """Sample ``index`` (0-based, index order across the whole dataset), a list for a slice, or for a
-        ``str`` the sample with that key (:meth:`get_by_key`).
-
-        Raises:
-            IndexError: ``index`` is outside ``[-len, len)`` of the whole dataset.
-        """
+        """Sample ``index`` (0-based, index order; ``IndexError`` outside ``[-len, len)``), a list for a slice,
+        or for a ``str`` the sample with that key (:meth:`get_by_key`)."""
         if isinstance(index, str):
             return self.get_by_key(index)
-        source = self._get_source()
-        selection = self._selected()
-        total = len(source) if selection is None else len(selection)
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(total))]
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(f"dataset indices must be int or slice, got {type(index).__name__}")
-        position = index + total if index < 0 else index
-        if not 0 <= position < total:
-            raise IndexError(f"index {index} is out of range for a dataset of {total} items")
-        if selection is None:
-            return self._apply(_bridge.call(source.get_item, position))
-        return self._apply(_bridge.call(_get_item_at, source, *selection.locate(position)))
+        at, source = engine.address(self, index), self._get_source()
+        if isinstance(at, range):
+            return [self[i] for i in at]
+        at_item = (source.get_item, at) if isinstance(at, int) else (pump.get_item_at, source, *at)
+        return self._apply(_bridge.call(*at_item))
+
+    def get_by_key(self, key: str | int) -> Any:
+        """The sample whose ``key_fn`` value is ``key`` (``ds["id"]`` for ``str`` keys; ``ds[5]`` stays position 5),
+        transformed as ``ds[i]``. ``KeyNotFoundError`` (a ``KeyError``) when the key is not in the dataset, this
+        subset/split, or there is no ``keys/`` sidecar; ``ConfigurationError`` when ``key`` is neither str nor int."""
+        return self.get_by_keys([key])[0]
+
+    def get_by_keys(self, keys: Sequence[str | int]) -> list[Any]:
+        """The samples of ``keys``, in that order, in one call to the read engine (see :meth:`get_by_key`)."""
+        reader = self.__dict__.setdefault("_key_reader", KeyReader())
+        samples = _bridge.call(read_by_keys, self._get_source(), reader, list(keys), self._selected())
+        return [self._apply(sample) for sample in samples]
 
     @property
     def transforms(self) -> list[Callable[[Any], Any]]:
-        """The callables applied to each sample, in order.
-
-        ``transform=`` when given; otherwise a ``transform`` attribute of the dataset, which is how
-        LitData's README subclasses add one (a ``def transform(self, sample)`` method, or
-        ``self.transform = fn`` / a list set in ``__init__``), applied as LitData applies it.
-        """
+        """The callables applied to each sample, in order: ``transform=``, else a ``transform`` attribute
+        (LitData's README subclasses define a ``transform`` method or set ``self.transform`` in ``__init__``)."""
         if self._spec.transforms:
             return list(self._spec.transforms)
         own = getattr(self, "transform", None)
@@ -351,20 +309,15 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
             sample = t(sample)
         return sample
 
-    # -- iteration --------------------------------------------------------------------------------
+    # -- iteration: the portal pump ---------------------------------------------------------------------
     def __iter__(self) -> Generator[Any, None, None]:
         return self._iterate(self._loader_group)  # read now: StreamingDataLoader sets it only while it starts
 
     def _iterate(self, group: tuple[int, bool] | None) -> Generator[Any, None, None]:
         """Samples; with ``group`` (StreamingDataLoader's batch size, columns allowed) one ``LoaderGroup`` per batch."""
         source = self._get_source()
-        self._ensure_shuffler()
-        worker = detect_worker()
-        session = open_session(source, self._plan_args(worker), self._selected(), self._resume_plan(worker.num_workers))
-        if session.restarted:
-            self._clear_resume()
-            self.current_epoch = session.epoch
-        pieces: Sequence[Piece] = session.pieces
+        engine.ensure_shuffler(self)
+        pieces = engine.open_epoch(self, detect_worker())
         if self.batch_size <= 1 and group is None:  # serve the head of a local chunk before the engine's loop starts
             head, pieces = split_head(source, pieces, _HEAD_ITEMS)
             if head is not None:
@@ -379,7 +332,9 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         self.current_epoch += 1
 
     def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1) -> Generator[Any, None, None]:
-        with contextlib.closing(self._serve_batches(pieces, portal, members)) as batches:  # their samples
+        """The samples of ``pieces``, fetched on ``portal``'s loop; also for the Combined / Parallel wrappers, which
+        share one portal per worker (``members``: the datasets a worker reads at once, sharing its memory budget)."""
+        with contextlib.closing(self._serve_batches(pieces, portal, members)) as batches:
             for batch in batches:
                 yield from batch  # type: ignore[misc]  # lists: _serve_batches without columns
 
@@ -387,34 +342,78 @@ class StreamingDataset(IterableDataset[Any], ResumeMixin, KeyedMixin, PlanMixin)
         self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1, columns: bool = False
     ) -> Generator[list[Any] | ColumnBatch, None, None]:
         """Decode batches of ``pieces`` (``ColumnBatch`` es with ``columns``); ``members``: datasets read at once."""
-        source = self._get_source()
-        transform = self._apply if self.transforms else None
-        ahead, handover = reader_depth(  # a worker's batches count against its memory share (read/_memory.py)
-            source, pieces, self.max_memory, max_pre_download=self._spec.max_pre_download,
-            cached=self._spec.cache is not None, readers=detect_worker().num_workers * members,
-            window=self.shuffle_window if self.shuffle == "window" else 0, batch_size=self.batch_size,
-            loader_batches=(self._loader_prefetch or 2) if _inside_worker() else 0,
+        inside = in_worker()  # a worker's batches (torch's prefetch_factor, 2 by default) count in its share
+        # In a worker, decode arrays into shared memory (no copy to share the batch), or into reused private memory
+        # when the loader sends batches through its slots (litstream._torch._slots); [1]: column batches.
+        alloc = (pump.WORKER_ALLOC[1 if columns else 0] or shared_block) if self.batch_size > 1 and inside else None
+        return pump.serve_batches(
+            portal, self._spec, self._get_source(), pieces, self._apply if self.transforms else None,
+            max_memory=self.max_memory, readers=detect_worker().num_workers * members, batch_size=self.batch_size,
+            prefetch_factor=(self._loader_prefetch or 2) if inside else 0, alloc=alloc, columns=columns,
         )  # fmt: skip
-        send, receive = portal.call(_make_stream, handover)
-        future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
-        served, align = 0, max(self.batch_size, 1)
-        # In a worker, decode into shared memory (no copy to share the batch), or into reused private memory
-        # when the loader sends batches through its slots (_slots.py).
-        alloc = (WORKER_ALLOC[1 if columns else 0] or shared_block) if align > 1 and _inside_worker() else None
-        try:
-            while True:
-                work = portal.call(_receive, receive)
-                if work is None:
-                    break
-                yield from work_parts(source, work, transform, served, align, alloc, columns)
-                served += len(work.items)
-                del work  # the chunk is not held while the next one is handed over (read/_memory.py counts so)
-            try:
-                future.result()
-            except BaseExceptionGroup as group:
-                raise_collapsed(group)
-        finally:
-            if not sys.is_finalizing():  # at interpreter exit the loop thread may be gone
-                if not future.done():
-                    future.cancel()
-                portal.call(_close, receive)
+
+    # -- selection and checkpoints (read/_dataset_state.py) ---------------------------------------------
+    @property
+    def cache(self) -> Cache:
+        """LitData's ``ds.cache``: a :class:`~litstream.Cache` over the local directory this dataset reads."""
+        from ._litdata_cache import dataset_cache
+
+        return dataset_cache(self._spec, self._get_source())
+
+    @property
+    def subsampled_files(self) -> list[str]:
+        """The chunk files this dataset reads, in selection order (LitData's attribute): every chunk of
+        ``index.json`` unless ``subsample``, ``subset()`` or a split selects fewer. Reads the index."""
+        return engine.chunk_names(self)
+
+    @property
+    def region_of_interest(self) -> list[tuple[int, int]]:
+        """``(start, end)`` items served of each of :attr:`subsampled_files` (LitData's attribute; end exclusive)."""
+        return engine.plan_inputs(self)[0]
+
+    def subset(self: D, indices: Sequence[int] | slice) -> D:
+        """A copy of this dataset (same arguments, epoch 1) serving only ``indices`` (LitData's ``subset``): 0-based
+        ``ds[i]`` positions in serving order, or a ``slice``; the copy is shuffled, sharded and resumable like any
+        dataset. Raises ``ConfigurationError`` (a ``ValueError``) for an index outside ``[0, len)`` or not an int."""
+        return engine.subset(self, indices)
+
+    def state_dict(
+        self, num_samples_yielded: int, num_workers: int, batch_size: int, *, current_epoch: int | None = None,
+        worker_samples_yielded: Sequence[int] | None = None, resume_levels: Sequence[Level] = (),
+    ) -> dict[str, Any]:  # fmt: skip
+        """Checkpoint of this rank's position in the current epoch: LitData's keys plus three, plain values.
+        :class:`StreamingDataLoader` fills every argument; by hand, the first three do (samples this rank delivered
+        in the epoch, workers, batch size). ``read.plan._resume`` gives the meaning of every key and argument."""
+        return engine.dataset_state(self, num_samples_yielded, num_workers, batch_size, current_epoch,
+                                   worker_samples_yielded, resume_levels)  # fmt: skip
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch. Another world
+        size, worker count or batch size spreads the samples not yet served over the new topology (elastic resume);
+        a checkpoint taken at an epoch's end starts the next epoch; a LitData 0.2.71-0.2.76 state resumes where
+        LitData would (``read.plan._litdata_state``). Raises ``ConfigurationError`` for a checkpoint taken with another
+        ``shuffle``, ``seed``, ``drop_last``, input or item loader, or whose counts its epoch cannot hold."""
+        engine.load_state(self, state)
+
+    def _config(self) -> dict[str, Any]:
+        return engine.dataset_config(self)
+
+    def _state_config(self) -> dict[str, Any]:
+        return engine.state_config(self)
+
+    def _litdata_layout(self) -> tuple[Sequence[int], Sequence[tuple[int, int]] | None]:
+        return engine.layout(self)
+
+    def _resume_plan(self, num_workers: int) -> ResumePlan | None:
+        return engine.resume_position(self, num_workers)
+
+    def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
+        """A single dataset keeps nothing across epochs (a cycling Parallel does)."""
+
+    def _fit_loader_prefetch(self, limit: MemoryLimit, num_workers: int) -> int | None:
+        # Not when opening a remote index here would use its client in this process before the workers fork.
+        source = self._get_source() if self._source is not None or not pump.opens_remote(self._spec) else None
+        return pump.loader_prefetch(self._spec, source, limit, num_workers, self.batch_size)
+
+    def _clear_resume(self) -> None:
+        self._resume_state = self._resume = None

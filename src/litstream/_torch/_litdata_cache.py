@@ -34,10 +34,9 @@ if TYPE_CHECKING:
     from ..format._encryption import Encryption
     from ..format._serializers import Serializer
     from ..read._source import DatasetSource
-    from ..read.cache._source_cache import CacheSettings
+    from ..read._spec import ReadSpec
     from ..storage._resolver import Dir
     from ..write._writer import ChunkWriter, EncodedSample
-    from ._dataset import StreamingDataset
 
 __all__ = ["Cache", "dataset_cache"]
 
@@ -276,8 +275,8 @@ def _default_level(compression: str | None, item_loader: Any) -> str | None:
     return "batch"
 
 
-def dataset_cache(dataset: StreamingDataset, source: DatasetSource, settings: CacheSettings | None) -> Cache:
-    """A :class:`Cache` over the local directory ``dataset`` reads from, for LitData's ``ds.cache``.
+def dataset_cache(spec: ReadSpec, source: DatasetSource) -> Cache:
+    """A :class:`Cache` over the local directory a dataset of ``spec`` reads from, for LitData's ``ds.cache``.
 
     The directory is the dataset itself when it is local, else its folder in the chunk cache
     (``<cache root>/<md5 of the URL>/<updated_at>``, LitData's layout), read through from the URL.
@@ -286,25 +285,24 @@ def dataset_cache(dataset: StreamingDataset, source: DatasetSource, settings: Ca
     from ..storage._resolver import Dir
 
     if source.cache is not None:
-        directory = Dir(path=str(source.cache.directory), url=dataset.input_dir.url)
-    elif source.fetcher is not None and settings is not None:  # cache_chunks=False: where the cache would be
+        directory = Dir(path=str(source.cache.directory), url=spec.input_dir.url)
+    elif source.fetcher is not None and spec.cache is not None:  # cache_chunks=False: where the cache would be
         from pathlib import Path
 
         from ..storage._cache_dirs import dataset_cache_dir, default_cache_root
 
-        cache_root = Path(settings.cache_dir) if settings.cache_dir else default_cache_root()
-        where = dataset_cache_dir(cache_root, dataset._spec.store.url, source.index.updated_at)
-        directory = Dir(path=str(where), url=dataset.input_dir.url)
+        cache_root = Path(spec.cache.cache_dir) if spec.cache.cache_dir else default_cache_root()
+        where = dataset_cache_dir(cache_root, spec.store.url, source.index.updated_at)
+        directory = Dir(path=str(where), url=spec.input_dir.url)
     else:
-        root = local_path(dataset._spec.store, "")
-        directory = Dir(path=str(root) if root is not None else dataset.input_dir.path)
+        root = local_path(spec.store, "")
+        directory = Dir(path=str(root) if root is not None else spec.input_dir.path)
     return Cache(
         directory,
-        encryption=dataset.encryption,
-        item_loader=dataset.item_loader,
-        serializers=dict(dataset.serializers) if dataset.serializers else None,
-        max_cache_size=None if settings is None else settings.max_cache_size,
-        storage_options=getattr(dataset, "storage_options", None),
+        encryption=spec.encryption,
+        item_loader=spec.item_loader,
+        serializers=dict(spec.serializers) if spec.serializers else None,
+        max_cache_size=None if spec.cache is None else spec.cache.max_cache_size,
     )
 
 

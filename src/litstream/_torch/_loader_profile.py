@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
 from .._core._trace import TRACER
-from ._dataset_io import WORKER_ALLOC
+from ..read._pump import WORKER_ALLOC
 
 if TYPE_CHECKING:
     from collections.abc import Callable

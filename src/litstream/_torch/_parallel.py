@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
+    from ..read._face import Member
     from ..read.plan._compose import Run
     from ._dataset import StreamingDataset
 
@@ -213,7 +214,7 @@ class ParallelStreamingDataset(CompositeDataset):
 
     @staticmethod
     def _chain(
-        d: StreamingDataset, cycles: Iterator[list[Run]], portal: BlockingPortal, members: int
+        d: Member, cycles: Iterator[list[Run]], portal: BlockingPortal, members: int
     ) -> Generator[Any, None, None]:
         for stream in cycles:
             yield from d._serve(to_pieces(stream), portal, members)

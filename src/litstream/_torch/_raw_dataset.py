@@ -18,13 +18,13 @@ from .._core._litdata_env import warn_ignored
 from ..index._raw import FileMetadata, index_cache_dir, key_of
 from ..index._raw_indexer import BaseIndexer, FileIndexer, build_or_load_index
 from ..read._raw_sampler import RawBatchSampler, upcoming_batches
+from ..read._spec import ReadSpec
 from ..read.raw._fetch import FetchConfig, FetchStatistics, RawFetcher
 from ..read.raw._files import RawFiles
 from ..read.raw._stream import RawReader, RawStream, ahead_stop, epoch_order
 from ..storage._cache_dirs import default_cache_root
 from ..storage._files import local_path
 from ..storage._obstore import ObstoreStore
-from ..storage._resolver import Dir, resolve_dir, store_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from ..read.raw._cache_view import RawCacheManager
     from ..read.raw._stream import RawItem
+    from ..storage._resolver import Dir
 
     _Base = Dataset[Any]  # for type checkers: a map-style torch Dataset (torch is not imported at run time)
 else:
@@ -159,10 +160,15 @@ class StreamingRawDataset(_Base):
         self.storage_options = dict(storage_options or {})
         self.indexer = indexer
 
-        resolved = resolve_dir(input_dir)
-        self.input_dir = resolved
+        # Where and with which options and transform: the read spec every face opens (read/_spec.py); the
+        # files are listed and fetched by the raw engine, which keeps its own cache and hedging (below).
+        spec = ReadSpec.build(
+            input_dir, storage_options=self.storage_options, transform=transform, eager=False, cache_by_default=False
+        )
+        self._spec = spec
+        resolved = self.input_dir = spec.input_dir
         self._root = resolved.url.rstrip("/") if resolved.url is not None else str(resolved.path)
-        store = store_for(resolved, self.storage_options)
+        store = spec.store
         if isinstance(store, ObstoreStore) and store.spec is not None:
             # Many small GETs: the adaptive limit, not the store's default 16 threads, should bound them.
             store = ObstoreStore(spec=store.spec, url=store.url, max_threads=_OBSTORE_THREADS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._core._errors import ConfigurationError
+from ..read._dataset_state import restricted
 from ..read.plan._subset import Selection, check_splits, split_selection
 from ._dataset import StreamingDataset
 
@@ -55,4 +56,4 @@ def train_test_split(
         raise ConfigurationError(f"shuffle must be True or False, got {shuffle!r}")
     base = streaming_dataset._selected() or Selection.full(streaming_dataset._get_source().chunk_sizes)
     parts = split_selection(base, fractions, seed=seed, shuffle=shuffle)
-    return [streaming_dataset._restricted_to(part) for part in parts]
+    return [restricted(streaming_dataset, part) for part in parts]

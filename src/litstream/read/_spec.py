@@ -31,8 +31,8 @@ from ..storage._resolver import Dir, resolve_dir, store_for
 from ..storage._store import HedgedStore, Store
 from ._args import check_read_args, check_read_loader
 from ._item_window import item_shuffle_window_value
-from ._litdata_params import check_read_params
 from ._local_remote import check_local_dataset, local_remote_source
+from ._params import check_read_params
 from ._source import DatasetSource
 from ._transform import Transform, check_transforms, compose
 from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle

@@ -23,9 +23,9 @@ import cloudpickle
 
 from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, OutputNotEmptyError, WorkerError
-from ..read._litdata_params import check_write_params
 from ..storage._files import remove_stale_temporaries_below
 from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
+from ._params import check_write_params
 from ._readers import with_reader
 from ._summary import WorkerSummary, summarize
 from ._writer_lock import WriterLock, is_lock_name

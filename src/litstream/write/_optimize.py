@@ -27,7 +27,6 @@ from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._trust_marker import untrusted_sources
 from ..format.arrow._chunk import pyarrow_module
 from ..format.arrow._write import check_chunk_format
-from ..read._litdata_params import check_write_params
 from ..storage._files import remove_stale_temporaries
 from ._args import (
     check_align_chunking,
@@ -41,6 +40,7 @@ from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._chunk_pack import check_chunking
 from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._output import Prepared, prepare_output
+from ._params import check_write_params
 from ._readers import with_reader
 from ._summary import summarize
 from ._untrusted import marking_hook, reader_sources

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from ..._core._errors import ConfigurationError
 from ...format._encrypted import check_reader_encryption
 from .._args import check_read_args, check_read_loader
+from .._face import Member
 from .._item_window import item_shuffle_window_value
-from .._litdata_params import check_read_params
+from .._params import check_read_params
 from .._spec import ReadSpec
 from .._transform import Transform, check_transforms
 from .._trust import check_allow_pickle, resolve_allow_pickle
@@ -29,18 +30,11 @@ if TYPE_CHECKING:
     from ..plan._pieces import ShuffleMode
     from ._sample_stream import SampleStream
 
-__all__ = ["HasReadSpec", "astream"]
-
-
-@runtime_checkable
-class HasReadSpec(Protocol):
-    """A dataset facade ``astream`` accepts as input (``StreamingDataset``): the spec of what it serves."""
-
-    def _read_spec(self) -> ReadSpec: ...
+__all__ = ["astream"]
 
 
 def astream(
-    input_dir: str | os.PathLike[str] | Dir | Store | HasReadSpec,
+    input_dir: str | os.PathLike[str] | Dir | Store | Member,
     *,
     shuffle: ShuffleMode = False,
     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
@@ -154,7 +148,7 @@ def astream(
     check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
     extra = check_transforms(transform)
     fraction = check_subsample(subsample)
-    if isinstance(input_dir, HasReadSpec):
+    if isinstance(input_dir, Member):  # a StreamingDataset (read/_face.py)
         if any(v is not None for v in (cache_dir, max_cache_size, hedge_delay, cache_chunks)):
             raise ConfigurationError(
                 "cache_dir, max_cache_size, hedge_delay and cache_chunks are the StreamingDataset's own when "

@@ -1,4 +1,5 @@
-"""LitData 0.2.76 parameters that litstream accepts for drop-in use but does not act on.
+"""LitData 0.2.76 read parameters that litstream accepts for drop-in use but does not act on, and the value
+checks shared with the write side (``write/_params.py``).
 
 Two kinds. *Tuning knobs* (downloader/uploader thread counts, DNS, decode batching, O_DIRECT) change
 how fast LitData works, never what it produces; litstream schedules its own I/O, so any valid value
@@ -15,69 +16,26 @@ from typing import Any
 from .._core._errors import ConfigurationError
 from .._core._litdata_env import warn_ignored
 
-__all__ = ["check_read_params", "check_write_params"]
+__all__ = ["check_read_params", "optional_bool", "optional_count", "refuse"]
 
 
-def _refuse(name: str, value: Any, default: Any, why: str) -> None:
+def refuse(name: str, value: Any, default: Any, why: str) -> None:
     if value is not default and value != default:
         raise ConfigurationError(
             f"{name}={value!r} is not supported by litstream ({why}); leave it at its default, {default!r}"
         )
 
 
-def _optional_count(name: str, value: Any) -> None:
+def optional_count(name: str, value: Any) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"{name} must be None or an int >= 1, got {value!r}")
 
 
-def _optional_bool(name: str, value: Any) -> None:
+def optional_bool(name: str, value: Any) -> None:
     if value is not None and not isinstance(value, bool):
         raise ConfigurationError(f"{name} must be None, True or False, got {value!r}")
-
-
-def check_write_params(
-    *,
-    num_nodes: Any = None,
-    machine: Any = None,
-    num_downloaders: Any = None,
-    num_uploaders: Any = None,
-    reader: Any = None,
-    optimize_dns: Any = None,
-    keep_data_ordered: Any = None,
-    broadcast_paths: Any = False,
-    align_chunking: Any = False,
-    item_loader: Any = None,
-) -> None:
-    """Validate the LitData-only arguments of ``optimize`` / ``map``.
-
-    Also warns once for each ``LITDATA_*`` variable that is set and that litstream ignores (``_litdata_env``).
-
-    Raises:
-        ConfigurationError: a behaviour switch has a value other than its default, or a knob a bad type.
-    """
-    warn_ignored(stacklevel=4)  # the caller of optimize(...) / map(...)
-    _refuse(
-        "num_nodes",
-        num_nodes,
-        None,
-        "it launches a Lightning multi-node job; set DATA_OPTIMIZER_NUM_NODES "
-        "and DATA_OPTIMIZER_NODE_RANK and run optimize on each node instead, see docs/environment.md",
-    )
-    _refuse("machine", machine, None, "it selects a Lightning AI machine; run on the machine you want instead")
-    _refuse("broadcast_paths", broadcast_paths, False, "it resolves Lightning Studio paths across nodes")
-    if not isinstance(align_chunking, bool):
-        raise ConfigurationError(f"align_chunking must be True or False, got {align_chunking!r}")
-    if type(item_loader).__name__ == "TemporalArrayLoader":
-        raise ConfigurationError(
-            "item_loader=TemporalArrayLoader() cannot be written by litstream yet (it reads such datasets); "
-            "write them with LitData, or store the tracks with PyTreeLoader()"
-        )
-    _optional_count("num_downloaders", num_downloaders)
-    _optional_count("num_uploaders", num_uploaders)
-    _optional_bool("optimize_dns", optimize_dns)
-    _optional_bool("keep_data_ordered", keep_data_ordered)
 
 
 def check_read_params(
@@ -103,7 +61,7 @@ def check_read_params(
         )
     if not isinstance(force_override_state_dict, bool):
         raise ConfigurationError(f"force_override_state_dict must be True or False, got {force_override_state_dict!r}")
-    _optional_count("num_canonical_nodes", num_canonical_nodes)
+    optional_count("num_canonical_nodes", num_canonical_nodes)
     if batch_decode not in ("auto", "all", True, False) and (
         isinstance(batch_decode, bool) or not isinstance(batch_decode, int) or batch_decode < 0
     ):

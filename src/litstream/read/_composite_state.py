@@ -1,0 +1,183 @@
+"""Checkpoints of ``CombinedStreamingDataset`` / ``ParallelStreamingDataset``: their ``state_dict``,
+``load_state_dict``, LitData's loader layout and the loaded checkpoint resolved into a resume plan.
+
+The wrappers keep their counters and the loaded checkpoint; these functions drive them through the
+:class:`~litstream.read._face.Composite` protocol (the logic is ``read._compose_resume`` and
+``read._session_compose``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from .._core._errors import ConfigurationError
+from .plan._checkpoint import CompositeCheckpoint, CycleCarry
+from .plan._compose_resume import CompositePlan, check_composite_state, resolve_composite
+from .plan._resume_types import Level, Topology
+from .plan._session_compose import composite_checkpoint
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ._face import Composite
+
+__all__ = ["checked_state", "composite_resume_plan", "composite_state", "load_composite_state", "loader_state"]
+
+
+def composite_state(
+    face: Composite,
+    num_samples_yielded: int,
+    num_workers: int,
+    batch_size: int,
+    *,
+    current_epoch: int | None = None,
+    worker_samples_yielded: Sequence[int] | None = None,
+    resume_levels: Sequence[Level] = (),
+) -> dict[str, Any]:
+    """Checkpoint of this rank's position in the current epoch (``StreamingDataLoader`` fills the arguments).
+
+    Args: as ``StreamingDataset.state_dict``; the counts are of composite samples.
+
+    Returns:
+        ``{"0": <state of dataset 0>, "1": ..., "composite": {...}}`` (plain values, picklable):
+        LitData's layout (one ``StreamingDataset`` state per member, holding that member's
+        share of the counts) plus the wrapper's own entry, which is what resume uses.
+    """
+    env = face._env()
+    epoch = face.current_epoch if current_epoch is None else max(current_epoch, 1)
+    levels = tuple(resume_levels)
+    topology = Topology(env.world_size, max(num_workers, 1), batch_size)
+    return composite_checkpoint(
+        face._composer(),
+        kind=face._kind,
+        config=face._config(),
+        members=[d._state_config() for d in face._datasets],
+        epoch=epoch,
+        rank=env.rank,
+        topology=topology,
+        levels=levels,
+        bases=_state_carry(face, epoch, levels[0].topology if levels else topology),
+        own=worker_samples_yielded,
+        num_samples_yielded=num_samples_yielded,
+    ).to_state()
+
+
+def loader_state(
+    face: Composite, state: Mapping[str, Any], *, current_epoch: int, latest_worker_idx: int
+) -> dict[str, Any]:
+    """``StreamingDataLoader.state_dict()`` of this wrapper from its :meth:`state_dict`, in LitData's layout.
+
+    LitData 0.2.76's keys: ``"dataset"`` holds only the member states, ``"num_samples_yielded"``
+    is ``{worker: [samples of each member]}`` (workers that delivered nothing are absent, as in
+    LitData) and a Parallel's ``"num_cycles"`` is ``{worker: [cycles of each member]}``, with
+    ``"num_samples_yielded"`` then counting within the current cycle. litstream's own entry,
+    ``"composite"``, sits beside them (LitData ignores it; ``load_state_dict`` reads it).
+    """
+    members = [state[str(i)] for i in range(len(face._datasets))]
+    composite = dict(state["composite"])
+    rows = [list(row) for row in zip(*(m["worker_samples_yielded"] for m in members), strict=True)]
+    out: dict[str, Any] = {
+        "dataset": {str(i): m for i, m in enumerate(members)},
+        "current_epoch": current_epoch,
+        "latest_worker_idx": latest_worker_idx,
+    }
+    if face._kind == "parallel":
+        rows, cycles = _cycle_rows(face, rows, composite)
+        out["num_cycles"] = {w: cycles[w] for w, row in enumerate(rows) if any(row) or any(cycles[w])}
+        out["num_samples_yielded"] = {w: row for w, row in enumerate(rows) if w in out["num_cycles"]}
+    else:
+        out["num_samples_yielded"] = {w: row for w, row in enumerate(rows) if any(row)}
+    out["composite"] = composite
+    return out
+
+
+def _cycle_rows(
+    face: Composite, rows: list[list[int]], composite: Mapping[str, Any]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Per worker, each member's samples in its current cycle and its completed cycles (LitData's counting:
+    a member cycles when a sample is asked of it after its last one)."""
+    if not face._cycles():
+        return rows, [[0] * len(row) for row in rows]
+    workers, batch = max(int(composite["num_workers"]), 1), max(int(composite["batch_size"]), 1)
+    rank = int(composite.get("rank", 0))
+    carry = composite.get("carry")
+    lengths = [d.worker_lengths(workers, batch) for d in face._datasets]
+    samples, cycles = [], []
+    for w, row in enumerate(rows):
+        base = int(carry[rank * workers + w]) if carry and len(carry) > rank * workers + w else 0
+        here, turns = [], []
+        for i, done in enumerate(row):
+            length, total = lengths[i][w], base + done
+            turn = (total - 1) // length if length > 0 and total > 0 else 0
+            here.append(total - turn * length)
+            turns.append(turn)
+        samples.append(here)
+        cycles.append(turns)
+    return samples, cycles
+
+
+def _state_carry(face: Composite, epoch: int, first: Topology) -> tuple[int, ...] | None:
+    if face._resume_state is not None and face._resume_state.get("current_epoch") == epoch:
+        raw = face._resume_state.get("carry")
+        return None if raw is None else tuple(raw)
+    return face._carry_for(epoch, first)
+
+
+def load_composite_state(face: Composite, state: Mapping[str, Any]) -> None:
+    """Resume from :meth:`state_dict` (see ``StreamingDataLoader.load_state_dict``).
+
+    Raises:
+        ConfigurationError: ``state`` is not a state of this kind of wrapper, holds another
+            number of datasets, or was saved with other settings (the wrapper's or a member's:
+            ``seed``, ``shuffle``, input, ...). With ``force_override_state_dict=True`` a
+            settings mismatch only warns and the current settings win.
+    """
+    composite = checked_state(face, state)
+    face._resume_state = dict(composite)
+    face._resume = None
+    face.current_epoch = max(int(composite.get("current_epoch", 1)), 1)
+    for d in face._datasets:
+        d._clear_resume()
+        d.current_epoch = face.current_epoch
+    face._carry = None
+    if face._cycles():
+        saved = CompositeCheckpoint.from_state(composite)
+        if saved.carry is not None:
+            face._carry = CycleCarry(face.current_epoch, saved.first_topology, saved.carry)
+        plan = composite_resume_plan(face, face.num_workers)
+        if plan is not None and plan.finished:
+            face._carry = plan.following
+
+
+def checked_state(face: Composite, state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``"composite"`` entry of ``state`` once checked against this wrapper (see ``load_state_dict``)."""
+    composite, problems = check_composite_state(
+        state,
+        kind=face._kind,
+        wrapper=type(face).__name__,
+        config=face._config(),
+        member_configs=[d._config() for d in face._datasets],
+    )
+    if problems:
+        if not face._force_override_state_dict:
+            raise ConfigurationError(
+                f"{problems[0]}; build it with the checkpoint's settings, or pass force_override_state_dict=True "
+                "to resume with the current ones"
+            )
+        for problem in problems:
+            warnings.warn(f"force_override_state_dict: {problem}; using the current value", stacklevel=4)
+    return composite
+
+
+def composite_resume_plan(face: Composite, num_workers: int) -> CompositePlan | None:
+    """The loaded checkpoint resolved for this rank, ``num_workers`` and ``face.batch_size``."""
+    if face._resume_state is None:
+        return None
+    env = face._env()
+    topology = face._topology(num_workers)
+    plan = face._resume
+    if plan is None or plan.topology != topology or plan.rank != env.rank:
+        plan = resolve_composite(face._composer(), face._resume_state, rank=env.rank, topology=topology)
+        face._resume = plan
+    return plan

@@ -1,0 +1,181 @@
+"""What a sync facade's pump needs from the engine: a local dataset opened without an event loop, the calls
+it makes on its portal (one chunk per call), and how deep a reader of a spec prefetches."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import sniffio
+
+from .._core._errors import raise_collapsed
+from ..format._index import INDEX_FILENAME
+from ..storage._files import local_path
+from ._decode import work_parts
+from ._engine import ChunkWork, produce_chunks
+from ._memory import REMOTE_MIN_PRE_DOWNLOAD, budget_for, reader_depth
+from ._source import DatasetSource
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator, Mapping, Sequence
+
+    from anyio.from_thread import BlockingPortal
+
+    from ..format._batch_decode import ColumnBatch
+    from ..format._serializers import Serializer
+    from ..storage._base import Store
+    from ._memory import MemoryLimit
+    from ._spec import ReadSpec
+    from .plan._pieces import Piece
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = [
+    "WORKER_ALLOC",
+    "close",
+    "get_item_at",
+    "loader_prefetch",
+    "make_stream",
+    "open_now",
+    "open_spec_now",
+    "opens_remote",
+    "receive",
+    "serve_batches",
+]
+
+
+# Set in a DataLoader worker whose batches go through litstream._torch._slots (by the loader's worker_init_fn):
+# arrays are then decoded into reused private memory (a _slots.ScratchPool), since the slots, not
+# fresh shared memory, carry them to the main process; [1]: for column batches (no user code sees them
+# before they are packed), straight into the next slot where possible (_slots.SlotAlloc).
+WORKER_ALLOC: list[Callable[[int], Any] | None] = [None, None]
+
+
+async def get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
+    return await source.read_sample(chunk, item)
+
+
+def open_now(
+    store: Store,
+    serializers: Mapping[str, Serializer] | None,
+    item_loader: Any,
+    allow_pickle: bool | None = True,
+    encryption: Any = None,
+) -> DatasetSource | None:
+    """``DatasetSource.open`` of a dataset in local files (``storage/_files.py``) run to completion in this
+    thread, without an event loop: with ``index.json`` present it awaits nothing. ``None`` when it would
+    need a loop (a store without local files, no index.json, or a step that awaits), so the caller opens
+    it on the portal instead."""
+    index = local_path(store, INDEX_FILENAME)
+    if index is None or not index.is_file():
+        return None
+    coroutine = DatasetSource.open(
+        store, serializers, None, item_loader, allow_pickle=allow_pickle, encryption=encryption
+    )
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        source: DatasetSource = done.value
+        return source
+    except sniffio.AsyncLibraryNotFoundError:  # a step needed an event loop: open on the portal instead
+        return None
+    coroutine.close()  # it suspended on something only a loop can resume
+    return None
+
+
+def open_spec_now(spec: ReadSpec) -> DatasetSource | None:
+    """:func:`open_now` of ``spec`` when it reads local files in place with their own index, else ``None``."""
+    if spec.cache is not None or spec.index_path is not None:
+        return None
+    return open_now(spec.store, spec.serializers, spec.item_loader, spec.pickle_choice, spec.encryption)
+
+
+def make_stream(buffer: int = 1) -> Any:
+    return anyio.create_memory_object_stream[ChunkWork](buffer)
+
+
+async def receive(stream: Any) -> ChunkWork | None:
+    try:
+        work: ChunkWork = await stream.receive()
+        return work
+    except anyio.EndOfStream:
+        return None
+
+
+async def close(stream: Any) -> None:
+    stream.close()
+
+
+def _ahead(spec: ReadSpec) -> int:
+    """Chunks a reader of ``spec`` fetches ahead: remote ones at least 4, so downloads overlap chunk boundaries."""
+    return spec.max_pre_download if spec.cache is None else max(spec.max_pre_download, REMOTE_MIN_PRE_DOWNLOAD)
+
+
+def opens_remote(spec: ReadSpec) -> bool:
+    """Whether opening ``spec``'s dataset uses a remote client (which a process about to fork should not)."""
+    return spec.cache is not None or local_path(spec.store, "") is None
+
+
+def loader_prefetch(
+    spec: ReadSpec, source: DatasetSource | None, limit: MemoryLimit, readers: int, batch_size: int
+) -> int | None:
+    """The loader's ``prefetch_factor`` whose batches fit the memory ``limit`` with ``readers`` readers of ``spec``
+    (``None`` without an opened ``source``: the workers then plan with torch's).
+
+    Raises:
+        ConfigurationError: not even one batch ahead fits.
+    """
+    if source is None:
+        return None
+    budget = budget_for(
+        source, [], limit, readers=readers, max_pre_download=_ahead(spec),
+        window=spec.shuffle_window if spec.shuffle == "window" else 0, batch_size=batch_size,
+        prefetch_factor=2, fixed_prefetch=False,
+    )  # fmt: skip
+    return budget.prefetch_factor
+
+
+def serve_batches(
+    portal: BlockingPortal,
+    spec: ReadSpec,
+    source: DatasetSource,
+    pieces: Sequence[Piece],
+    transform: Callable[[Any], Any] | None,
+    *,
+    max_memory: int | str | bool | None,
+    readers: int,
+    batch_size: int,
+    prefetch_factor: int,
+    alloc: Callable[[int], Any] | None,
+    columns: bool = False,
+) -> Generator[list[Any] | ColumnBatch, None, None]:
+    """The decode batches of ``pieces`` (``ColumnBatch`` es allowed with ``columns``): the engine fetches whole
+    chunks on ``portal``'s loop, one ``portal.call`` hands each over, and its items are decoded on the calling
+    thread (``alloc``: where arrays are decoded)."""
+    ahead, handover = reader_depth(  # under a memory limit: this reader's share (read/_memory.py)
+        source, pieces, max_memory, max_pre_download=spec.max_pre_download, cached=spec.cache is not None,
+        readers=readers, window=spec.shuffle_window if spec.shuffle == "window" else 0, batch_size=batch_size,
+        loader_batches=prefetch_factor,
+    )  # fmt: skip
+    send, received = portal.call(make_stream, handover)
+    future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
+    served, align = 0, max(batch_size, 1)
+    try:
+        while True:
+            work = portal.call(receive, received)
+            if work is None:
+                break
+            yield from work_parts(source, work, transform, served, align, alloc, columns)
+            served += len(work.items)
+            del work  # the chunk is not held while the next one is handed over (read/_memory.py counts so)
+        try:
+            future.result()
+        except BaseExceptionGroup as group:
+            raise_collapsed(group)
+    finally:
+        if not sys.is_finalizing():  # at interpreter exit the loop thread may be gone
+            if not future.done():
+                future.cancel()
+            portal.call(close, received)

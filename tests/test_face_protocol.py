@@ -1,0 +1,81 @@
+"""The faces reach into each other only through the protocols of ``read/_face.py``.
+
+Walks the modules of the reading faces (``StreamingDataset``, the Combined / Parallel wrappers and their
+checkpoints, ``StreamingDataLoader``, ``train_test_split``, LitData's ``Cache``, ``astream``) and the engine
+that drives a dataset through the protocol, and collects every private name read on an object other than
+``self``/``cls`` (``other._name``): each must be declared by ``Face``, ``Member`` or ``Composite``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import litstream
+from litstream.read._face import Composite, Face, Member
+
+PACKAGE = Path(litstream.__file__).parent
+FACE_MODULES = (
+    "_torch/_dataset.py",
+    "_torch/_composite.py",
+    "read/_composite_state.py",
+    "_torch/_combined.py",
+    "_torch/_parallel.py",
+    "_torch/_dataloader.py",
+    "_torch/_split.py",
+    "_torch/_litdata_cache.py",
+    "read/aio/_astream.py",
+    "read/_dataset_state.py",
+)
+# private names of other value types the faces legitimately use (not faces: the spec and the plan values)
+OTHER_VALUES = frozenset({"_shutdown_workers"})
+
+
+def _declared() -> set[str]:
+    names: set[str] = set()
+    for protocol in (Face, Member, Composite):
+        names |= {n for n in vars(protocol) if n.startswith("_") and not n.startswith("__")}
+        names |= set(getattr(protocol, "__annotations__", {}))
+    return names
+
+
+def _crossings(path: Path) -> dict[str, set[int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {
+        (alias.asname or alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    found: dict[str, set[int]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and (owner.id in ("self", "cls") or owner.id in imported):
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        found.setdefault(node.attr, set()).add(node.lineno)
+    return found
+
+
+def test_the_protocols_declare_the_calls_between_faces() -> None:
+    declared = _declared()
+    assert {"_read_spec", "_get_source", "_serve", "_resume_plan", "_clear_resume"} <= declared
+    undeclared = {
+        f"{module}:{sorted(lines)[0]} ._{name.lstrip('_')}"
+        for module in FACE_MODULES
+        for name, lines in _crossings(PACKAGE / module).items()
+        if name not in declared and name not in OTHER_VALUES
+    }
+    assert undeclared == set(), "declare these in read/_face.py or call a public method instead"
+
+
+@pytest.mark.parametrize("name", ["_selection", "_pickle_choice", "_restricted_to", "_cache_settings", "_source"])
+def test_the_old_private_reaches_are_gone(name: str) -> None:
+    """What the faces used to read on each other directly (the spec now carries it, or a protocol call)."""
+    reached = {module for module in FACE_MODULES if name in _crossings(PACKAGE / module)}
+    assert reached == set()
