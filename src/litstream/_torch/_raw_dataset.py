@@ -24,6 +24,7 @@ from ..read.raw._files import RawFiles
 from ..read.raw._stream import RawReader, RawStream, ahead_stop, epoch_order
 from ..storage._cache_dirs import default_cache_root
 from ..storage._files import local_path
+from ..storage._hedged import HedgedStore
 from ..storage._obstore import ObstoreStore
 
 if TYPE_CHECKING:
@@ -168,7 +169,9 @@ class StreamingRawDataset(_Base):
         self._spec = spec
         resolved = self.input_dir = spec.input_dir
         self._root = resolved.url.rstrip("/") if resolved.url is not None else str(resolved.path)
-        store = spec.store
+        # The bare store: the raw fetcher hedges and retries in its own loop (read/raw/_fetch.py), through
+        # the store's ``without_retries()`` twin, so that every throttled answer counts.
+        store = spec.store.inner if isinstance(spec.store, HedgedStore) else spec.store
         if isinstance(store, ObstoreStore) and store.spec is not None:
             # Many small GETs: the adaptive limit, not the store's default 16 threads, should bound them.
             store = ObstoreStore(spec=store.spec, url=store.url, max_threads=_OBSTORE_THREADS)
