@@ -94,7 +94,7 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .write._readers import ParquetReader as ParquetReader
     from .write._summary import RunSummary as RunSummary
     from .write._summary import WorkerSummary as WorkerSummary
-    from .write._update import build_keys_index as build_keys_index
+    from .write._keys_index import build_keys_index as build_keys_index
     from .write._update import dataset_update as dataset_update
     from .write._uploader import AsyncUploader as AsyncUploader
     from .write._uploader_stats import UploaderStatistics as UploaderStatistics
@@ -151,7 +151,7 @@ _LAZY = {
     "WorkerSummary": ".write._summary",
     "astream": ".read.aio._astream",
     "breakpoint": "._core._debug",
-    "build_keys_index": ".write._update",
+    "build_keys_index": ".write._keys_index",
     "complete_dataset": ".write._complete",
     "dataset_update": ".write._update",
     "get_gpu_affinity": "._torch._affinity",
