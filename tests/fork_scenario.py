@@ -10,6 +10,12 @@ S3, and always one upload through obstore to S3), builds one dataset and reads i
 * ``iterated``: after a full iteration in this process;
 * ``persistent``: two epochs of one loader with ``persistent_workers=True``.
 
+With ``"cache_chunks": false`` (S3; ``StreamingDataset`` and the composites) every member reads its remote
+chunks into memory and never into its cache directory; the steps are then ``workers0`` (one epoch of a
+loader without workers, in this process) and ``workers2`` (two epochs of 2 persistent workers started
+with the given method, after that in-process epoch), and the test checks that the cache directories
+stayed empty.
+
 With ``"light": true`` (for ``spawn`` and ``forkserver``, whose workers start from scratch and cost
 seconds each) only ``iterated`` (in this process, after ``len`` and ``ds[i]``) and ``persistent`` run.
 
@@ -107,12 +113,15 @@ def _prepare(cfg: dict[str, Any]) -> tuple[list[str], dict[str, Any] | None]:
     return urls, s3_options if source == "s3" else None
 
 
-def _dataset(kind: str, urls: list[str], options: dict[str, Any] | None, cache: Path) -> Any:
+def _dataset(kind: str, urls: list[str], options: dict[str, Any] | None, cache: Path, cache_chunks: bool | None) -> Any:
     from litstream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataset, StreamingRawDataset
 
     if kind == "raw":
         return StreamingRawDataset(urls[0], cache_dir=cache / "raw", storage_options=options)
-    members = [StreamingDataset(url, storage_options=options, cache_dir=cache / str(k)) for k, url in enumerate(urls)]
+    members = [
+        StreamingDataset(url, storage_options=options, cache_dir=cache / str(k), cache_chunks=cache_chunks)
+        for k, url in enumerate(urls)
+    ]
     if kind == "streaming":
         return members[0]
     if kind == "combined":
@@ -138,8 +147,12 @@ def _epochs(ds: Any, context: str, workers: int, *, persistent: bool = False, ep
 def main(cfg: dict[str, Any]) -> dict[str, list[list[Any]]]:
     urls, options = _prepare(cfg)
     kind, context = cfg["dataset"], cfg["context"]
-    ds = _dataset(kind, urls, options, Path(cfg["workdir"]) / "cache")
+    ds = _dataset(kind, urls, options, Path(cfg["workdir"]) / "cache", cfg.get("cache_chunks"))
     out: dict[str, list[list[Any]]] = {}
+    if cfg.get("cache_chunks") is False:  # in memory: no workers, then workers after that use in this process
+        out["workers0"] = _epochs(ds, context, 0)
+        out["workers2"] = _epochs(ds, context, 2, persistent=True, epochs=2)
+        return out
     if cfg.get("light"):  # spawn/forkserver: every use in the parent first, then one persistent loader
         assert len(ds) > 0
         if kind in ("streaming", "raw"):

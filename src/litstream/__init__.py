@@ -85,6 +85,7 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .write._complete import complete_dataset as complete_dataset
     from .write._complete import is_complete_dataset as is_complete_dataset
     from .write._hf import optimize_hf as optimize_hf
+    from .write._keys_index import build_keys_index as build_keys_index
     from .write._map import map as map
     from .write._media_folder import iter_webdataset_tar as iter_webdataset_tar
     from .write._media_folder import list_media_folder as list_media_folder
@@ -94,7 +95,6 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .write._readers import ParquetReader as ParquetReader
     from .write._summary import RunSummary as RunSummary
     from .write._summary import WorkerSummary as WorkerSummary
-    from .write._update import build_keys_index as build_keys_index
     from .write._update import dataset_update as dataset_update
     from .write._uploader import AsyncUploader as AsyncUploader
     from .write._uploader_stats import UploaderStatistics as UploaderStatistics
@@ -151,7 +151,7 @@ _LAZY = {
     "WorkerSummary": ".write._summary",
     "astream": ".read.aio._astream",
     "breakpoint": "._core._debug",
-    "build_keys_index": ".write._update",
+    "build_keys_index": ".write._keys_index",
     "complete_dataset": ".write._complete",
     "dataset_update": ".write._update",
     "get_gpu_affinity": "._torch._affinity",

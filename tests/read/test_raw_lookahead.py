@@ -1,5 +1,6 @@
 """StreamingRawDataset looks ahead: in a plain iteration, in ``astream`` (asyncio and trio) and with its own
-batch sampler (``ds.batch_sampler``), on local files and on S3 (SeaweedFS). Look-ahead changes nothing
+batch sampler (``ds.batch_sampler``: in the process, and under 2 DataLoader workers started with fork,
+forkserver and spawn from a clean process), on local files and on S3 (SeaweedFS). Look-ahead changes nothing
 read: the same items in the same order as without it; every file is fetched exactly once; the requests in
 flight never pass the limit (``statistics().max_in_flight``)."""
 
@@ -77,29 +78,31 @@ def test_iteration_looks_ahead_and_reads_the_same(location: tuple[str, dict[str,
     assert stats.in_flight == 0
 
 
-def _sampled(ds: StreamingRawDataset, workers: int, epoch: int) -> tuple[list[list[bytes]], list[list[int]]]:
+def _sampled(
+    ds: StreamingRawDataset, workers: int, epoch: int, context: str | None = None
+) -> tuple[list[list[bytes]], list[list[int]]]:
     from torch.utils.data import DataLoader
 
     sampler = ds.batch_sampler(64, shuffle=True, seed=7)
     sampler.set_epoch(epoch)
-    context = "fork" if workers else None
     loader = DataLoader(
         ds, batch_sampler=sampler, num_workers=workers, collate_fn=list, multiprocessing_context=context
     )
     return list(loader), [list(batch) for batch in sampler]
 
 
-def _sampled_in_workers(location: tuple[str, dict[str, Any]], cache: Path) -> tuple[Any, Any]:
-    """In a clean process (its DataLoader forks two workers)."""
-    return _sampled(dataset(location, cache), 2, 3)
+def _sampled_in_workers(location: tuple[str, dict[str, Any]], cache: Path, context: str) -> tuple[Any, Any]:
+    """In a clean process (its DataLoader starts two workers with ``context``)."""
+    return _sampled(dataset(location, cache), 2, 3, context)
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize(("workers", "context"), [(0, None), (2, "fork"), (2, "forkserver"), (2, "spawn")])
 def test_batch_sampler_looks_ahead_and_reads_the_same(
-    location: tuple[str, dict[str, Any]], tmp_path: Path, workers: int
+    location: tuple[str, dict[str, Any]], tmp_path: Path, workers: int, context: str | None
 ) -> None:
     if workers:
-        batches, order = run_clean(_sampled_in_workers, location, tmp_path / "c")
+        assert context is not None
+        batches, order = run_clean(_sampled_in_workers, location, tmp_path / "c", context)
     else:
         ds = dataset(location, tmp_path / "c")
         batches, order = _sampled(ds, 0, 3)

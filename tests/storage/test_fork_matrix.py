@@ -8,6 +8,12 @@ parent), and with ``spawn`` and ``forkserver`` (2 persistent workers after all o
 start from scratch, so one sample of sources per dataset keeps the cost down). Each epoch must hold
 exactly the dataset's samples.
 
+Chunks read into memory, never cached (``cache_chunks=False``, ``storage/_memory_fetch.py``): the S3
+``StreamingDataset``, ``CombinedStreamingDataset`` and ``ParallelStreamingDataset`` under each start method
+(3 x 3 = 9 scenarios; each reads one epoch with 0 workers in the scenario process, then two epochs with 2
+persistent workers, so 0 and 2 workers are covered for every face and method): exactly the samples, and
+not a file in the cache directories.
+
 Each scenario runs in a fresh process (``tests/fork_scenario.py``), which is what forks: never the
 threaded pytest worker. Before litstream rebuilt obstore clients in forked workers, every ``fork`` case
 over S3 failed with "obstore cannot be used across fork".
@@ -40,6 +46,8 @@ FRESH_CASES = [(d, "s3", "spawn") for d in DATASETS] + [
     (d, s, "forkserver") for d, s in zip(DATASETS, ["local", "s3", "http", "s3"], strict=True)
 ]
 
+MEMORY_CASES = [(d, c) for d in ["streaming", "combined", "parallel"] for c in ["fork", "forkserver", "spawn"]]
+
 
 def epoch(kind: str) -> list[Any]:
     """One epoch's samples, sorted as the scenario prints them."""
@@ -62,10 +70,17 @@ def expected(kind: str, light: bool) -> dict[str, list[list[Any]]]:
 
 
 def run_scenario(
-    kind: str, source: str, context: str, s3: S3Server, hub: HubServer, tmp_path: Path
+    kind: str,
+    source: str,
+    context: str,
+    s3: S3Server,
+    hub: HubServer,
+    tmp_path: Path,
+    cache_chunks: bool | None = None,
 ) -> dict[str, list[list[Any]]]:
     light = context != "fork"
     cfg = {
+        "cache_chunks": cache_chunks,
         "dataset": kind,
         "source": source,
         "context": context,
@@ -97,3 +112,15 @@ def test_torch_dataloader(
 ) -> None:
     got = run_scenario(kind, source, context, s3_server, hub_server, tmp_path)
     assert got == expected(kind, light=context != "fork")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "context"), MEMORY_CASES)
+def test_torch_dataloader_without_a_chunk_cache(
+    kind: str, context: str, s3_server: S3Server, hub_server: HubServer, tmp_path: Path
+) -> None:
+    got = run_scenario(kind, "s3", context, s3_server, hub_server, tmp_path, cache_chunks=False)
+    one = epoch(kind)
+    assert got == {"workers0": [one], "workers2": [one, one]}
+    cache = tmp_path / "cache"
+    assert [p.relative_to(cache).as_posix() for p in cache.rglob("*") if not p.is_dir()] == []

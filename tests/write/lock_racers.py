@@ -52,8 +52,18 @@ async def _upload(output: str, options: dict[str, Any] | None, mode: str | None,
             await up.add({"i": i})
 
 
+def key_of(run: int, s: dict[str, int]) -> str:
+    """The key racer ``run``'s ``build_keys_index`` gives a sample: ``r{run}-{i}`` (so every key names its run)."""
+    if GATE is not None:
+        GATE.wait(GATE_TIMEOUT)
+    return f"r{run}-{s['i']}"
+
+
 def run_writer(kind: str, run: int, output: str, options: dict[str, Any] | None, mode: str | None) -> None:
-    """One write of ``inputs_of(run)`` by ``kind`` (``optimize``, ``map`` or ``uploader``)."""
+    """One write of ``inputs_of(run)`` by ``kind`` (``optimize``, ``map`` or ``uploader``), or, for ``keys``,
+    ``build_keys_index`` over the dataset in ``output`` with :func:`key_of` (``overwrite=True``)."""
+    import functools
+
     import litstream
 
     items = inputs_of(run)
@@ -63,6 +73,10 @@ def run_writer(kind: str, run: int, output: str, options: dict[str, Any] | None,
         workers = 2 if options is None else 1
         litstream.optimize(
             sample, items, output, chunk_size=2, num_workers=workers, mode=mode, storage_options=options, verbose=False
+        )
+    elif kind == "keys":
+        litstream.build_keys_index(
+            output, functools.partial(key_of, run), overwrite=True, storage_options=options, verbose=False
         )
     elif kind == "map":
         litstream.map(write_file, items, output, num_workers=1, storage_options=options, verbose=False)
@@ -95,6 +109,25 @@ def racer(
         results.put((run, os.getpid(), "error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
     finally:
         done[run].set()
+
+
+def race(kinds: tuple[str, str], location: str, options: dict[str, Any] | None, mode: str | None) -> list[Any]:
+    """Run two racers (spawned processes: fresh interpreters) lined up on a barrier; their outcomes."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    done = [ctx.Event(), ctx.Event()]
+    procs = [
+        ctx.Process(target=racer, args=(kind, run, location, options, mode, barrier, done, results))
+        for run, kind in enumerate(kinds)
+    ]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=240) for _ in procs]
+    for p in procs:
+        p.join(60)
+    return outcomes
 
 
 def hold(output: str, options: dict[str, Any] | None, started: Any) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from lock_racers import hold, inputs_of, racer, sample
+from lock_racers import hold, inputs_of, race, sample
 from obstore.store import MemoryStore
 from write_targets import TARGETS, make_target
 
@@ -63,18 +63,7 @@ def _has_lock(target: Target) -> bool:
 
 def _race(kinds: tuple[str, str], target: Target, mode: str | None) -> dict[str, tuple[int, int, str, str]]:
     """Run two racers (spawned processes) lined up on a barrier; returns ``{"ok": ..., "locked": ...}``."""
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(2), ctx.Queue()
-    done = [ctx.Event(), ctx.Event()]
-    procs = [
-        ctx.Process(target=racer, args=(kind, run, target.location, target.options, mode, barrier, done, results))
-        for run, kind in enumerate(kinds)
-    ]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=240) for _ in procs]
-    for p in procs:
-        p.join(60)
+    outcomes = race(kinds, target.location, target.options, mode)
     by = {o[2]: o for o in outcomes}
     assert sorted(by) == ["locked", "ok"], outcomes
     return by

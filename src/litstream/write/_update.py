@@ -1,4 +1,5 @@
-"""``dataset_update`` (keyed in-place replaces) and ``build_keys_index`` (back-fill the ``keys/`` sidecar).
+"""``dataset_update``: keyed in-place replaces (``build_keys_index``, which back-fills the ``keys/`` sidecar,
+lives in :mod:`._keys_index`).
 
 An update never rewrites a file a reader may be using. Every chunk that holds an updated sample is
 written whole under a new name, ``chunk-{rank}-{n}-u{token}[.{compression}].bin`` (the name LitData
@@ -17,7 +18,6 @@ naming the first, and a commit that fails removes the chunk files it wrote.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from dataclasses import replace
@@ -33,29 +33,29 @@ from .._core._errors import (
     FormatError,
     KeyNotFoundError,
     ObjectNotFoundError,
-    OutputNotEmptyError,
 )
 from ..format._checksum import CHECKSUM_KEY, chunk_digest, expected_digest
 from ..format._chunk import ChunkView
 from ..format._compression import decompress
 from ..format._index import INDEX_FILENAME, ChunkInfo, Index
-from ..format._keys import KEYS_DIR, normalize_key, section_of, shard_name, sorted_table, table_from_values
+from ..format._keys import KEYS_DIR, normalize_key
 from ..format._loaders import SampleDecoder, SampleEncoder
 from ..storage._files import local_path
 from ..storage._resolver import store_for
 from ._chunk_pack import pack_and_compress
-from ._keys import has_sidecar, load_sidecar, write_sidecar
+from ._keys import has_sidecar, load_sidecar
 from ._writer_lock import WriterLock
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping
+    import os
+    from collections.abc import AsyncIterator, Mapping
     from types import TracebackType
 
     from ..format._serializers import Serializer
     from ..storage._resolver import Dir
     from ..storage._store import Store
 
-__all__ = ["DatasetUpdate", "build_keys_index", "dataset_update"]
+__all__ = ["DatasetUpdate", "dataset_update"]
 
 _NAME_RE = re.compile(r"^chunk-(\d+)-(\d+)(?:-u\d+)?((?:\.[A-Za-z0-9:]+)?)\.bin$")
 
@@ -300,80 +300,3 @@ def dataset_update(
             session[key] = sample
         session.commit()
     return session
-
-
-async def _build(
-    store: Store,
-    out: Store,
-    key_fn: Callable[[Any], Any],
-    overwrite: bool,
-    num_shards: int,
-    verbose: bool,
-    serializers: Mapping[str, Serializer] | None,
-) -> None:
-    from tqdm.auto import tqdm
-
-    index = await _read_index(store)
-    _check_plain(index, store, "build_keys_index")
-    if await has_sidecar(out) and not overwrite:
-        raise OutputNotEmptyError(f"{out.url} already has a {KEYS_DIR}/ sidecar; pass overwrite=True to replace it")
-    keys: list[str | int] = []
-    with tqdm(total=index.num_items, desc="Building keys index", unit="sample", disable=not verbose) as bar:
-        async for sample in iter_samples_of(store, index, serializers):
-            keys.append(normalize_key(key_fn(sample), argument=f"key_fn(sample {len(keys)})"))
-            bar.update(1)
-    names = [f"sample {i}" for i in range(len(keys))]
-    array, indices = table_from_values(keys, source=store.url, inputs=names)
-    table = sorted_table(array, indices, source=store.url, inputs=names)
-    previous = None
-    try:
-        out_index = await _read_index(out)
-        previous = section_of(out_index.extra)
-    except DatasetNotFoundError:
-        out_index = None
-    section = await write_sidecar(out, table, index, num_shards)
-    for stale in range(num_shards, previous or 0):
-        await out.delete(shard_name(stale))
-    if out_index is not None:
-        await out.put(INDEX_FILENAME, replace(out_index, extra={**out_index.extra, "keys": section}).to_json().encode())
-
-
-def build_keys_index(
-    input_dir: str | os.PathLike[str] | Dir | Store,
-    key_fn: Callable[[Any], Any],
-    *,
-    output_dir: str | os.PathLike[str] | Dir | Store | None = None,
-    overwrite: bool = False,
-    verbose: bool = True,
-    num_shards: int = 1,
-    storage_options: Mapping[str, Any] | None = None,
-    serializers: Mapping[str, Serializer] | None = None,
-) -> str:
-    """Scan a dataset with ``key_fn`` and write its ``keys/`` sidecar (LitData 0.2.76's ``build_keys_index``).
-
-    For datasets written without ``optimize(..., key_fn=...)``. Reads every chunk once, in index order.
-
-    Args:
-        input_dir: The dataset (path, URL, ``Dir`` or ``Store``).
-        key_fn: ``key_fn(sample) -> str | int``; keys must be unique and of one type.
-        output_dir: Write the sidecar there instead (its ``index.json``, if any, gets the ``keys`` section).
-        overwrite: Replace an existing sidecar. Default ``False``.
-        verbose: Show a tqdm bar.
-        num_shards: Shards (``keys/shard-{k:05d}.parquet``, a key in shard ``blake2b(str(key)) % n``). Default 1.
-        storage_options: Credentials for object stores.
-        serializers: Extra serializers for decoding.
-
-    Returns:
-        The ``keys`` directory (path or URL).
-
-    Raises:
-        OutputNotEmptyError: a sidecar exists and ``overwrite`` is ``False``.
-        DuplicateKeyError: two samples have the same key (names both).
-        ConfigurationError: a bad argument or key.
-    """
-    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or not 1 <= num_shards <= 4096:
-        raise ConfigurationError(f"num_shards={num_shards!r} must be an int in [1, 4096]")
-    store = _open(input_dir, storage_options)
-    out = store if output_dir is None else _open(output_dir, storage_options)
-    run_sync(_build, store, out, key_fn, overwrite, num_shards, verbose, serializers)
-    return f"{out.url.rstrip('/')}/{KEYS_DIR}" if "://" in out.url else os.path.join(out.url, KEYS_DIR)

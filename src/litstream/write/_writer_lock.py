@@ -286,6 +286,14 @@ class WriterLock:
             self._thread.join()
         self._thread = None
 
+    def confirm(self) -> None:
+        """Renew the lease now: the commit of a run that writes no ``index.json``.
+
+        Raises:
+            OutputLockedError: the lease was lost (taken over or removed).
+        """
+        self._renew()
+
     def note_index(self) -> None:
         """Record the version of ``index.json`` this run starts from (after preparing the output); without
         it (the nodes of a multi-node run), the commit only checks that the lease is still this run's."""
