@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core._errors import ConfigurationError
 from ._shuffler import make_shuffler
+from ._transform import check_transforms
 from .plan._checkpoint import DatasetCheckpoint
 from .plan._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .plan._plan import items_per_rank, worker_plan
@@ -22,7 +23,7 @@ from .plan._session import open_session, resume_plan
 from .plan._subset import Selection, check_selection_state, subset_selection
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from .._core._distributed import WorkerEnv
     from ._face import Member
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "address",
+    "apply",
     "chunk_names",
     "dataset_config",
     "dataset_state",
@@ -40,11 +42,13 @@ __all__ = [
     "open_epoch",
     "plan_inputs",
     "rank_length",
+    "replace_order",
     "restricted",
     "resume_position",
     "selected",
     "state_config",
     "subset",
+    "transforms",
     "worker_lengths",
 ]
 
@@ -116,6 +120,29 @@ def chunk_names(face: Member) -> list[str]:
     names = [c.filename for c in face._get_source().index.chunks]
     selection = face._selected()
     return names if selection is None else [names[c] for c in selection.chunks]
+
+
+def replace_order(face: Member, **changes: Any) -> None:
+    """Set ``shuffle`` / ``drop_last`` in ``face``'s spec; a changed value drops its shuffler (made again on
+    first use, as LitData's)."""
+    if any(getattr(face._spec, name) != value for name, value in changes.items()):
+        face.shuffler = None
+    face._spec = face._spec.replace(**changes)
+
+
+def transforms(face: Member) -> list[Callable[[Any], Any]]:
+    """``face.transforms``: the spec's, else a ``transform`` attribute (a LitData subclass's method or value)."""
+    if face._spec.transforms:
+        return list(face._spec.transforms)
+    own = getattr(face, "transform", None)
+    return [] if own is None else check_transforms(own)
+
+
+def apply(face: Member, sample: Any) -> Any:
+    """``sample`` after ``face``'s transforms, in order."""
+    for t in face.transforms:
+        sample = t(sample)
+    return sample
 
 
 # -- lengths -----------------------------------------------------------------------------------------------
