@@ -18,7 +18,8 @@ from ._transform import check_transforms
 from .plan._checkpoint import DatasetCheckpoint
 from .plan._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .plan._plan import items_per_rank, worker_plan
-from .plan._resume import ResumePlan, Topology, check_config, config_mismatches
+from .plan._resume import ResumePlan, Topology
+from .plan._resume_config import check_config, config_mismatches
 from .plan._session import open_session, resume_plan
 from .plan._subset import Selection, check_selection_state, subset_selection
 
@@ -236,7 +237,7 @@ def open_epoch(face: Member, worker: WorkerEnv) -> Sequence[Piece]:
 
 # -- checkpoints -------------------------------------------------------------------------------------------
 def dataset_config(face: Member) -> dict[str, Any]:
-    """The settings a checkpoint of ``face`` must match (``read._resume.check_config``)."""
+    """The settings a checkpoint of ``face`` must match (``read.plan._resume_config.check_config``)."""
     config = face._spec.config()
     config.update(_selection_config(face))
     return config

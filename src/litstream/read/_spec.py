@@ -291,7 +291,7 @@ class ReadSpec:
         )
 
     def config(self, drop_last: bool | None = None) -> dict[str, Any]:
-        """The keys a checkpoint of this dataset must match (``read._resume.check_config``), without the
+        """The keys a checkpoint of this dataset must match (``read.plan._resume_config.check_config``), without the
         selection keys (those need the index). ``drop_last``: the value recorded, default the spec's."""
         return {
             "input_dir_path": self.input_dir.path,
