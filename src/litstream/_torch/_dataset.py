@@ -15,6 +15,8 @@ from ..read import _pump as pump
 from ..read._memory import check_max_memory
 from ..read._params import check_read_params
 from ..read._spec import Loader, ReadSpec, SpecAttribute
+from ..read._transform import apply as apply_transforms
+from ..read._transform import transforms as transforms_of
 from ..read.plan._window import DEFAULT_SHUFFLE_WINDOW
 from ..storage._cache_dirs import check_cache_size
 from ._collate import loader_groups, shared_block
@@ -205,9 +207,6 @@ class StreamingDataset(IterableDataset[Any]):
     def set_num_workers(self, num_workers: int) -> None:
         self.num_workers = num_workers or 1
 
-    def _set_loader_prefetch(self, prefetch_factor: int) -> None:
-        self._loader_prefetch = prefetch_factor
-
     def __getstate__(self) -> dict[str, Any]:
         """The spec, the counters and the loaded checkpoint; nothing opened in this process."""
         state = {k: v for k, v in self.__dict__.items() if k not in _PROCESS_LOCAL}
@@ -221,10 +220,6 @@ class StreamingDataset(IterableDataset[Any]):
     def _get_source(self) -> DatasetSource:
         self._source = pump.face_source(self, self._source)
         return self._source
-
-    def _read_spec(self) -> ReadSpec:
-        """The spec with this dataset's transforms (a subclass's too); an unresolved subsample stays lazy."""
-        return dataclasses.replace(self._spec, transforms=tuple(self.transforms))
 
     def _pin_distributed(self) -> None:
         self._parent_env = detect_distributed()
@@ -265,13 +260,13 @@ class StreamingDataset(IterableDataset[Any]):
     def transforms(self) -> list[Callable[[Any], Any]]:
         """The callables applied to each sample, in order: ``transform=``, else a ``transform`` attribute
         (LitData's README subclasses define a ``transform`` method or set ``self.transform`` in ``__init__``)."""
-        return engine.transforms(self)
+        return transforms_of(self)
 
     @transforms.setter
     def transforms(self, value: list[Callable[[Any], Any]]) -> None:
         self._spec = dataclasses.replace(self._spec, transforms=tuple(value))
 
-    _apply = engine.apply
+    _apply = apply_transforms
 
     # -- iteration: the portal pump (read/_pump.py) -----------------------------------------------------
     def __iter__(self) -> Generator[Any, None, None]:
@@ -332,12 +327,12 @@ class StreamingDataset(IterableDataset[Any]):
     _state_config = engine.state_config
     _litdata_layout = engine.layout
     _resume_plan = engine.resume_position
+    _clear_resume = engine.clear_resume
+    _read_spec = engine.read_spec
+    _set_loader_prefetch = engine.set_loader_prefetch
 
     def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
         """A single dataset keeps nothing across epochs (a cycling Parallel does)."""
 
     def _fit_loader_prefetch(self, limit: MemoryLimit, num_workers: int) -> int | None:
         return pump.face_prefetch(self, self._source, limit, num_workers)
-
-    def _clear_resume(self) -> None:
-        self._resume_state = self._resume = None

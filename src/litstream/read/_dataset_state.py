@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core._errors import ConfigurationError
 from ._shuffler import make_shuffler
-from ._transform import check_transforms
 from .plan._checkpoint import DatasetCheckpoint
 from .plan._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .plan._plan import items_per_rank, worker_plan
@@ -24,17 +23,18 @@ from .plan._session import open_session, resume_plan
 from .plan._subset import Selection, check_selection_state, subset_selection
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from .._core._distributed import WorkerEnv
     from ._face import Member
+    from ._spec import ReadSpec
     from .plan._pieces import Piece
     from .plan._resume_types import Level
 
 __all__ = [
     "address",
-    "apply",
     "chunk_names",
+    "clear_resume",
     "dataset_config",
     "dataset_state",
     "ensure_shuffler",
@@ -43,13 +43,14 @@ __all__ = [
     "open_epoch",
     "plan_inputs",
     "rank_length",
+    "read_spec",
     "replace_order",
     "restricted",
     "resume_position",
     "selected",
+    "set_loader_prefetch",
     "state_config",
     "subset",
-    "transforms",
     "worker_lengths",
 ]
 
@@ -123,27 +124,22 @@ def chunk_names(face: Member) -> list[str]:
     return names if selection is None else [names[c] for c in selection.chunks]
 
 
+def read_spec(face: Member) -> ReadSpec:
+    """``face``'s spec with its transforms (a subclass's too); an unresolved subsample stays lazy."""
+    return dataclasses.replace(face._spec, transforms=tuple(face.transforms))
+
+
+def set_loader_prefetch(face: Member, prefetch_factor: int) -> None:
+    """Tell ``face`` the batches a DataLoader worker builds ahead (its memory share counts them)."""
+    face._loader_prefetch = prefetch_factor
+
+
 def replace_order(face: Member, **changes: Any) -> None:
     """Set ``shuffle`` / ``drop_last`` in ``face``'s spec; a changed value drops its shuffler (made again on
     first use, as LitData's)."""
     if any(getattr(face._spec, name) != value for name, value in changes.items()):
         face.shuffler = None
     face._spec = face._spec.replace(**changes)
-
-
-def transforms(face: Member) -> list[Callable[[Any], Any]]:
-    """``face.transforms``: the spec's, else a ``transform`` attribute (a LitData subclass's method or value)."""
-    if face._spec.transforms:
-        return list(face._spec.transforms)
-    own = getattr(face, "transform", None)
-    return [] if own is None else check_transforms(own)
-
-
-def apply(face: Member, sample: Any) -> Any:
-    """``sample`` after ``face``'s transforms, in order."""
-    for t in face.transforms:
-        sample = t(sample)
-    return sample
 
 
 # -- lengths -----------------------------------------------------------------------------------------------
@@ -329,6 +325,12 @@ def load_state(face: Member, state: Mapping[str, Any]) -> None:
     face._resume_state = dict(state)
     face._resume = None
     face.current_epoch = max(int(state.get("current_epoch", 1)), 1)
+
+
+def clear_resume(face: Member) -> None:
+    """Forget ``face``'s loaded checkpoint (its epoch was served or abandoned)."""
+    face._resume_state = None
+    face._resume = None
 
 
 def resume_position(face: Member, num_workers: int) -> ResumePlan | None:
