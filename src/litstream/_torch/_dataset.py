@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.utils.data import IterableDataset
 
-from .._core._distributed import DistributedEnv, detect_distributed, in_worker
+from .._core._distributed import DistributedEnv, detect_distributed
 from ..read import _dataset_state as engine
 from ..read import _pump as pump
 from ..read._memory import check_max_memory
@@ -221,13 +221,6 @@ class StreamingDataset(IterableDataset[Any]):
         self._source = pump.face_source(self, self._source)
         return self._source
 
-    def _pin_distributed(self) -> None:
-        self._parent_env = detect_distributed()
-
-    def _distributed(self) -> DistributedEnv:
-        """Rank and world size: in a DataLoader worker, those of the process that started it."""
-        return self._parent_env if self._parent_env is not None and in_worker() else detect_distributed()
-
     def get_len(self, num_workers: int, batch_size: int) -> int:
         """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
         engine.ensure_shuffler(self)
@@ -330,6 +323,8 @@ class StreamingDataset(IterableDataset[Any]):
     _clear_resume = engine.clear_resume
     _read_spec = engine.read_spec
     _set_loader_prefetch = engine.set_loader_prefetch
+    _pin_distributed = engine.pin_distributed
+    _distributed = engine.distributed
 
     def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
         """A single dataset keeps nothing across epochs (a cycling Parallel does)."""

@@ -12,6 +12,7 @@ import dataclasses
 import warnings
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._core._distributed import detect_distributed, in_worker
 from .._core._errors import ConfigurationError
 from ._shuffler import make_shuffler
 from .plan._checkpoint import DatasetCheckpoint
@@ -25,7 +26,7 @@ from .plan._subset import Selection, check_selection_state, subset_selection
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .._core._distributed import WorkerEnv
+    from .._core._distributed import DistributedEnv, WorkerEnv
     from ._face import Member
     from ._spec import ReadSpec
     from .plan._pieces import Piece
@@ -37,10 +38,12 @@ __all__ = [
     "clear_resume",
     "dataset_config",
     "dataset_state",
+    "distributed",
     "ensure_shuffler",
     "layout",
     "load_state",
     "open_epoch",
+    "pin_distributed",
     "plan_inputs",
     "rank_length",
     "read_spec",
@@ -122,6 +125,16 @@ def chunk_names(face: Member) -> list[str]:
     names = [c.filename for c in face._get_source().index.chunks]
     selection = face._selected()
     return names if selection is None else [names[c] for c in selection.chunks]
+
+
+def pin_distributed(face: Member) -> None:
+    """Record this process's rank and world size in ``face`` for the DataLoader workers about to start."""
+    face._parent_env = detect_distributed()
+
+
+def distributed(face: Member) -> DistributedEnv:
+    """Rank and world size of ``face``: in a DataLoader worker, those of the process that started it."""
+    return face._parent_env if face._parent_env is not None and in_worker() else detect_distributed()
 
 
 def read_spec(face: Member) -> ReadSpec:

@@ -102,6 +102,7 @@ class Member(Face, Protocol):
     shuffler: Shuffle | None
     _loader_group: tuple[int, bool] | None  # StreamingDataLoader's batch size and column batches, while it starts
     _loader_prefetch: int  # batches a DataLoader worker builds ahead (0: not in a loader)
+    _parent_env: DistributedEnv | None  # rank and world size of the process that started the workers
 
     @property
     def transforms(self) -> list[Callable[[Any], Any]]:
