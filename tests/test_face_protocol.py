@@ -28,6 +28,8 @@ FACE_MODULES = (
     "_torch/_litdata_cache.py",
     "read/aio/_astream.py",
     "read/_dataset_state.py",
+    "read/_pump.py",
+    "read/_transform.py",
 )
 # private names of other value types the faces legitimately use (not faces: the spec and the plan values)
 OTHER_VALUES = frozenset({"_shutdown_workers"})

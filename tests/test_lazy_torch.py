@@ -26,6 +26,7 @@ TORCH_MODULES = frozenset(
         "litstream._torch._composite",
         "litstream._torch._dataloader",
         "litstream._torch._dataset",
+        "litstream._torch._loader_slots",
         "litstream._torch._parallel",
         "litstream._torch._slots",
         "litstream._torch._split",

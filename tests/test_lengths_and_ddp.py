@@ -4,7 +4,7 @@ Ranks are simulated with ``WORLD_SIZE``/``GLOBAL_RANK`` (read when iteration or 
 one loader per rank in sequence; one test runs two real ``torch.distributed`` (gloo) processes.
 
 DataLoader workers are simulated in-process where a grid would be too slow: the dataset is pickled
-(as torch hands a copy to each worker) and ``litstream._torch._dataset.detect_worker`` is patched to report
+(as torch hands a copy to each worker) and ``litstream.read._pump.detect_worker`` is patched to report
 worker ``w`` of ``K``; each worker's items are then batched as torch does for an ``IterableDataset``
 (``B`` at a time, a short batch at the end of each worker). ``test_simulated_workers_match_real_ones``
 checks that this simulation reproduces real workers item for item.
@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.utils.data import get_worker_info
 
-import litstream._torch._dataset as dataset_module
+import litstream.read._pump as pump_module
 from litstream import StreamingDataLoader, StreamingDataset, optimize
 from litstream._core._distributed import WorkerEnv
 
@@ -178,7 +178,7 @@ def simulate_workers(loader: StreamingDataLoader, mp: pytest.MonkeyPatch, epoch:
     out = []
     for w in range(k):
         copy = pickle.loads(blob)
-        mp.setattr(dataset_module, "detect_worker", lambda w=w: WorkerEnv(w, k))
+        mp.setattr(pump_module, "detect_worker", lambda w=w: WorkerEnv(w, k))
         out.append([int(v) for v in copy])
     return out
 

@@ -296,7 +296,7 @@ def test_remote_stores_pickle_as_configuration() -> None:
     copy = pickle.loads(pickle.dumps(store))
     assert isinstance(copy, ObstoreStore)
     assert (copy.spec, copy.url) == (spec_of(store), store.url)
-    assert copy._store is None  # no client travels: it is built where it is used
+    assert copy._clients.held is None  # no client travels: it is built where it is used
     hub = pickle.loads(pickle.dumps(store_for("hf://datasets/o/n", {"token": "t"})))
     assert http_of(hub).base_url == "https://huggingface.co/datasets/o/n/resolve/main"
 

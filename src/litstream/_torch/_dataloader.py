@@ -43,7 +43,8 @@ from ._collate import litdata_collate
 from ._composite import CompositeDataset
 from ._dataset import StreamingDataset
 from ._loader_profile import CPROFILE_MAIN, ProfileArgs, WorkerSetup, dump_cprofile, output_dir
-from ._slots import SlotBatch, SlotExchange, SlotPacker, SlotStatistics
+from ._loader_slots import close_slots, open_slots
+from ._slots import SlotBatch, SlotStatistics
 
 if TYPE_CHECKING:
     import os
@@ -194,7 +195,10 @@ class StreamingDataLoader(DataLoader[Any]):
                 epoch_total = None
         epoch_t0 = perf_counter_ns() if TRACER.on else 0
         self._fit_prefetch(dataset)
-        exchange = self._slot_exchange()
+        exchange = open_slots(
+            self.collate_fn, self._setup, num_workers=self.num_workers, persistent_workers=self.persistent_workers,
+            prefetch_factor=self.prefetch_factor, context=self.multiprocessing_context,
+        )  # fmt: skip
         if self._grouped:
             assert isinstance(dataset, StreamingDataset)
             assert self.batch_size is not None
@@ -204,7 +208,7 @@ class StreamingDataLoader(DataLoader[Any]):
         try:
             batches = super().__iter__()  # starts the workers (each copies the dataset, _loader_group included)
         except BaseException:
-            self._end_slots(exchange)
+            self._slot_statistics = close_slots(self.collate_fn, exchange, self._slot_statistics)
             raise
         finally:
             if isinstance(dataset, StreamingDataset):
@@ -240,7 +244,7 @@ class StreamingDataLoader(DataLoader[Any]):
             raise
         finally:
             del batches  # and drop the iterator itself (an early break, too)
-            self._end_slots(exchange)
+            self._slot_statistics = close_slots(self.collate_fn, exchange, self._slot_statistics)
             if main_profile is not None:
                 dump_cprofile(main_profile, output_dir(self._profile.directory) / CPROFILE_MAIN)
             if epoch_t0:
@@ -261,43 +265,10 @@ class StreamingDataLoader(DataLoader[Any]):
             self.prefetch_factor = fitted
             dataset._set_loader_prefetch(fitted)
 
-    def _slot_exchange(self) -> SlotExchange | None:
-        """The slots of this iteration's workers (``litstream._torch._slots``), or ``None`` (torch's own path).
-
-        Not with persistent workers: they keep the collate function of their first epoch, and torch
-        drops the batches they prefetched when an epoch is left early (those slots would stay taken).
-        """
-        collate = self.collate_fn
-        if self.num_workers == 0 or self.persistent_workers or not isinstance(collate, _TaggingCollate):
-            if isinstance(collate, _TaggingCollate):
-                collate.packer = None
-            self._setup.slots = False
-            return None
-        # Each worker has at most prefetch_factor batches in flight, plus the one this process has
-        # received and not yet copied out: with that many slots, a batch never waits for one.
-        slots = (self.prefetch_factor or 2) + 1
-        context = self.multiprocessing_context or multiprocessing.get_context()
-        exchange = SlotExchange([context.Semaphore(slots) for _ in range(self.num_workers)], slots)
-        exchange.open()
-        collate.packer = SlotPacker(exchange)
-        self._setup.slots = True
-        return exchange
-
     def slot_statistics(self) -> SlotStatistics:
         """What the shared-memory batch slots (``litstream._torch._slots``) carried over this loader's finished
         iterations."""
         return self._slot_statistics
-
-    def _end_slots(self, exchange: SlotExchange | None) -> None:
-        if exchange is None:
-            return
-        self._slot_statistics += exchange.statistics()
-        exchange.close()
-        collate = self.collate_fn
-        if not isinstance(collate, _TaggingCollate):
-            return
-        if collate.packer is not None and collate.packer.exchange == exchange.id:
-            collate.packer = None  # drop the semaphores (spawn's are named) with the last reference
 
     def _set_position(self, counts: list[int], levels: tuple[Level, ...], start: int) -> None:
         self._worker_samples = counts

@@ -4,23 +4,19 @@ serves its batches, ``read/_dataset_state.py`` its plan and checkpoints). It pic
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.utils.data import IterableDataset
 
-from .._core import _bridge
-from .._core._distributed import DistributedEnv, detect_distributed, detect_worker, in_worker
+from .._core._distributed import DistributedEnv, detect_distributed
 from ..read import _dataset_state as engine
 from ..read import _pump as pump
-from ..read._decode import iter_work
-from ..read._engine import split_head
-from ..read._keys import KeyReader, read_by_keys
-from ..read._memory import check_max_memory, fit_decoded_cache
+from ..read._memory import check_max_memory
 from ..read._params import check_read_params
 from ..read._spec import Loader, ReadSpec, SpecAttribute
-from ..read._transform import Transform, check_transforms
+from ..read._transform import apply as apply_transforms
+from ..read._transform import transforms as transforms_of
 from ..read.plan._window import DEFAULT_SHUFFLE_WINDOW
 from ..storage._cache_dirs import check_cache_size
 from ._collate import loader_groups, shared_block
@@ -31,7 +27,6 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
-    from ..format._batch_decode import ColumnBatch
     from ..format._encryption import Encryption
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
@@ -39,18 +34,17 @@ if TYPE_CHECKING:
     from ..read._memory import MemoryLimit
     from ..read._shuffler import Shuffle
     from ..read._source import DatasetSource
+    from ..read._transform import Transform
     from ..read.cache._source_cache import CacheSettings
     from ..read.plan._pieces import Piece, ShuffleMode
     from ..read.plan._resume import ResumePlan
     from ..read.plan._resume_types import Level
-    from ..read.plan._subset import Selection
     from ..storage._resolver import Dir
     from ..storage._store import Store
     from ._litdata_cache import Cache
 
 __all__ = ["StreamingDataset"]
 
-_HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 _PROCESS_LOCAL = frozenset({"_source", "_resume", "_key_reader", "shuffler"})  # rebuilt in each process, never pickled
 D = TypeVar("D", bound="StreamingDataset")
 
@@ -187,6 +181,10 @@ class StreamingDataset(IterableDataset[Any]):
     allow_pickle: SpecAttribute[bool] = SpecAttribute("allow_pickle")
     subsample: SpecAttribute[float] = SpecAttribute("subsample")
     _cache_settings: SpecAttribute[CacheSettings | None] = SpecAttribute("cache")  # None for a local dataset
+    # LitData's dataset.shuffler (read/_shuffler.py): None until the first len() or iteration, then a NoShuffle/
+    # FullShuffle/WindowShuffle for this dataset's plan; set_shuffle/set_drop_last (or assigning None) reset it.
+    shuffler: Shuffle | None = None
+    _loader_group: tuple[int, bool] | None = None  # set by StreamingDataLoader while it starts, see __iter__
 
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:
@@ -198,26 +196,16 @@ class StreamingDataset(IterableDataset[Any]):
         self._spec, self._source = self._spec.replace(**changes), None
 
     def set_shuffle(self, shuffle: ShuffleMode) -> None:
-        self._replace_order(shuffle=shuffle)
+        engine.replace_order(self, shuffle=shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
-        self._replace_order(drop_last=drop_last)
-
-    def _replace_order(self, **changes: Any) -> None:
-        """Set ``shuffle`` / ``drop_last`` in the spec; a changed value drops the shuffler (made again on first
-        use, as LitData's)."""
-        if any(getattr(self._spec, name) != value for name, value in changes.items()):
-            self.shuffler = None
-        self._spec = self._spec.replace(**changes)
+        engine.replace_order(self, drop_last=drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
         self.batch_size = batch_size
 
     def set_num_workers(self, num_workers: int) -> None:
         self.num_workers = num_workers or 1
-
-    def _set_loader_prefetch(self, prefetch_factor: int) -> None:
-        self._loader_prefetch = prefetch_factor
 
     def __getstate__(self) -> dict[str, Any]:
         """The spec, the counters and the loaded checkpoint; nothing opened in this process."""
@@ -230,30 +218,8 @@ class StreamingDataset(IterableDataset[Any]):
 
     # -- the opened dataset, topology and lengths ---------------------------------------------------
     def _get_source(self) -> DatasetSource:
-        if self._source is None:
-            self._source = pump.open_spec_now(self._spec) or _bridge.call(self._spec.open)
-            # under a memory limit, ds[i]'s cache of decompressed chunks fits this reader's share
-            fit_decoded_cache(self._source, self.max_memory, detect_worker().num_workers)
+        self._source = pump.face_source(self, self._source)
         return self._source
-
-    def _read_spec(self) -> ReadSpec:
-        """The spec with this dataset's transforms (a subclass's too); an unresolved subsample stays lazy."""
-        return dataclasses.replace(self._spec, transforms=tuple(self.transforms))
-
-    def _selected(self) -> Selection | None:
-        return engine.selected(self)
-
-    def _pin_distributed(self) -> None:
-        self._parent_env = detect_distributed()
-
-    def _distributed(self) -> DistributedEnv:
-        """Rank and world size: in a DataLoader worker, those of the process that started it."""
-        return self._parent_env if self._parent_env is not None and in_worker() else detect_distributed()
-
-    # LitData's dataset.shuffler (read/_shuffler.py): None until the first len() or iteration, then a NoShuffle/
-    # FullShuffle/WindowShuffle for this dataset's plan; set_shuffle/set_drop_last (or assigning None) reset it.
-    shuffler: Shuffle | None = None
-    _loader_group: tuple[int, bool] | None = None  # set by StreamingDataLoader while it starts, see __iter__
 
     def get_len(self, num_workers: int, batch_size: int) -> int:
         """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
@@ -267,17 +233,11 @@ class StreamingDataset(IterableDataset[Any]):
     def __len__(self) -> int:
         return self.get_len(self.num_workers, self.batch_size)
 
-    # -- random access ----------------------------------------------------------------------------
+    # -- random access and transforms (read/_pump.py, read/_dataset_state.py) -------------------------
     def __getitem__(self, index: int | slice | str) -> Any:
         """Sample ``index`` (0-based, index order; ``IndexError`` outside ``[-len, len)``), a list for a slice,
         or for a ``str`` the sample with that key (:meth:`get_by_key`)."""
-        if isinstance(index, str):
-            return self.get_by_key(index)
-        at, source = engine.address(self, index), self._get_source()
-        if isinstance(at, range):
-            return [self[i] for i in at]
-        at_item = (source.get_item, at) if isinstance(at, int) else (pump.get_item_at, source, *at)
-        return self._apply(_bridge.call(*at_item))
+        return pump.get_item(self, index)
 
     def get_by_key(self, key: str | int) -> Any:
         """The sample whose ``key_fn`` value is ``key`` (``ds["id"]`` for ``str`` keys; ``ds[5]`` stays position 5),
@@ -287,70 +247,29 @@ class StreamingDataset(IterableDataset[Any]):
 
     def get_by_keys(self, keys: Sequence[str | int]) -> list[Any]:
         """The samples of ``keys``, in that order, in one call to the read engine (see :meth:`get_by_key`)."""
-        reader = self.__dict__.setdefault("_key_reader", KeyReader())
-        samples = _bridge.call(read_by_keys, self._get_source(), reader, list(keys), self._selected())
-        return [self._apply(sample) for sample in samples]
+        return pump.get_by_keys(self, keys)
 
     @property
     def transforms(self) -> list[Callable[[Any], Any]]:
         """The callables applied to each sample, in order: ``transform=``, else a ``transform`` attribute
         (LitData's README subclasses define a ``transform`` method or set ``self.transform`` in ``__init__``)."""
-        if self._spec.transforms:
-            return list(self._spec.transforms)
-        own = getattr(self, "transform", None)
-        return [] if own is None else check_transforms(own)
+        return transforms_of(self)
 
     @transforms.setter
     def transforms(self, value: list[Callable[[Any], Any]]) -> None:
         self._spec = dataclasses.replace(self._spec, transforms=tuple(value))
 
-    def _apply(self, sample: Any) -> Any:
-        for t in self.transforms:
-            sample = t(sample)
-        return sample
+    _apply = apply_transforms
 
-    # -- iteration: the portal pump ---------------------------------------------------------------------
+    # -- iteration: the portal pump (read/_pump.py) -----------------------------------------------------
     def __iter__(self) -> Generator[Any, None, None]:
-        return self._iterate(self._loader_group)  # read now: StreamingDataLoader sets it only while it starts
-
-    def _iterate(self, group: tuple[int, bool] | None) -> Generator[Any, None, None]:
-        """Samples; with ``group`` (StreamingDataLoader's batch size, columns allowed) one ``LoaderGroup`` per batch."""
-        source = self._get_source()
-        engine.ensure_shuffler(self)
-        pieces = engine.open_epoch(self, detect_worker())
-        if self.batch_size <= 1 and group is None:  # serve the head of a local chunk before the engine's loop starts
-            head, pieces = split_head(source, pieces, _HEAD_ITEMS)
-            if head is not None:
-                yield from iter_work(source, head, self._apply if self.transforms else None)
-        with _bridge.daemon_portal() as portal:
-            if group is None:
-                yield from self._serve(pieces, portal)
-            else:  # loader_groups closes the batches (the engine's tasks) when it is closed
-                yield from loader_groups(self._serve_batches(pieces, portal, columns=group[1]), group[0])
-        self._clear_resume()
-        # In every process, as LitData: a persistent DataLoader worker keeps this copy, so its next epoch reshuffles.
-        self.current_epoch += 1
+        # _loader_group read now: StreamingDataLoader sets it only while it starts
+        return pump.iterate(self, self._loader_group, shared_block, loader_groups)
 
     def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1) -> Generator[Any, None, None]:
         """The samples of ``pieces``, fetched on ``portal``'s loop; also for the Combined / Parallel wrappers, which
         share one portal per worker (``members``: the datasets a worker reads at once, sharing its memory budget)."""
-        with contextlib.closing(self._serve_batches(pieces, portal, members)) as batches:
-            for batch in batches:
-                yield from batch  # type: ignore[misc]  # lists: _serve_batches without columns
-
-    def _serve_batches(
-        self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1, columns: bool = False
-    ) -> Generator[list[Any] | ColumnBatch, None, None]:
-        """Decode batches of ``pieces`` (``ColumnBatch`` es with ``columns``); ``members``: datasets read at once."""
-        inside = in_worker()  # a worker's batches (torch's prefetch_factor, 2 by default) count in its share
-        # In a worker, decode arrays into shared memory (no copy to share the batch), or into reused private memory
-        # when the loader sends batches through its slots (litstream._torch._slots); [1]: column batches.
-        alloc = (pump.WORKER_ALLOC[1 if columns else 0] or shared_block) if self.batch_size > 1 and inside else None
-        return pump.serve_batches(
-            portal, self._spec, self._get_source(), pieces, self._apply if self.transforms else None,
-            max_memory=self.max_memory, readers=detect_worker().num_workers * members, batch_size=self.batch_size,
-            prefetch_factor=(self._loader_prefetch or 2) if inside else 0, alloc=alloc, columns=columns,
-        )  # fmt: skip
+        return pump.face_samples(self, pieces, portal, members, shared_block)
 
     # -- selection and checkpoints (read/_dataset_state.py) ---------------------------------------------
     @property
@@ -395,25 +314,20 @@ class StreamingDataset(IterableDataset[Any]):
         ``shuffle``, ``seed``, ``drop_last``, input or item loader, or whose counts its epoch cannot hold."""
         engine.load_state(self, state)
 
-    def _config(self) -> dict[str, Any]:
-        return engine.dataset_config(self)
-
-    def _state_config(self) -> dict[str, Any]:
-        return engine.state_config(self)
-
-    def _litdata_layout(self) -> tuple[Sequence[int], Sequence[tuple[int, int]] | None]:
-        return engine.layout(self)
-
-    def _resume_plan(self, num_workers: int) -> ResumePlan | None:
-        return engine.resume_position(self, num_workers)
+    # the Face / Member protocol's private calls (read/_face.py), each one engine function
+    _selected = engine.selected
+    _config = engine.dataset_config
+    _state_config = engine.state_config
+    _litdata_layout = engine.layout
+    _resume_plan = engine.resume_position
+    _clear_resume = engine.clear_resume
+    _read_spec = engine.read_spec
+    _set_loader_prefetch = engine.set_loader_prefetch
+    _pin_distributed = engine.pin_distributed
+    _distributed = engine.distributed
 
     def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
         """A single dataset keeps nothing across epochs (a cycling Parallel does)."""
 
     def _fit_loader_prefetch(self, limit: MemoryLimit, num_workers: int) -> int | None:
-        # Not when opening a remote index here would use its client in this process before the workers fork.
-        source = self._get_source() if self._source is not None or not pump.opens_remote(self._spec) else None
-        return pump.loader_prefetch(self._spec, source, limit, num_workers, self.batch_size)
-
-    def _clear_resume(self) -> None:
-        self._resume_state = self._resume = None
+        return pump.face_prefetch(self, self._source, limit, num_workers)

@@ -12,37 +12,46 @@ import dataclasses
 import warnings
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._core._distributed import detect_distributed, in_worker
 from .._core._errors import ConfigurationError
 from ._shuffler import make_shuffler
 from .plan._checkpoint import DatasetCheckpoint
 from .plan._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .plan._plan import items_per_rank, worker_plan
-from .plan._resume import ResumePlan, Topology, check_config, config_mismatches
+from .plan._resume import ResumePlan, Topology
+from .plan._resume_config import check_config, config_mismatches
 from .plan._session import open_session, resume_plan
 from .plan._subset import Selection, check_selection_state, subset_selection
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .._core._distributed import WorkerEnv
+    from .._core._distributed import DistributedEnv, WorkerEnv
     from ._face import Member
+    from ._spec import ReadSpec
     from .plan._pieces import Piece
     from .plan._resume_types import Level
 
 __all__ = [
     "address",
     "chunk_names",
+    "clear_resume",
     "dataset_config",
     "dataset_state",
+    "distributed",
     "ensure_shuffler",
     "layout",
     "load_state",
     "open_epoch",
+    "pin_distributed",
     "plan_inputs",
     "rank_length",
+    "read_spec",
+    "replace_order",
     "restricted",
     "resume_position",
     "selected",
+    "set_loader_prefetch",
     "state_config",
     "subset",
     "worker_lengths",
@@ -116,6 +125,34 @@ def chunk_names(face: Member) -> list[str]:
     names = [c.filename for c in face._get_source().index.chunks]
     selection = face._selected()
     return names if selection is None else [names[c] for c in selection.chunks]
+
+
+def pin_distributed(face: Member) -> None:
+    """Record this process's rank and world size in ``face`` for the DataLoader workers about to start."""
+    face._parent_env = detect_distributed()
+
+
+def distributed(face: Member) -> DistributedEnv:
+    """Rank and world size of ``face``: in a DataLoader worker, those of the process that started it."""
+    return face._parent_env if face._parent_env is not None and in_worker() else detect_distributed()
+
+
+def read_spec(face: Member) -> ReadSpec:
+    """``face``'s spec with its transforms (a subclass's too); an unresolved subsample stays lazy."""
+    return dataclasses.replace(face._spec, transforms=tuple(face.transforms))
+
+
+def set_loader_prefetch(face: Member, prefetch_factor: int) -> None:
+    """Tell ``face`` the batches a DataLoader worker builds ahead (its memory share counts them)."""
+    face._loader_prefetch = prefetch_factor
+
+
+def replace_order(face: Member, **changes: Any) -> None:
+    """Set ``shuffle`` / ``drop_last`` in ``face``'s spec; a changed value drops its shuffler (made again on
+    first use, as LitData's)."""
+    if any(getattr(face._spec, name) != value for name, value in changes.items()):
+        face.shuffler = None
+    face._spec = face._spec.replace(**changes)
 
 
 # -- lengths -----------------------------------------------------------------------------------------------
@@ -209,7 +246,7 @@ def open_epoch(face: Member, worker: WorkerEnv) -> Sequence[Piece]:
 
 # -- checkpoints -------------------------------------------------------------------------------------------
 def dataset_config(face: Member) -> dict[str, Any]:
-    """The settings a checkpoint of ``face`` must match (``read._resume.check_config``)."""
+    """The settings a checkpoint of ``face`` must match (``read.plan._resume_config.check_config``)."""
     config = face._spec.config()
     config.update(_selection_config(face))
     return config
@@ -301,6 +338,12 @@ def load_state(face: Member, state: Mapping[str, Any]) -> None:
     face._resume_state = dict(state)
     face._resume = None
     face.current_epoch = max(int(state.get("current_epoch", 1)), 1)
+
+
+def clear_resume(face: Member) -> None:
+    """Forget ``face``'s loaded checkpoint (its epoch was served or abandoned)."""
+    face._resume_state = None
+    face._resume = None
 
 
 def resume_position(face: Member, num_workers: int) -> ResumePlan | None:

@@ -20,11 +20,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Sequence
+    from collections.abc import Callable, Generator, Sequence
 
     from anyio.from_thread import BlockingPortal
 
     from .._core._distributed import DistributedEnv
+    from ._limits import MaxMemory
     from ._memory import MemoryLimit
     from ._shuffler import Shuffle
     from ._source import DatasetSource
@@ -97,8 +98,17 @@ class Member(Face, Protocol):
     _force_override_state_dict: bool
     num_canonical_nodes: int | None
     batch_size: int
+    max_memory: MaxMemory
     shuffler: Shuffle | None
     _loader_group: tuple[int, bool] | None  # StreamingDataLoader's batch size and column batches, while it starts
+    _loader_prefetch: int  # batches a DataLoader worker builds ahead (0: not in a loader)
+    _parent_env: DistributedEnv | None  # rank and world size of the process that started the workers
+
+    @property
+    def transforms(self) -> list[Callable[[Any], Any]]:
+        """The callables applied to each sample, in order."""
+
+    def __getitem__(self, index: int | slice | str) -> Any: ...
 
     def _read_spec(self) -> ReadSpec:
         """The spec of what this dataset serves: its transforms (a subclass's too) and its selection."""

@@ -12,28 +12,23 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._core._errors import ConfigurationError, DatasetNotFoundError, FormatError, ObjectNotFoundError, StorageError
+from .._core._errors import DatasetNotFoundError, FormatError
 from .._core._trace import CAT_DECOMPRESS, CAT_READ, TRACER
 from ..format._chunk import ChunkView, item_span_offset
 from ..format._compression import Compression, compression_from_config, decompress
 from ..format._config_keys import check_config_keys
 from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
 from ..format._framed import chunk_from_file
-from ..format._temporal import TemporalDecoder
-from ..format._tokens import TokenLayout, check_item_loader
-from ..format._trust_marker import untrusted_sources
 from ..format.arrow._chunk import ArrowChunk, ArrowRowsOnly, read_chunk_view
-from ..format.arrow._parquet import ParquetChunk, ParquetLoader, RowDecoder, check_parquet_loader
-from ..format.mds._encodings import MdsDecoder
-from ..format.mds._index import decompress_shard, is_mds_config
+from ..format.arrow._parquet import ParquetChunk, ParquetLoader, RowDecoder
+from ..format.mds._index import is_mds_config
 from ..storage._files import local_path, map_object, read_span_at
-from ..storage._safe_files import UnsafeFileError, regular_size
-from ._decoder_choice import _sample_decoder
+from ._decoder_choice import choose_decoder
 from ._headers import OffsetTables
 from ._index_load import load_index, load_local_index
 from ._inplace import decompressed_in_place
 from ._sizes import check_local_sizes
-from ._verify import check_chunk, check_chunk_file, get_checked, has_checksum
+from ._verify import check_chunk, check_local_file, get_checked, has_checksum
 from .cache._source_cache import CacheSettings, _read_through_cache, open_transfer, read_into_memory
 
 if TYPE_CHECKING:
@@ -45,6 +40,9 @@ if TYPE_CHECKING:
     from ..format._index import Index
     from ..format._loaders import PyTreeLoader, SampleDecoder, TokensLoader
     from ..format._serializers import Serializer
+    from ..format._temporal import TemporalDecoder
+    from ..format._tokens import TokenLayout
+    from ..format.mds._encodings import MdsDecoder
     from ..storage._memory_fetch import MemoryFetcher
     from ..storage._store import Store
     from ..storage._transfer import Downloader
@@ -119,46 +117,15 @@ class DatasetSource:
             FileNotFoundError: nothing at ``index_path``.
         """
         index = await (load_index(store) if index_path is None else load_local_index(index_path))
-        where = f"the dataset {store.url}"
-        if allow_pickle is None:  # left to the location, which allows: the dataset's own trust marker decides
-            marked = untrusted_sources(index.extra)
-            allow_pickle = not marked
-            if marked:
-                where += f" (written from {', '.join(marked[:3])}, which index.json marks as untrusted)"
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
         if not is_mds_config(index.config):
             check_config_keys(index.config.to_json_obj(), index.extra)
         level = check_encryption(index.config.encryption, encryption, store.url)
-        if level is not None and item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
-            raise ConfigurationError(
-                f"item_loader={item_loader!r} cannot read the encrypted dataset at {store.url}; use PyTreeLoader()"
-            )
         if cache is None:
             check_local_sizes(store, index)  # before any size from the index is used
-        parquet = check_parquet_loader(store.url, index.config, item_loader)
-        if is_mds_config(index.config):  # a Mosaic MDS directory: its own decoder and codecs
-            if item_loader is not None and type(item_loader).__name__ != "PyTreeLoader":
-                raise ConfigurationError(f"item_loader={item_loader!r} cannot read the MDS dataset at {store.url}")
-            mds = MdsDecoder(index.config, allow_pickle=allow_pickle, where=where)
-            source = cls(store, index, mds, unpack=decompress_shard)
-        elif parquet is not None:
-            source = cls(store, index, RowDecoder(), parquet=parquet)
-        elif index.config.item_loader == "TemporalArrayLoader":  # LitData's temporal array records
-            if type(item_loader).__name__ not in ("NoneType", "PyTreeLoader", "TemporalArrayLoader"):
-                raise ConfigurationError(
-                    f"item_loader={item_loader!r} cannot read the temporal dataset at {store.url}; "
-                    "use TemporalArrayLoader()"
-                )
-            source = cls(store, index, TemporalDecoder(index.config.extra.get("temporal_schema")))
-        else:
-            tokens = check_item_loader(store.url, index.config, index.chunks, item_loader, serializers)
-            decoder = (
-                tokens
-                if tokens is not None
-                else _sample_decoder(index.config, serializers, allow_pickle=allow_pickle, where=where)
-            )
-            source = cls(store, index, decoder, tokens=tokens)
+        chosen = choose_decoder(store.url, index, item_loader, serializers, allow_pickle, encrypted=level is not None)
+        source = cls(store, index, chosen.decoder, tokens=chosen.tokens, parquet=chosen.parquet, unpack=chosen.unpack)
         if not is_mds_config(index.config):  # MDS shard codecs go through ``unpack``
             source.compression = compression_from_config(index.config.to_json_obj())
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
@@ -224,20 +191,16 @@ class DatasetSource:
         data: bytes | memoryview | mmap.mmap
         path: Path | None = None  # the file the bytes are mapped from, if any
         checked = has_checksum(info)  # False once checked, or for LitData's decompressed copy
+        # a whole-file compressed chunk's length is not recorded; a "batch"/"sample" file's is chunk_bytes
+        whole = compression and (self.compression is None or self.compression.whole_file)
+        size, url = None if whole else info.chunk_bytes, f"{self.store.url}/{info.filename}"
         if self.cache is not None and self.downloader is not None:
-            # a whole-file compressed chunk's length is not recorded; a "batch"/"sample" file's is chunk_bytes
-            whole = compression and (self.compression is None or self.compression.whole_file)
-            size = None if whole else info.chunk_bytes
-            url = f"{self.store.url}/{info.filename}"
             verify = info if checked else None  # checked there: a corrupt copy is dropped and downloaded again
             data = await _read_through_cache(
                 self.cache, self.downloader, info.filename, size, priority, queued, verify, url
             )
             checked = False
         elif self.fetcher is not None:  # no disk cache: into memory (checked there, fetched again on a mismatch)
-            whole = compression and (self.compression is None or self.compression.whole_file)
-            size = None if whole else info.chunk_bytes
-            url = f"{self.store.url}/{info.filename}"
             data, checked = await read_into_memory(self.fetcher, info, size, priority, queued, url), False
         elif not compression and (mapped := map_object(self.store, info.filename)) is not None:
             # open + mmap take microseconds and read nothing (pages come later, by populate), so this
@@ -384,15 +347,7 @@ class DatasetSource:
         path = local_path(self.store, info.filename)
         if path is not None:  # a local file: both reads in one thread call
             if has_checksum(info):  # the whole file, once per process
-                try:
-                    await anyio.to_thread.run_sync(regular_size, path)  # never hash a FIFO (it would block)
-                    await anyio.to_thread.run_sync(partial(check_chunk_file, path, info, persistent=self.cache is None))
-                except UnsafeFileError:  # a refused special file: already ours
-                    raise
-                except FileNotFoundError as exc:
-                    raise ObjectNotFoundError(f"get: {path} does not exist") from exc
-                except OSError as exc:
-                    raise StorageError(f"get failed for {path}: {exc}") from exc
+                await check_local_file(path, info, persistent=self.cache is None)
             return await read_span_at(path, item_span_offset(item))
         return await self.offset_tables.read_item(self.store, info, item)  # one range read once the table is held
 

@@ -17,26 +17,19 @@ replaces it with :meth:`ReadSpec.replace`.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .._core._errors import ConfigurationError
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format.arrow._parquet import ParquetLoader
-from ..storage._cache_dirs import default_cache_root, parse_cache_size
-from ..storage._files import local_path
-from ..storage._resolver import Dir, resolve_dir, store_for
-from ..storage._store import HedgedStore, Store
 from ._args import check_read_args, check_read_loader
 from ._item_window import item_shuffle_window_value
-from ._local_remote import check_local_dataset, local_remote_source
+from ._location import plan_cache_bytes, resolve_location
 from ._params import check_read_params
 from ._source import DatasetSource
 from ._transform import Transform, check_transforms, compose
 from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
-from .cache._source_cache import CacheSettings
 from .plan._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from .plan._compose import MemberSpec
 from .plan._pieces import ReadPlanArgs, ShuffleMode
@@ -44,11 +37,15 @@ from .plan._subset import Selection, check_subsample, resolve_selection
 from .plan._window import DEFAULT_SHUFFLE_WINDOW
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Mapping, Sequence
 
     from ..format._encryption import Encryption
     from ..format._serializers import Serializer
+    from ..storage._resolver import Dir
+    from ..storage._store import Store
     from .aio._sample_stream import SampleStream
+    from .cache._source_cache import CacheSettings
     from .plan._pieces import Piece
     from .plan._session import StreamPosition
 
@@ -58,18 +55,6 @@ T = TypeVar("T")
 
 Loader = PyTreeLoader | TokensLoader | ParquetLoader
 """The item loaders a reader accepts."""
-
-
-def _plan_cache_bytes(max_cache_size: int | float | str | None, cache: CacheSettings | None) -> int | None:
-    """``max_cache_size`` in bytes for the multi-node shuffle's "does a node's shard fit" test (``read._plan``).
-
-    ``None`` (LitData: 75 % of the free disk) is no limit here, as before; a fraction is measured on the
-    cache root, as the cache measures it.
-    """
-    if max_cache_size is None:
-        return None
-    directory = (cache.cache_dir if cache is not None else None) or default_cache_root()
-    return parse_cache_size(max_cache_size, directory=directory)
 
 
 @dataclass(frozen=True)
@@ -178,59 +163,22 @@ class ReadSpec:
         check_read_loader(item_loader)
         check_reader_encryption(encryption)
         check_allow_pickle(allow_pickle)
-        if cache_chunks is not None and not isinstance(cache_chunks, bool):
-            raise ConfigurationError(
-                f"cache_chunks={cache_chunks!r}: pass True (write remote chunks to the disk cache), False (read "
-                "them into memory, write nothing) or None (cache when the cache can hold the whole dataset)"
-            )
-        if max_cache_size is not None:
-            parse_cache_size(max_cache_size, directory=os.fspath(cache_dir or default_cache_root()))
-        local_source = None
-        hub = None
-        if isinstance(input_dir, Store) and not isinstance(input_dir, (str, os.PathLike, Dir)):
-            store: Store = input_dir
-            where = Dir(path=None, url=input_dir.url)
-        else:
-            where = resolve_dir(input_dir)
-            local_source = local_remote_source(where)
-            if local_source is not None and cache_dir is None:
-                cache_dir = where.path  # LitData caches a local "remote" in Dir.path
-            store = store_for(local_source) if local_source else store_for(where, storage_options)
-            url = where.url
-            if index_path is None and local_source is None and url is not None and url.startswith("hf://"):
-                if eager:  # hf:// Parquet: index once, kept
-                    from ..index._hf import hf_dataset_index
-
-                    hf_index, hf_loader = hf_dataset_index(store, url, cache_dir, storage_options, item_loader)
-                    index_path, item_loader = hf_index, hf_loader or item_loader
-                else:
-                    hub = (url.rstrip("/"), storage_options, item_loader)
-        remote = where.path is None and where.url is not None and "://" in where.url
-        remote = remote or local_source is not None
-        wanted = cache_by_default or cache_dir is not None or max_cache_size is not None or bool(cache_chunks)
-        if eager and index_path is None and (root := local_path(store, "")) is not None:
-            check_local_dataset(str(root))
-        cache = (  # not wanted: no disk cache, the chunks are read into memory as they arrive
-            CacheSettings(
-                None if cache_dir is None else os.fspath(cache_dir),
-                max_cache_size,
-                cache_chunks=cache_chunks if wanted else False,
-            )
-            if remote and not (where.url or "").startswith("memory://")
-            else None
-        )
-        if cache is not None:
-            store = HedgedStore(store, hedge_delay)
+        place = resolve_location(
+            input_dir, storage_options=storage_options, cache_dir=cache_dir, max_cache_size=max_cache_size,
+            index_path=index_path, item_loader=item_loader, eager=eager, cache_by_default=cache_by_default,
+            cache_chunks=cache_chunks, hedge_delay=hedge_delay,
+        )  # fmt: skip
+        where, cache = place.where, place.cache
         return cls(
             input_dir=where,
-            store=store,
+            store=place.store,
             cache=cache,
-            item_loader=item_loader or PyTreeLoader(),
+            item_loader=place.item_loader or PyTreeLoader(),
             serializers=dict(serializers) if serializers else None,
             encryption=encryption,
             allow_pickle=resolve_allow_pickle(allow_pickle, where.url or where.path),
             pickle_from_marker=reader_pickle(allow_pickle, where.url or where.path) is None,
-            index_path=index_path,
+            index_path=place.index_path,
             transforms=tuple(transforms),
             subsample=fraction,
             subsample_shuffle=shuffle is not False,
@@ -240,9 +188,9 @@ class ReadSpec:
             shuffle_window=shuffle_window,
             item_shuffle_window=item_shuffle_window_value(item_shuffle_window),
             max_pre_download=max_pre_download,
-            plan_cache_bytes=_plan_cache_bytes(max_cache_size, cache),
+            plan_cache_bytes=plan_cache_bytes(max_cache_size, cache),
             cache_chunks=cache_chunks,
-            hub=hub,
+            hub=place.hub,
         )
 
     def replace(self, **changes: Any) -> ReadSpec:
@@ -343,7 +291,7 @@ class ReadSpec:
         )
 
     def config(self, drop_last: bool | None = None) -> dict[str, Any]:
-        """The keys a checkpoint of this dataset must match (``read._resume.check_config``), without the
+        """The keys a checkpoint of this dataset must match (``read.plan._resume_config.check_config``), without the
         selection keys (those need the index). ``drop_last``: the value recorded, default the spec's."""
         return {
             "input_dir_path": self.input_dir.path,

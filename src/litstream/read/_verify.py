@@ -25,13 +25,15 @@ import hashlib
 import mmap
 import os
 import threading
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._core._errors import ChecksumError, ConfigurationError
+from .._core._errors import ChecksumError, ConfigurationError, ObjectNotFoundError, StorageError
 from ..format._checksum import CHECKSUM_KEY, verify_chunk
 from ..storage._cache_dirs import default_cache_root
+from ..storage._safe_files import UnsafeFileError, regular_size
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,7 +42,15 @@ if TYPE_CHECKING:
     from ..format._index import ChunkInfo
     from ..storage._store import Store
 
-__all__ = ["check_chunk", "check_chunk_file", "drop_copy", "file_id", "get_checked", "has_checksum"]
+__all__ = [
+    "check_chunk",
+    "check_chunk_file",
+    "check_local_file",
+    "drop_copy",
+    "file_id",
+    "get_checked",
+    "has_checksum",
+]
 
 _checked: set[tuple[str, int, int, int, int]] = set()  # (path, device, inode, size, mtime_ns) found intact
 _lock = threading.Lock()
@@ -180,6 +190,25 @@ def check_chunk_file(path: Path, info: ChunkInfo, *, persistent: bool = False) -
     finally:
         if isinstance(data, mmap.mmap):
             data.close()
+
+
+async def check_local_file(path: Path, info: ChunkInfo, *, persistent: bool) -> None:
+    """:func:`check_chunk_file` in a worker thread, for a random read of a local chunk file; never hashes a
+    special file (a FIFO would block).
+
+    Raises:
+        ObjectNotFoundError: no file at ``path``. StorageError: it cannot be read. UnsafeFileError: a special file.
+        FormatError: the checksum differs.
+    """
+    try:
+        await anyio.to_thread.run_sync(regular_size, path)
+        await anyio.to_thread.run_sync(partial(check_chunk_file, path, info, persistent=persistent))
+    except UnsafeFileError:  # a refused special file: already ours
+        raise
+    except FileNotFoundError as exc:
+        raise ObjectNotFoundError(f"get: {path} does not exist") from exc
+    except OSError as exc:
+        raise StorageError(f"get failed for {path}: {exc}") from exc
 
 
 def file_id(path: Path) -> tuple[int, int] | None:

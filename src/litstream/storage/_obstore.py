@@ -31,7 +31,7 @@ from .._core._errors import ConfigurationError, StorageError
 from ._base import ObjectMeta, TransferConfig, loop_limiter, mapped_errors, put_size
 from ._faults import explain_failure
 from ._keys import check_key
-from ._obstore_fork import build_lock, fork_error, forked_from_user, native, note_used
+from ._obstore_fork import ProcessClient, note_used
 from ._obstore_stream import stream_into_buffer, stream_into_file
 
 if TYPE_CHECKING:
@@ -76,25 +76,16 @@ class ObstoreStore:
     ) -> None:
         if (store is None) == (spec is None):
             raise ConfigurationError("ObstoreStore needs exactly one of store=<obstore store> or spec=ObstoreSpec(...)")
-        self._store = store
         self._spec = spec
         self._transfer = spec.transfer if spec is not None else (transfer or TransferConfig())
         self._url = url or (spec.url if spec is not None else repr(store))
-        self._pid: int | None = os.getpid() if store is not None else None  # where a wrapped store was made
-        self._held: tuple[int, ModuleType, Any] | None = None  # (pid, obstore native module, client) in use
+        self._clients = ProcessClient(store, spec, self._url)  # the client per process (storage/_obstore_fork.py)
         self._max_threads = max_threads
         self._limiter_obj: tuple[object, anyio.CapacityLimiter] | None = None
         self.native_async = False  # get() through obstore's asyncio API under asyncio (see _get_native)
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.update(_limiter_obj=None, _held=None, _pid=None)  # configuration only: clients are per process
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        if self._store is not None:  # an unpickled obstore store is a new client, made in this process
-            self._pid = os.getpid()
+        return {**self.__dict__, "_limiter_obj": None}  # configuration only: clients are per process
 
     def __repr__(self) -> str:
         return f"ObstoreStore({self._url!r})"
@@ -131,36 +122,8 @@ class ObstoreStore:
         return self._spec
 
     def _client(self) -> tuple[ModuleType, Any]:
-        """This process's obstore native module and client, built on first use in each process.
-
-        Raises:
-            StorageError: a wrapped obstore store is used in a process forked after it was made, or after
-                the parent used obstore (it cannot be rebuilt there).
-        """
-        pid = os.getpid()
-        held = self._held
-        if held is not None and held[0] == pid:
-            return held[1], held[2]
-        if self._spec is None:
-            if self._pid != pid:
-                raise StorageError(
-                    f"{self._url}: this store was created in process {self._pid} and used in forked process "
-                    f"{pid}; obstore cannot be used across fork: create stores inside the worker, or use "
-                    "multiprocessing_context='spawn' or 'forkserver' (or pass a URL, whose store is rebuilt)"
-                )
-            ancestor = forked_from_user()
-            if ancestor is not None:
-                raise fork_error(self._url, ancestor, "an obstore store made in this process does not work here")
-            module = native()
-            self._held = (pid, module, self._store)
-            return module, self._store
-        module = native()
-        with build_lock():
-            held = self._held
-            if held is None or held[0] != pid:
-                held = (pid, module, self._spec.build(module))
-                self._held = held
-        return held[1], held[2]
+        """This process's obstore native module and client (``storage/_obstore_fork.py``'s ``ProcessClient``)."""
+        return self._clients.get()
 
     async def _call(
         self, operation: str, path: str, fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = True
@@ -192,20 +155,18 @@ class ObstoreStore:
                     partial(timed, module, client), limiter=self._limiter_obj[1], abandon_on_cancel=abandon_on_cancel
                 )
         except StorageError as exc:
-            if exc.__cause__ is None or not started:
-                raise
-            spec = self._spec
-            clearer = explain_failure(
-                exc,
-                kind=spec.kind if spec is not None else "",
-                config=spec.config if spec is not None else {},
-                operation=operation,
-                where=where,
-                elapsed=time.monotonic() - started[0],
-            )
+            clearer = self._explained(exc, operation, where, started[0]) if started else None
             if clearer is None:
                 raise
             raise clearer from exc.__cause__
+
+    def _explained(self, exc: StorageError, operation: str, where: str, started: float) -> StorageError | None:
+        """:func:`~litstream.storage._faults.explain_failure` of an obstore call that began at ``started``."""
+        if exc.__cause__ is None:
+            return None
+        spec, elapsed = self._spec, time.monotonic() - started
+        kind, config = (spec.kind, spec.config) if spec is not None else ("", {})
+        return explain_failure(exc, kind=kind, config=config, operation=operation, where=where, elapsed=elapsed)
 
     async def get(self, path: str) -> bytes:
         """See :meth:`litstream.Store.get`."""
@@ -231,17 +192,7 @@ class ObstoreStore:
                 answer = await module.get_async(client, path)
                 return bytes(await answer.bytes_async())
         except StorageError as exc:
-            spec = self._spec
-            clearer = None
-            if exc.__cause__ is not None:
-                clearer = explain_failure(
-                    exc,
-                    kind=spec.kind if spec is not None else "",
-                    config=spec.config if spec is not None else {},
-                    operation="get",
-                    where=where,
-                    elapsed=time.monotonic() - started,
-                )
+            clearer = self._explained(exc, "get", where, started)
             if clearer is None:
                 raise
             raise clearer from exc.__cause__

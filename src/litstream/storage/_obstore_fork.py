@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._core._errors import StorageError
 
@@ -31,7 +31,17 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from types import ModuleType
 
-__all__ = ["build_lock", "fork_error", "forked_from_user", "native", "note_used", "obstore_used"]
+    from ._obstore_spec import ObstoreSpec
+
+__all__ = [
+    "ProcessClient",
+    "build_lock",
+    "fork_error",
+    "forked_from_user",
+    "native",
+    "note_used",
+    "obstore_used",
+]
 
 _ORIGINAL_USED_IN: set[int] = set()
 """The processes whose ordinary obstore module has started its runtime (inherited by forked children)."""
@@ -111,6 +121,63 @@ def fork_error(url: str, where: int, reason: str) -> StorageError:
         f"{url}: obstore was used in process {where} and this process ({os.getpid()}) was forked from it; "
         f"{reason}: create stores inside the worker, or use multiprocessing_context='spawn' or 'forkserver'"
     )
+
+
+class ProcessClient:
+    """An ``ObstoreStore``'s obstore client in the process that uses it: built from ``spec`` once in each
+    process (through :func:`native`'s module), or the ready ``store`` it wraps, which works only in the
+    process that made it. Pickles as configuration (a wrapped store unpickled is a new client, made there).
+
+    Args:
+        store: A ready obstore store (``None`` with ``spec``).
+        spec: The configuration to build a client from (``None`` with ``store``).
+        url: The store's description, for messages.
+    """
+
+    def __init__(self, store: Any, spec: ObstoreSpec | None, url: str) -> None:
+        self.store, self.spec, self.url = store, spec, url
+        self.made_in: int | None = os.getpid() if store is not None else None  # where a wrapped store was made
+        self.held: tuple[int, ModuleType, Any] | None = None  # (pid, obstore native module, client) in use
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "held": None, "made_in": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.store is not None:
+            self.made_in = os.getpid()
+
+    def get(self) -> tuple[ModuleType, Any]:
+        """This process's obstore native module and client, built on first use in each process.
+
+        Raises:
+            StorageError: a wrapped obstore store is used in a process forked after it was made, or after
+                the parent used obstore (it cannot be rebuilt there).
+        """
+        pid = os.getpid()
+        held = self.held
+        if held is not None and held[0] == pid:
+            return held[1], held[2]
+        if self.spec is None:
+            if self.made_in != pid:
+                raise StorageError(
+                    f"{self.url}: this store was created in process {self.made_in} and used in forked process "
+                    f"{pid}; obstore cannot be used across fork: create stores inside the worker, or use "
+                    "multiprocessing_context='spawn' or 'forkserver' (or pass a URL, whose store is rebuilt)"
+                )
+            ancestor = forked_from_user()
+            if ancestor is not None:
+                raise fork_error(self.url, ancestor, "an obstore store made in this process does not work here")
+            module = native()
+            self.held = (pid, module, self.store)
+            return module, self.store
+        module = native()  # outside the lock: loading a private copy takes it
+        with build_lock():
+            held = self.held
+            if held is None or held[0] != pid:
+                held = (pid, module, self.spec.build(module))
+                self.held = held
+        return held[1], held[2]
 
 
 def _load_private_copy(original: ModuleType) -> ModuleType:

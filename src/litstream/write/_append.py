@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from .._core._errors import ConfigurationError, FormatError
+from ..format._index import comparable_config
 from ..storage._listing import list_retrying
 
 if TYPE_CHECKING:
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
     from ..format._loaders import PyTreeLoader
     from ..storage._store import Store
 
-__all__ = ["config_diff", "next_chunk_number", "settings_mismatch"]
+__all__ = ["check_sample_format", "check_settings", "config_diff", "next_chunk_number", "settings_mismatch"]
 
 _CHUNK_NAME = re.compile(r"^chunk-(\d+)-(\d+)(?:\.[^/]+)?\.bin$")
 
@@ -40,6 +42,44 @@ def settings_mismatch(
     theirs: dict[str, Any] = {key: getattr(config, key) for key in ours}
     theirs["encryption"] = None if config.encryption is None else dict(config.encryption)
     return [f"{key}={theirs[key]!r} (here {ours[key]!r})" for key in ours if ours[key] != theirs[key]]
+
+
+def check_settings(
+    url: str,
+    config: DatasetConfig,
+    *,
+    chunk_size: int | None,
+    chunk_bytes: int | None,
+    compression: str | None,
+    item_loader: PyTreeLoader,
+) -> None:
+    """Refuse appending to the dataset at ``url`` (written with ``config``) with other settings.
+
+    Raises:
+        ConfigurationError: a setting of :func:`settings_mismatch` differs (all of them named).
+    """
+    wrong = settings_mismatch(
+        config, chunk_size=chunk_size, chunk_bytes=chunk_bytes, compression=compression, item_loader=item_loader
+    )
+    if wrong:
+        raise ConfigurationError(
+            f"output_dir {url} holds a dataset written with {', '.join(wrong)}; appending needs "
+            "the same values (LitData merges identical configs only): pass them, or use mode='overwrite'"
+        )
+
+
+def check_sample_format(url: str, config: DatasetConfig, existing: DatasetConfig | None) -> None:
+    """Refuse a first sample whose format (``config``) differs from the dataset's at ``url`` (``existing``).
+
+    Raises:
+        FormatError: the formats differ (each differing key named).
+    """
+    if existing is not None and comparable_config(config) != comparable_config(existing):
+        raise FormatError(
+            f"this sample's format does not match the dataset at {url} "
+            f"({'; '.join(config_diff(config, existing))}); append samples with the same keys, "
+            "order and leaf types, or use mode='overwrite'"
+        )
 
 
 def config_diff(ours: DatasetConfig, theirs: DatasetConfig) -> list[str]:

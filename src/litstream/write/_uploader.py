@@ -20,33 +20,26 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from .._core._errors import ConfigurationError, FormatError
+from .._core._errors import FormatError
 from .._core._units import parse_bytes
 from ..format._checksum import CHECKSUM_KEY, DEFAULT_CHECKSUM, check_checksum_argument, chunk_digest
 from ..format._chunk import ChunkBuilder, chunk_filename, header_length
-from ..format._index import (
-    ChunkInfo,
-    DatasetConfig,
-    Index,
-    comparable_config,
-    merge_partial_indexes,
-    partial_index_name,
-)
+from ..format._index import ChunkInfo, DatasetConfig, Index
 from ..format._loaders import PyTreeLoader, SampleEncoder
 from ..storage._base import MiB
 from ..storage._resolver import store_for
 from ..storage._transfer import ByteBudget, Uploader
-from ._append import config_diff, next_chunk_number, settings_mismatch
+from ._append import check_sample_format, check_settings, next_chunk_number
 from ._chunk_pack import check_chunking, dataset_config, pack_and_compress
 from ._output import prepare_output
 from ._uploader_args import DEFAULT_CHUNK_BYTES, check_uploader_args
+from ._uploader_chunks import ChunkLedger, ClosedChunk
 from ._uploader_keys import UploaderKeys
 from ._uploader_stats import UploaderStatistics
 from ._writer_lock import WriterLock
@@ -62,12 +55,6 @@ if TYPE_CHECKING:
     from ..storage._store import Store
 
 __all__ = ["AsyncUploader", "UploaderStatistics"]
-
-
-@dataclass
-class _Chunk:
-    info: ChunkInfo
-    uploaded: anyio.Event
 
 
 class AsyncUploader:
@@ -160,13 +147,9 @@ class AsyncUploader:
         self._existing: Index | None = None
         self._state = "new"
         self._uploader: Uploader | None = None
-        self._chunks: list[_Chunk] = []
+        self._chunks = ChunkLedger(rank)  # the closed chunks: uploaded, committed
         self._next_number = 0
         self._samples_added = 0
-        self._samples_committed = 0
-        self._chunks_uploaded = 0
-        self._chunks_committed = 0
-        self._commits = 0
         self._last_stamp = 0.0
         self._peak_held = 0
         self._key_fn = key_fn
@@ -252,18 +235,8 @@ class AsyncUploader:
         """Compare the settings known before the first sample with the dataset's config."""
         if not self._chunking_given and (config.chunk_size is not None or config.chunk_bytes is not None):
             self._chunk_size, self._chunk_bytes = config.chunk_size, config.chunk_bytes
-        wrong = settings_mismatch(
-            config,
-            chunk_size=self._chunk_size,
-            chunk_bytes=self._chunk_bytes,
-            compression=self._compression,
-            item_loader=self._item_loader,
-        )
-        if wrong:
-            raise ConfigurationError(
-                f"output_dir {self._store.url} holds a dataset written with {', '.join(wrong)}; appending needs "
-                "the same values (LitData merges identical configs only): pass them, or use mode='overwrite'"
-            )
+        check_settings(self._store.url, config, chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes,
+                       compression=self._compression, item_loader=self._item_loader)  # fmt: skip
 
     # -- writing --------------------------------------------------------------------------------------
 
@@ -315,9 +288,8 @@ class AsyncUploader:
                     closed = self._builder.flush()
                     if closed is not None:
                         await self._ship(closed[0], charge)
-            target = list(self._chunks)
-        for chunk in target:
-            await chunk.uploaded.wait()
+            target = list(self._chunks.chunks)
+        await self._chunks.wait(target)
         async with self._commit_lock:
             await self._commit()
         return self.statistics().dataset_samples
@@ -334,25 +306,17 @@ class AsyncUploader:
                 compression=self._compression,
                 item_loader=self._item_loader,
             )
-            existing = self._existing.config if self._existing is not None else None
-            if existing is not None and comparable_config(config) != comparable_config(existing):
-                # the next sample may fix it again
+            try:
+                check_sample_format(self._store.url, config, self._existing.config if self._existing else None)
+            except FormatError:  # the next sample may fix it again
                 self._encoder = SampleEncoder(self._serializers, json_leaves=self._json_leaves)
-                raise FormatError(
-                    f"this sample's format does not match the dataset at {self._store.url} "
-                    f"({'; '.join(config_diff(config, existing))}); append samples with the same keys, "
-                    "order and leaf types, or use mode='overwrite'"
-                )
+                raise
             self._config = config
         return item
 
-    def _chunk_charge(self) -> int:
-        # While a chunk is packed, its items and the packed bytes (or packed and compressed) coexist.
-        n = len(self._builder)
-        return 2 * (header_length(n) + self._builder.nbytes)
-
     async def _reserve(self) -> int:
-        charge: int = await self._budget.acquire(self._chunk_charge())
+        # While a chunk is packed, its items and the packed bytes (or packed and compressed) coexist.
+        charge: int = await self._budget.acquire(2 * (header_length(len(self._builder)) + self._builder.nbytes))
         self._note_held()
         return charge
 
@@ -365,8 +329,7 @@ class AsyncUploader:
         payload, size, extra = await anyio.to_thread.run_sync(self._pack, items)
         keep = min(len(payload), charge)
         self._budget.release(charge - keep)
-        chunk = _Chunk(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, extra=extra), anyio.Event())
-        self._chunks.append(chunk)
+        chunk = self._chunks.close(ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, extra=extra))
         await self._uploader.upload_data(payload, name, on_done=partial(self._uploaded, chunk, keep))
 
     def _pack(self, items: list[bytes]) -> tuple[bytes, int, dict[str, Any]]:
@@ -374,44 +337,35 @@ class AsyncUploader:
         digest = None if self._checksum is None else chunk_digest([payload], self._checksum)
         return payload, size, {} if digest is None else {CHECKSUM_KEY: digest}
 
-    def _uploaded(self, chunk: _Chunk, charge: int, _nbytes: int) -> None:
+    def _uploaded(self, chunk: ClosedChunk, charge: int, _nbytes: int) -> None:
         self._budget.release(charge)
-        self._chunks_uploaded += 1
-        chunk.uploaded.set()
+        self._chunks.finished(chunk)
 
     def _note_held(self) -> None:
         self._peak_held = max(self._peak_held, self._budget.used + self._builder.nbytes)
 
     async def _commit(self) -> None:
-        done = 0
-        while done < len(self._chunks) and self._chunks[done].uploaded.is_set():
-            done += 1
-        if done == self._chunks_committed or self._config is None:
+        ready = await self._chunks.next_index(self._store, self._config, self._existing, self._keys)
+        if ready is None:
             return
-        new = Index(chunks=tuple(c.info for c in self._chunks[:done]), config=self._config)
-        merged = merge_partial_indexes([(partial_index_name(self._rank), new)], existing=self._existing)
-        if self._keys is not None:
-            extra = await self._keys.publish(self._store, merged, new.num_items)
-            merged = replace(merged, extra={**merged.extra, **extra})
+        merged, done = ready
         stamp = max(time.time(), self._last_stamp + 1e-6)  # updated_at changes with every commit
         await self._wlock.acommit_index(merged.stamped(stamp).to_json().encode())
         self._last_stamp = stamp
-        self._chunks_committed = done
-        self._samples_committed = sum(c.info.chunk_size for c in self._chunks[:done])
-        self._commits += 1
+        self._chunks.committed_to(done)
 
     def statistics(self) -> UploaderStatistics:
         """Counters of this uploader (see :class:`UploaderStatistics`)."""
         opened = self._state != "new"
-        existing = self._existing.num_items if self._existing is not None else 0
+        existing, chunks = self._existing.num_items if self._existing is not None else 0, self._chunks
         return UploaderStatistics(
             samples_added=self._samples_added,
-            samples_committed=self._samples_committed,
-            dataset_samples=existing + self._samples_committed,
-            chunks_closed=len(self._chunks),
-            chunks_uploaded=self._chunks_uploaded,
-            chunks_committed=self._chunks_committed,
-            commits=self._commits,
+            samples_committed=chunks.samples_committed,
+            dataset_samples=existing + chunks.samples_committed,
+            chunks_closed=len(chunks.chunks),
+            chunks_uploaded=chunks.uploaded,
+            chunks_committed=chunks.committed,
+            commits=chunks.commits,
             bytes_reserved=self._budget.used if opened else 0,
             buffered_bytes=self._builder.nbytes if opened else 0,
             peak_held_bytes=self._peak_held,

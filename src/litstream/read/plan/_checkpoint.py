@@ -100,7 +100,7 @@ def litdata_spelling(config: Mapping[str, Any], first_world_size: int) -> dict[s
     ``drop_last`` resolved (``None`` means "``True`` on more than one rank" of the epoch's first
     level), the default item loader as ``None``, and LitData's ``num_canonical_nodes`` (default: the
     first level's world size), ``initial_num_nodes`` (default 1) and ``cache_dir_path`` (default
-    ``None``). ``read._resume.check_config`` reads both spellings.
+    ``None``). ``read.plan._resume_config.check_config`` reads both spellings.
     """
     out = dict(config)
     if out.get("drop_last", False) is None:
@@ -119,7 +119,7 @@ class DatasetCheckpoint:
     """Where one rank of one dataset stands in an epoch.
 
     Attributes:
-        config: The settings that must match to resume (``read._resume.CONFIG_KEYS`` plus the
+        config: The settings that must match to resume (``read.plan._resume_config.CONFIG_KEYS`` plus the
             selection keys ``subsampled_files`` / ``region_of_interest`` when not the whole dataset).
         num_samples_yielded: Samples this rank delivered at the current level of the epoch.
         num_workers: DataLoader workers (``>= 1``; 0 workers are stored as 1).

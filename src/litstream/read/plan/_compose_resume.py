@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from ..._core._errors import ConfigurationError
 from ._checkpoint import CompositeCheckpoint, CycleCarry
 from ._compose import ParallelComposer, level_streams
-from ._resume import check_config, round_robin
+from ._resume import round_robin
+from ._resume_config import check_config
 from ._resume_types import Level, Topology
 
 if TYPE_CHECKING:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from ..._core._errors import ConfigurationError
 from ._checkpoint import DatasetCheckpoint
 from ._pieces import ReadPlanArgs, plan_pieces
-from ._resume import ResumePlan, Topology, check_config, resolve_resume
+from ._resume import ResumePlan, Topology, resolve_resume
+from ._resume_config import check_config
 from ._subset import Selection, check_selection_state
 
 if TYPE_CHECKING:
