@@ -16,13 +16,13 @@ so that nothing treats it as a file mapping whose pages could be dropped and rea
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
 from .._core._errors import StorageError
-from ._base import MiB
 from ._ordered_fetch import OrderedFetcher, PieceSink
 
 if TYPE_CHECKING:
@@ -130,23 +130,9 @@ class MemoryFetcher(OrderedFetcher):
         ConfigurationError: a limit that is not an int >= 1.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        max_concurrency: int = 8,
-        max_bytes_in_flight: int = 256 * MiB,
-        piece_size: int = 8 * MiB,
-        first_piece: int = 1 * MiB,
-    ) -> None:
-        super().__init__(
-            store,
-            max_concurrency=max_concurrency,
-            max_bytes_in_flight=max_bytes_in_flight,
-            piece_size=piece_size,
-            first_piece=first_piece,
-        )
-        self._buffers = _Buffers()
+    @functools.cached_property
+    def _buffers(self) -> _Buffers:
+        return _Buffers()
 
     async def fetch(
         self,
