@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import socket
 import sys
 import tempfile
 import time
@@ -41,7 +40,6 @@ import anyio
 import anyio.to_thread
 import httpx
 import numpy as np
-import sniffio
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -52,6 +50,10 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
     from starlette.requests import Request
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/: _serving.py, shared with examples/serve
+
+from _serving import listening_socket, run_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -124,41 +126,6 @@ def create_app(
     app.state.accepted = set()
     app.state.commits = []
     return app
-
-
-def listening_socket() -> socket.socket:
-    """A TCP socket on 127.0.0.1 with a free port, listening."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    return sock
-
-
-async def run_server(app: Starlette, sock: socket.socket, stop: anyio.Event) -> None:
-    """Serve ``app`` (lifespan included) on ``sock`` until ``stop`` is set: uvicorn under asyncio, Hypercorn
-    under trio."""
-    if sniffio.current_async_library() == "asyncio":
-        import uvicorn
-
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-
-        async def stopper() -> None:
-            await stop.wait()
-            server.should_exit = True
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stopper)
-            await server.serve(sockets=[sock])
-        return
-    from hypercorn.config import Config
-    from hypercorn.trio import serve
-
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]  # Hypercorn wraps the descriptor in a socket of its own
-    config.loglevel = "WARNING"
-    config.accesslog = None
-    await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
 
 
 # -- the background tasks --------------------------------------------------------------------------------

@@ -33,7 +33,6 @@ import argparse
 import base64
 import contextlib
 import json
-import socket
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -54,6 +53,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from starlette.requests import Request
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/: _serving.py, shared with examples/ingest
+
+from _serving import listening_socket, run_server
 
 
 def to_json(value: Any) -> Any:
@@ -250,48 +253,6 @@ def create_app(
 # -- running it -------------------------------------------------------------------------------------------
 
 
-def listening_socket() -> socket.socket:
-    """A TCP socket on 127.0.0.1 with a free port, listening (the servers take it as it is)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    return sock
-
-
-async def run_server(app: Any, sock: socket.socket, stop: anyio.Event) -> None:
-    """Serve ``app`` on ``sock`` until ``stop`` is set: uvicorn under asyncio, Hypercorn under trio."""
-    if _backend() == "asyncio":
-        import uvicorn
-
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
-        instance = uvicorn.Server(config)
-
-        async def stopper() -> None:
-            await stop.wait()
-            instance.should_exit = True
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stopper)
-            await instance.serve(sockets=[sock])
-        return
-    from hypercorn.config import Config
-
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]  # Hypercorn wraps the descriptor in a socket of its own and closes it
-    config.loglevel = "WARNING"
-    config.accesslog = None
-    from hypercorn.trio import serve
-
-    await serve(app, config, shutdown_trigger=stop.wait)
-
-
-def _backend() -> str:
-    import sniffio
-
-    return sniffio.current_async_library()
-
-
 async def read_stream(client: httpx.AsyncClient, body: Mapping[str, Any]) -> dict[str, Any]:
     """Post ``body`` and read the whole response: the sample ids, the last state and the end line."""
     ids: list[int] = []
@@ -370,10 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dataset is None:
         parser.error("give a DATASET to serve, or --demo")
     app = create_app(args.dataset)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
+    sock = listening_socket(args.port)
     print(f"serving {args.dataset} on http://127.0.0.1:{args.port}/stream", flush=True)
 
     async def forever() -> None:

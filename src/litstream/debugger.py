@@ -18,38 +18,26 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+from ._core import _trace_categories
 from ._core._errors import ConfigurationError
-from ._core._trace import (
-    ALL_CATEGORIES,
-    CAT_BATCH,
-    CAT_CRASH,
-    CAT_DECOMPRESS,
-    CAT_DELETE,
-    CAT_DOWNLOAD,
-    CAT_EPOCH,
-    CAT_LOCK,
-    CAT_READ,
-    CAT_SAMPLE,
-    CAT_WRITE,
-    TRACER,
-)
+from ._core._trace import TRACER
 from ._core._trace import merge as _merge
+from ._core._trace_categories import ALL_CATEGORIES as ALL_CATEGORIES
+from ._core._trace_categories import CAT_BATCH as CAT_BATCH
+from ._core._trace_categories import CAT_CRASH as CAT_CRASH
+from ._core._trace_categories import CAT_DECOMPRESS as CAT_DECOMPRESS
+from ._core._trace_categories import CAT_DELETE as CAT_DELETE
+from ._core._trace_categories import CAT_DOWNLOAD as CAT_DOWNLOAD
+from ._core._trace_categories import CAT_EPOCH as CAT_EPOCH
+from ._core._trace_categories import CAT_LOCK as CAT_LOCK
+from ._core._trace_categories import CAT_READ as CAT_READ
+from ._core._trace_categories import CAT_SAMPLE as CAT_SAMPLE
+from ._core._trace_categories import CAT_WRITE as CAT_WRITE
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
 __all__ = [
-    "ALL_CATEGORIES",
-    "CAT_BATCH",
-    "CAT_CRASH",
-    "CAT_DECOMPRESS",
-    "CAT_DELETE",
-    "CAT_DOWNLOAD",
-    "CAT_EPOCH",
-    "CAT_LOCK",
-    "CAT_READ",
-    "CAT_SAMPLE",
-    "CAT_WRITE",
     "LEVEL_CATEGORIES",
     "active_categories",
     "emit_trace",
@@ -58,6 +46,7 @@ __all__ = [
     "merge_traces",
     "trace_span",
 ]
+__all__ += _trace_categories.__all__  # LitData's trace categories (their one table is in _core)
 
 _CHUNK = frozenset({CAT_EPOCH, CAT_BATCH, CAT_DOWNLOAD, CAT_READ, CAT_DELETE, CAT_DECOMPRESS, CAT_CRASH, CAT_WRITE})
 

@@ -21,10 +21,12 @@ from obstore.store import MemoryStore
 from storage_backends import unique
 
 from litstream import StorageError
+from litstream.storage._memory_fetch import MemoryFetcher
 from litstream.storage._obstore import ObstoreStore
+from litstream.storage._ordered_fetch import spans as piece_spans
 from litstream.storage._progress import Progress
 from litstream.storage._resolver import store_for
-from litstream.storage._transfer import Downloader, _spans
+from litstream.storage._transfer import Downloader
 from request_counter import RequestCounter
 
 if TYPE_CHECKING:
@@ -40,29 +42,38 @@ PAYLOAD = bytes(range(251)) * 1200  # 301,200 bytes: four whole 64 KiB pieces an
 
 def test_spans_end_on_piece_multiples_after_a_short_first_span() -> None:
     MiB = 1024 * KiB
-    assert _spans(20 * MiB, 8 * MiB, MiB) == [(0, MiB), (MiB, 7 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
-    assert _spans(20 * MiB, 8 * MiB, None) == [(0, 8 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
-    assert _spans(5 * MiB, 8 * MiB, MiB) == [(0, 5 * MiB)]  # one piece: one whole GET
-    assert _spans(100, 16, MiB) == [(s, min(16, 100 - s)) for s in range(0, 100, 16)]  # piece <= first piece
+    assert piece_spans(20 * MiB, 8 * MiB, MiB) == [(0, MiB), (MiB, 7 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
+    assert piece_spans(20 * MiB, 8 * MiB, None) == [(0, 8 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
+    assert piece_spans(5 * MiB, 8 * MiB, MiB) == [(0, 5 * MiB)]  # one piece: one whole GET
+    assert piece_spans(100, 16, MiB) == [(s, min(16, 100 - s)) for s in range(0, 100, 16)]  # piece <= first piece
     for size, piece, first in [(20 * MiB, 8 * MiB, MiB), (8 * MiB + 1, 8 * MiB, MiB), (999, 10, None)]:
-        spans = _spans(size, piece, first)
+        spans = piece_spans(size, piece, first)
         assert [s for s, _ in spans[1:]] == [s + n for s, n in spans[:-1]]  # contiguous, nothing twice
         assert sum(n for _, n in spans) == size
 
 
+@pytest.mark.parametrize("cached", [True, False], ids=["Downloader", "MemoryFetcher"])
 @pytest.mark.parametrize("streamed", [True, False])
 async def test_s3_ranged_gets_are_aligned_to_the_piece_size(
-    s3_server: S3Server, tmp_path: Path, streamed: bool
+    s3_server: S3Server, tmp_path: Path, streamed: bool, cached: bool
 ) -> None:
     url = f"s3://{s3_server.bucket}/{unique()}"
     await store_for(url, s3_server.options()).put("chunk-0-0.bin", PAYLOAD)
     with RequestCounter(s3_server.endpoint) as counter:
         store = store_for(url, {**s3_server.options(), "endpoint_url": counter.url})
-        downloader = Downloader(store, tmp_path, max_concurrency=1, piece_size=64 * KiB, first_piece=16 * KiB)
+        tuning = {"max_concurrency": 1, "piece_size": 64 * KiB, "first_piece": 16 * KiB}
         progress = Progress(len(PAYLOAD)) if streamed else None
-        path = await downloader.fetch("chunk-0-0.bin", size=len(PAYLOAD), progress=progress)
+        if cached:
+            path = await Downloader(store, tmp_path, **tuning).fetch(
+                "chunk-0-0.bin", size=len(PAYLOAD), progress=progress
+            )
+            got = path.read_bytes()
+        else:  # the cacheless reader's fetcher: the same requests, into memory
+            got = bytes(
+                await MemoryFetcher(store, **tuning).fetch("chunk-0-0.bin", size=len(PAYLOAD), progress=progress)
+            )
         assert counter.errors == []
-    assert path.read_bytes() == PAYLOAD
+    assert got == PAYLOAD
     last = len(PAYLOAD) - 1
     expected = ["bytes=0-16383", "bytes=16384-65535"] if streamed else ["bytes=0-65535"]
     expected += ["bytes=65536-131071", "bytes=131072-196607", "bytes=196608-262143", f"bytes=262144-{last}"]

@@ -42,23 +42,24 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import _trace_categories
 from ._environ import environ, export, unexport
+from ._trace_categories import ALL_CATEGORIES as ALL_CATEGORIES
+from ._trace_categories import CAT_BATCH as CAT_BATCH
+from ._trace_categories import CAT_CRASH as CAT_CRASH
+from ._trace_categories import CAT_DECOMPRESS as CAT_DECOMPRESS
+from ._trace_categories import CAT_DELETE as CAT_DELETE
+from ._trace_categories import CAT_DOWNLOAD as CAT_DOWNLOAD
+from ._trace_categories import CAT_EPOCH as CAT_EPOCH
+from ._trace_categories import CAT_LOCK as CAT_LOCK
+from ._trace_categories import CAT_READ as CAT_READ
+from ._trace_categories import CAT_SAMPLE as CAT_SAMPLE
+from ._trace_categories import CAT_WRITE as CAT_WRITE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
 __all__ = [
-    "ALL_CATEGORIES",
-    "CAT_BATCH",
-    "CAT_CRASH",
-    "CAT_DECOMPRESS",
-    "CAT_DELETE",
-    "CAT_DOWNLOAD",
-    "CAT_EPOCH",
-    "CAT_LOCK",
-    "CAT_READ",
-    "CAT_SAMPLE",
-    "CAT_WRITE",
     "ENV_CATEGORIES",
     "ENV_FILE",
     "TRACER",
@@ -66,22 +67,7 @@ __all__ = [
     "merge",
     "part_files",
 ]
-
-CAT_EPOCH = "epoch"
-CAT_BATCH = "batch"
-CAT_DOWNLOAD = "download"
-CAT_READ = "read"
-CAT_DELETE = "delete"
-CAT_DECOMPRESS = "decompress"
-CAT_SAMPLE = "sample"
-CAT_LOCK = "lock"
-CAT_CRASH = "crash"
-CAT_WRITE = "write"  # litstream's own: optimize's chunk writes and uploads
-
-ALL_CATEGORIES = (
-    CAT_EPOCH, CAT_BATCH, CAT_DOWNLOAD, CAT_READ, CAT_DELETE, CAT_DECOMPRESS, CAT_SAMPLE, CAT_LOCK, CAT_CRASH,
-    CAT_WRITE,
-)  # fmt: skip
+__all__ += _trace_categories.__all__  # the trace categories (their one table), re-exported
 
 ENV_CATEGORIES = "LITSTREAM_TRACE"
 ENV_FILE = "LITSTREAM_TRACE_FILE"

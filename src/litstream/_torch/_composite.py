@@ -252,9 +252,8 @@ class CompositeDataset(IterableDataset[Any]):
             share of the counts) plus the wrapper's own entry, which is what resume uses.
         """
         return engine.composite_state(
-            self, num_samples_yielded, num_workers, batch_size, current_epoch=current_epoch,
-            worker_samples_yielded=worker_samples_yielded, resume_levels=resume_levels,
-        )  # fmt: skip
+            self, num_samples_yielded, num_workers, batch_size, current_epoch, worker_samples_yielded, resume_levels
+        )
 
     def loader_state(self, state: Mapping[str, Any], *, current_epoch: int, latest_worker_idx: int) -> dict[str, Any]:
         """``StreamingDataLoader.state_dict()`` of this wrapper from its :meth:`state_dict`, in LitData 0.2.76's

@@ -26,24 +26,11 @@ __all__ = ["checked_state", "composite_resume_plan", "composite_state", "load_co
 
 
 def composite_state(
-    face: Composite,
-    num_samples_yielded: int,
-    num_workers: int,
-    batch_size: int,
-    *,
-    current_epoch: int | None = None,
-    worker_samples_yielded: Sequence[int] | None = None,
-    resume_levels: Sequence[Level] = (),
-) -> dict[str, Any]:
-    """Checkpoint of this rank's position in the current epoch (``StreamingDataLoader`` fills the arguments).
-
-    Args: as ``StreamingDataset.state_dict``; the counts are of composite samples.
-
-    Returns:
-        ``{"0": <state of dataset 0>, "1": ..., "composite": {...}}`` (plain values, picklable):
-        LitData's layout (one ``StreamingDataset`` state per member, holding that member's
-        share of the counts) plus the wrapper's own entry, which is what resume uses.
-    """
+    face: Composite, num_samples_yielded: int, num_workers: int, batch_size: int, current_epoch: int | None,
+    worker_samples_yielded: Sequence[int] | None, resume_levels: Sequence[Level],
+) -> dict[str, Any]:  # fmt: skip
+    """``CombinedStreamingDataset.state_dict`` / ``ParallelStreamingDataset.state_dict`` (arguments and result
+    there): LitData's member states plus a ``CompositeCheckpoint.to_state()`` of this rank's position."""
     env = face._env()
     epoch = face.current_epoch if current_epoch is None else max(current_epoch, 1)
     levels = tuple(resume_levels)

@@ -16,24 +16,20 @@ so that nothing treats it as a file mapping whose pages could be dropped and rea
 from __future__ import annotations
 
 import contextlib
-import itertools
+import functools
 import mmap
 from typing import TYPE_CHECKING
 
-import anyio
-import anyio.lowlevel
 import anyio.to_thread
 
 from .._core._errors import StorageError
-from ._base import MiB
-from ._ordered import OrderedGate, Request
-from ._transfer import _Once, _spans
-from ._upload import _positive, _single_errors
+from ._ordered_fetch import OrderedFetcher, PieceSink
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ._base import Store
+    from ._ordered_fetch import Once
     from ._progress import Progress
 
 __all__ = ["MemoryFetcher"]
@@ -94,7 +90,30 @@ class _Buffers:
         return mapped, True
 
 
-class MemoryFetcher:
+class _BufferSink(PieceSink):
+    """An object's buffer (``fresh``: the new mapping under it, whose pages each piece maps first; ``None``: a
+    reused one): a store with ``get_into_buffer`` streams each piece into it, other answers are copied in."""
+
+    def __init__(self, buffer: memoryview, fresh: mmap.mmap | None) -> None:
+        self._buffer, self._fresh = buffer, fresh
+
+    async def prepare(self, start: int, length: int) -> None:
+        if self._fresh is not None and length:
+            await anyio.to_thread.run_sync(_populate, self._fresh, start, length)
+
+    async def stream(self, store: Store, name: str, start: int, length: int | None) -> int | None:
+        into = getattr(store, "get_into_buffer", None)
+        if into is None:
+            return None
+        end = start + length if length is not None else len(self._buffer)
+        received: int = await into(name, self._buffer[start:end], start, length)
+        return received
+
+    async def write(self, data: bytes | memoryview, start: int) -> None:
+        self._buffer[start : start + len(data)] = data
+
+
+class MemoryFetcher(OrderedFetcher):
     """Fetches objects of ``store`` whole into memory (see the module docstring).
 
     It may serve successive event loops (one portal per epoch), one at a time.
@@ -104,45 +123,16 @@ class MemoryFetcher:
         max_concurrency: Requests in flight at once. Default 8.
         max_bytes_in_flight: Bytes requested but not yet copied into their buffer, at most. Default 256 MiB.
         piece_size: Objects larger than this are fetched in ranged GETs of this many bytes. Default 8 MiB.
+        first_piece: The first ranged GET of an object read while it arrives (a ``progress`` given to
+            :meth:`fetch`) is this short (at most ``piece_size``), so its first items come quickly. Default 1 MiB.
 
     Raises:
         ConfigurationError: a limit that is not an int >= 1.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        max_concurrency: int = 8,
-        max_bytes_in_flight: int = 256 * MiB,
-        piece_size: int = 8 * MiB,
-    ) -> None:
-        self._store = store
-        self._max_concurrency = _positive("max_concurrency", max_concurrency)
-        self._max_bytes = _positive("max_bytes_in_flight", max_bytes_in_flight)
-        self._piece_size = _positive("piece_size", piece_size)
-        self._gate: tuple[object, OrderedGate] | None = None
-        self._tickets = itertools.count()
-        self._buffers = _Buffers()
-
-    def ticket(self) -> int:
-        """A priority for :meth:`fetch` (as :meth:`Downloader.ticket <litstream.storage.Downloader.ticket>`)."""
-        return next(self._tickets)
-
-    def limit_bytes_in_flight(self, nbytes: int) -> None:
-        """Lower ``max_bytes_in_flight`` to ``nbytes``; it applies from the next event loop that fetches."""
-        self._max_bytes = min(self._max_bytes, _positive("max_bytes_in_flight", nbytes))
-
-    @property
-    def piece_size(self) -> int:
-        """Bytes per ranged GET of a large object."""
-        return self._piece_size
-
-    def _loop_gate(self) -> OrderedGate:
-        token = anyio.lowlevel.current_token()
-        if self._gate is None or self._gate[0] != token:
-            self._gate = (token, OrderedGate(self._max_concurrency, self._max_bytes))
-        return self._gate[1]
+    @functools.cached_property
+    def _buffers(self) -> _Buffers:
+        return _Buffers()
 
     async def fetch(
         self,
@@ -169,20 +159,13 @@ class MemoryFetcher:
             StorageError: the transfer failed, or the object is shorter than ``size`` (or longer, for objects
                 of at most ``piece_size`` bytes, which are fetched whole).
         """
-        notify = _Once(queued)
-        try:
-            buffer = await self._fetch(name, size, self.ticket() if priority is None else priority, notify, progress)
-        except BaseException as exc:
-            if progress is not None:
-                progress.failed(exc)
-            raise
-        finally:
-            notify()
+        ticket = self.ticket() if priority is None else priority
+        buffer = await self._reported(lambda once: self._fetch(name, size, ticket, once, progress), queued, progress)
         if progress is not None:
             progress.complete_buffer()
         return buffer
 
-    async def _fetch(self, name: str, size: int | None, ticket: int, queued: _Once, progress: Progress | None
+    async def _fetch(self, name: str, size: int | None, ticket: int, queued: Once, progress: Progress | None
                      ) -> memoryview:  # fmt: skip
         gate = self._loop_gate()
         if size is None and progress is None:  # its length unknown (a compressed chunk): one whole GET, no HEAD
@@ -194,62 +177,11 @@ class MemoryFetcher:
             finally:
                 gate.drop(request)
         if size is None:
-            async with gate.hold((ticket, -1), 0):
-                size = (await self._store.head(name)).size
+            size = await self._head_size(gate, name, ticket)
         mapped, fresh = self._buffers.take(size) if size else (None, False)
         buffer = memoryview(mapped)[:size] if mapped is not None else memoryview(bytearray())
         if progress is not None:
             progress.opened_buffer(buffer)
-        spans = _spans(size, self._piece_size, progress is not None)
-        requests = [gate.enqueue((ticket, start), length) for start, length in spans]
-        queued()
-        try:
-            fill = mapped if fresh else None
-            if size <= self._piece_size:
-                await self._piece(gate, requests[0], name, (buffer, fill), 0, size, True, progress)
-            else:
-                with _single_errors():
-                    async with anyio.create_task_group() as tg:
-                        for request, (start, length) in zip(requests, spans, strict=True):
-                            tg.start_soon(self._piece, gate, request, name, (buffer, fill), start, length, False,
-                                          progress)  # fmt: skip
-        finally:
-            for request in requests:  # a piece that never ran leaves the queue
-                gate.drop(request)
+        await self._fetch_pieces(gate, name, size, ticket, _BufferSink(buffer, mapped if fresh else None), queued,
+                                 progress)  # fmt: skip
         return buffer
-
-    async def _piece(self, gate: OrderedGate, request: Request, name: str,
-                     into_buffer: tuple[memoryview, mmap.mmap | None], start: int, length: int, whole: bool,
-                     progress: Progress | None) -> None:  # fmt: skip
-        """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) into the buffer there
-        (its pages mapped first when it is a new mapping): streamed by a store with ``get_into_buffer``, else
-        answered in one buffer and copied."""
-        buffer, fresh = into_buffer
-        try:
-            await gate.wait(request)
-            if fresh is not None and length:
-                await anyio.to_thread.run_sync(_populate, fresh, start, length)
-            target = buffer[start : start + length]
-            into = getattr(self._store, "get_into_buffer", None)
-            if into is not None:
-                received: int = await into(name, target, start, None if whole else length)
-            else:
-                if whole:
-                    data: bytes | memoryview = await self._store.get(name)
-                else:
-                    buffered = getattr(self._store, "get_range_buffer", None)
-                    fetch = buffered if buffered is not None else self._store.get_range
-                    data = await fetch(name, start, length)
-                received = len(data)
-                if received == length:
-                    target[:] = data
-            gate.free_slot(request)
-            if received != length:
-                raise StorageError(
-                    f"download of {self._store.url}/{name}: expected {length} bytes at offset {start}, got "
-                    f"{received}; the object changed or the size given (from index.json) is wrong"
-                )
-            if progress is not None:
-                progress.landed(start, length)
-        finally:
-            gate.done(request)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import os
 import sys
 import uuid
@@ -29,15 +28,14 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 import anyio
-import anyio.lowlevel
 import anyio.to_thread
 
 from .._core._errors import LitstreamError, StorageError
 from .._core._trace import CAT_DOWNLOAD, TRACER
 from ._base import MiB
 from ._budget import ByteBudget
-from ._ordered import OrderedGate, Request
-from ._upload import Uploader, UploadStatistics, _check_name, _positive, _single_errors
+from ._ordered_fetch import OrderedFetcher, PieceSink
+from ._upload import Uploader, UploadStatistics, _check_name
 
 if sys.version_info < (3, 11):  # pragma: no cover
     pass
@@ -46,6 +44,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ._base import Store
+    from ._ordered import OrderedGate
+    from ._ordered_fetch import Once
     from ._progress import Progress
 
 __all__ = ["ByteBudget", "Downloader", "UploadStatistics", "Uploader"]
@@ -120,7 +120,28 @@ def _write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
         TRACER.span("cache write", CAT_DOWNLOAD, t0, {"bytes": len(data)})
 
 
-class Downloader:
+class _FileSink(PieceSink):
+    """A download's temporary file (descriptor and path): a store with ``get_into_file`` streams each piece into
+    it, other answers are written at their offsets in a worker thread."""
+
+    def __init__(self, fd: int, tmp: Path) -> None:
+        self._fd, self._tmp = fd, tmp
+
+    async def stream(self, store: Store, name: str, start: int, length: int | None) -> int | None:
+        into = getattr(store, "get_into_file", None)
+        if into is None:
+            return None
+        t0 = perf_counter_ns() if TRACER.on else 0
+        received: int = await into(name, self._tmp, start, length)
+        if t0:
+            TRACER.span("cache write", CAT_DOWNLOAD, t0, {"bytes": received, "streamed": True})
+        return received
+
+    async def write(self, data: bytes | memoryview, start: int) -> None:
+        await anyio.to_thread.run_sync(_write_at, self._fd, data, start)
+
+
+class Downloader(OrderedFetcher):
     """Downloads objects of ``store`` into ``cache_root``, atomically and with bounded resources.
 
     It may serve successive event loops (one portal per epoch), one at a time.
@@ -151,40 +172,25 @@ class Downloader:
         piece_size: int = 8 * MiB,
         first_piece: int = 1 * MiB,
     ) -> None:
-        self._store = store
+        super().__init__(
+            store,
+            max_concurrency=max_concurrency,
+            max_bytes_in_flight=max_bytes_in_flight,
+            piece_size=piece_size,
+            first_piece=first_piece,
+        )
         self._root = Path(cache_root).absolute()
-        self._max_concurrency = _positive("max_concurrency", max_concurrency)
-        self._max_bytes = _positive("max_bytes_in_flight", max_bytes_in_flight)
-        self._piece_size = _positive("piece_size", piece_size)
-        self._first_piece = _positive("first_piece", first_piece)
-        self._state: tuple[object, _LoopState] | None = None
-        self._tickets = itertools.count()
-
-    def ticket(self) -> int:
-        """A priority for :meth:`fetch`: requests of a smaller ticket are sent first. Tickets count up, so
-        taking them in the order the objects are needed makes the downloads finish in that order."""
-        return next(self._tickets)
-
-    def limit_bytes_in_flight(self, nbytes: int) -> None:
-        """Lower ``max_bytes_in_flight`` to ``nbytes`` (a reader's memory budget, ``read/_memory.py``); it
-        applies from the next event loop that fetches (a reader's next epoch or portal)."""
-        self._max_bytes = min(self._max_bytes, _positive("max_bytes_in_flight", nbytes))
-
-    @property
-    def piece_size(self) -> int:
-        """Bytes per ranged GET of a large object."""
-        return self._piece_size
+        self._state: _LoopState | None = None
 
     def path(self, name: str) -> Path:
         """Where object ``name`` is (or will be) stored locally; ConfigurationError if not a relative key."""
         return self._root / _check_name(name)
 
     def _loop_state(self) -> _LoopState:
-        token = anyio.lowlevel.current_token()
-        if self._state is None or self._state[0] != token:
-            state = _LoopState(OrderedGate(self._max_concurrency, self._max_bytes))
-            self._state = (token, state)
-        return self._state[1]
+        gate = self._loop_gate()
+        if self._state is None or self._state.gate is not gate:
+            self._state = _LoopState(gate)
+        return self._state
 
     async def fetch(
         self,
@@ -220,21 +226,13 @@ class Downloader:
                 of at most ``piece_size`` bytes, which are fetched whole).
             ConfigurationError: ``name`` is not a relative key.
         """
-        notify = _Once(queued)
-        try:
-            path = await self._fetch(name, size, priority, notify, progress)
-        except BaseException as exc:
-            if progress is not None:
-                progress.failed(exc)
-            raise
-        finally:
-            notify()
+        path = await self._reported(lambda once: self._fetch(name, size, priority, once, progress), queued, progress)
         if progress is not None:
             progress.complete(path)
         return path
 
     async def _fetch(
-        self, name: str, size: int | None, priority: int | None, queued: _Once, progress: Progress | None
+        self, name: str, size: int | None, priority: int | None, queued: Once, progress: Progress | None
     ) -> Path:
         target = self.path(name)
         state = self._loop_state()
@@ -278,114 +276,23 @@ class Downloader:
         size: int | None,
         state: _LoopState,
         ticket: int,
-        queued: _Once,
+        queued: Once,
         progress: Progress | None,
     ) -> None:
         gate = state.gate
         if size is None:
-            async with gate.hold((ticket, -1), 0):
-                size = (await self._store.head(name)).size
+            size = await self._head_size(gate, name, ticket)
         tmp, fd = await anyio.to_thread.run_sync(_open_temp, target, size)
         if progress is not None:
             progress.opened(tmp)
         done = False
-        # every request of this download is queued before any waits (no other download can slip in between)
-        spans = _spans(size, self._piece_size, self._first_piece if progress is not None else None)
-        requests = [gate.enqueue((ticket, start), length) for start, length in spans]
-        queued()
         try:
-            if size <= self._piece_size:
-                await self._piece(gate, requests[0], name, (fd, tmp), 0, size, True, progress)
-            else:
-                with _single_errors():
-                    async with anyio.create_task_group() as tg:
-                        for request, (start, length) in zip(requests, spans, strict=True):
-                            tg.start_soon(self._piece, gate, request, name, (fd, tmp), start, length, False, progress)
+            await self._fetch_pieces(gate, name, size, ticket, _FileSink(fd, tmp), queued, progress)
             done = True
         finally:
-            for request in requests:  # a piece that never ran (cancelled, or a sibling failed) leaves the queue
-                gate.drop(request)
             with anyio.CancelScope(shield=True):  # publish or clean up even when cancelled
                 await anyio.to_thread.run_sync(os.close, fd)
                 if done:
                     await anyio.to_thread.run_sync(os.replace, tmp, target)
                 else:
                     await anyio.to_thread.run_sync(partial(tmp.unlink, missing_ok=True))
-
-    async def _piece(
-        self,
-        gate: OrderedGate,
-        request: Request,
-        name: str,
-        file: tuple[int, Path],
-        start: int,
-        length: int,
-        whole: bool,
-        progress: Progress | None,
-    ) -> None:
-        """Fetch ``length`` bytes from offset ``start`` (the whole object if ``whole``) into ``file`` (the
-        temporary file's descriptor and path) there: streamed by a store with ``get_into_file``, else
-        answered in one buffer and written in a worker thread.
-
-        ``request``'s slot is held until the response is in memory (streamed: on disk), its bytes until
-        they are on disk.
-        """
-        try:
-            await gate.wait(request)
-            into = getattr(self._store, "get_into_file", None)
-            data: bytes | memoryview | None = None
-            if into is not None:
-                t0 = perf_counter_ns() if TRACER.on else 0
-                received: int = await into(name, file[1], start, None if whole else length)
-                if t0:
-                    TRACER.span("cache write", CAT_DOWNLOAD, t0, {"bytes": received, "streamed": True})
-            elif whole:
-                data = await self._store.get(name)
-            else:
-                buffered = getattr(self._store, "get_range_buffer", None)  # no copy, where offered
-                if buffered is not None:
-                    data = await buffered(name, start, length)
-                else:
-                    data = await self._store.get_range(name, start, length)
-            if data is not None:
-                received = len(data)
-            gate.free_slot(request)
-            if received != length:
-                raise StorageError(
-                    f"download of {self._store.url}/{name}: expected {length} bytes at offset {start}, got "
-                    f"{received}; the object changed or the size given (from index.json) is wrong"
-                )
-            if data is not None:
-                await anyio.to_thread.run_sync(_write_at, file[0], data, start)
-            if progress is not None:
-                progress.landed(start, length)
-        finally:
-            gate.done(request)
-
-
-def _spans(size: int, piece: int, first_piece: int | None) -> list[tuple[int, int]]:
-    """``(start, length)`` of the ranged GETs of an object of ``size`` bytes (one span for a small one).
-
-    Every span but the last ends on a multiple of ``piece``: after a short first span (``first_piece``
-    bytes, for an object read while it downloads; ``None``: a whole piece), the
-    second one is shorter rather than every later one being shifted. A server that stores objects in
-    blocks (SeaweedFS: of a few MiB) then serves each range from as few blocks as a whole-piece GET: with
-    ranges shifted by 1 MiB it spent ~15 % more CPU for the same bytes (measured, bench/remote_cpu.py).
-    """
-    if size <= piece:
-        return [(0, size)]
-    first = min(first_piece, piece) if first_piece is not None else piece
-    starts = [0, *([first] if first < piece else []), *range(piece, size, piece)]
-    return [(start, end - start) for start, end in zip(starts, [*starts[1:], size], strict=True)]
-
-
-class _Once:
-    """Calls ``callback`` (if any) the first time it is called; later calls do nothing."""
-
-    def __init__(self, callback: Callable[[], object] | None) -> None:
-        self._callback = callback
-
-    def __call__(self) -> None:
-        callback, self._callback = self._callback, None
-        if callback is not None:
-            callback()
