@@ -21,7 +21,9 @@ import anyio.to_thread
 from .._core._errors import ConfigurationError, raise_collapsed
 from ..format._loaders import TokensLoader
 from ..read._spec import ReadSpec
-from ..read.plan._pieces import ReadPlanArgs
+from ..read._decode import work_batches
+from ..read._engine import ChunkWork, produce_chunks
+from ..read.plan._pieces import ReadPlanArgs, plan_pieces
 from ._clock import VirtualClock
 from ._store import Network, NetworkStats, SimStore
 
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from anyio.abc import ObjectReceiveStream, ObjectSendStream
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from ..read.aio._sample_stream import SampleStream
+    from ..read._source import DatasetSource
     from ._config import SimulationConfig
     from ._dataset import SimDataset
 
@@ -62,6 +64,11 @@ class RunResult:
     real_seconds: float
 
 
+def _keys_of(source: DatasetSource, work: ChunkWork, key: str) -> list[Any]:
+    """``record_key`` of each sample of ``work``, decoded as ``SampleStream`` decodes them (no transform)."""
+    return [sample[key] for batch in work_batches(source, work, None) for sample in batch]
+
+
 class _Cluster:
     def __init__(self, config: SimulationConfig, dataset: SimDataset) -> None:
         self.config = config
@@ -82,7 +89,8 @@ class _Cluster:
         block = config.read.block_size
         self.item_loader = TokensLoader(block_size=block) if block is not None else None
 
-    def stream(self, rank: int, worker: int, epoch: int) -> SampleStream:
+    def spec_and_plan(self, rank: int, worker: int, epoch: int) -> tuple[ReadSpec, ReadPlanArgs]:
+        """The spec a real reader of this session's simulated store would open, and its read plan."""
         read = self.config.read
         node = rank // self.config.cluster.ranks_per_node
         plan = ReadPlanArgs(
@@ -103,7 +111,31 @@ class _Cluster:
         spec = ReadSpec.build(
             store, item_loader=self.item_loader, max_pre_download=self.ahead, eager=False, cache_by_default=False
         )
-        return spec.stream(plan, max_pre_download=self.ahead)
+        return spec, plan
+
+    async def chunks(
+        self, rank: int, worker: int, epoch: int, send: ObjectSendStream[tuple[int, list[Any] | None]]
+    ) -> None:
+        """The engine's read session, chunk by chunk: what ``astream``'s ``SampleStream`` runs inside (open the
+        dataset, plan this reader's pieces, fetch their chunks in order with ``max_pre_download`` ahead); each
+        message is a chunk's count of samples, with the recorded keys when ``record_key`` is set (then its
+        samples are decoded as ``SampleStream`` decodes them, in a thread). Decoding costs no virtual time, so
+        without ``record_key`` nothing is decoded: the modelled costs stand for it."""
+        spec, plan = self.spec_and_plan(rank, worker, epoch)
+        source = await spec.open()
+        pieces = plan_pieces(source, plan, spec.select(source.chunk_sizes))
+        key = self.config.record_key
+        works, receive = anyio.create_memory_object_stream[ChunkWork](1)
+        try:
+            async with send, receive, anyio.create_task_group() as tg:
+                tg.start_soon(lambda: produce_chunks(source, pieces, works, max_pre_download=self.ahead))
+                async for work in receive:
+                    keys = None
+                    if key is not None:
+                        keys = await anyio.to_thread.run_sync(_keys_of, source, work, key)
+                    await send.send((len(work.items), keys))
+        finally:
+            works.close()  # produce_chunks closes it, unless it was cancelled before it started
 
     def cpu_per_sample(self) -> float:
         """Seconds to decode and collate one sample (by a worker; by the rank itself with ``num_workers=0``)."""
@@ -115,20 +147,30 @@ class _Cluster:
         size = self.config.read.batch_size
         in_process = self.config.cluster.num_workers == 0
         per_sample = 0.0 if in_process else self.cpu_per_sample()  # the rank spends it (see _consume)
-        key = self.config.record_key
+        costs = self.config.costs
         if not in_process:
-            await anyio.sleep(self.config.costs.worker_startup_time)
-        async with send, self.stream(rank, worker, epoch) as samples:
-            batch: list[Any] = []
-            async for sample in samples:
-                batch.append(sample[key] if key is not None else None)
-                if len(batch) == size:
-                    await anyio.sleep(per_sample * len(batch))
-                    await send.send(batch)
-                    batch = []
-            if batch and not self.drop_last:
-                await anyio.sleep(per_sample * len(batch))
-                await send.send(batch)
+            await anyio.sleep(costs.worker_startup_time)
+        await anyio.sleep(costs.open_time)
+        chunks, receive = anyio.create_memory_object_stream[tuple[int, list[Any] | None]](0)
+        recording = self.config.record_key is not None
+        try:
+            async with send, receive, anyio.create_task_group() as tg:
+                tg.start_soon(self.chunks, rank, worker, epoch, chunks)
+                pending = 0  # samples of the batch being filled
+                keys: list[Any] = []
+                async for count, chunk_keys in receive:
+                    keys.extend(chunk_keys or ())
+                    pending += count
+                    while pending >= size:  # a whole batch per step: no work per sample
+                        pending -= size
+                        await anyio.sleep(per_sample * size)
+                        await send.send(keys[:size] if recording else [None] * size)
+                        del keys[:size]
+                if pending and not self.drop_last:
+                    await anyio.sleep(per_sample * pending)
+                    await send.send(keys if recording else [None] * pending)
+        finally:
+            chunks.close()  # self.chunks closes it, unless it was cancelled before it started
 
     async def _consume(self, timeline: RankTimeline, queues: list[ObjectReceiveStream[list[Any]]]) -> None:
         """Take batches from the workers in turn (as DataLoader does) until all are done; train on each."""
