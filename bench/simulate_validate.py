@@ -23,6 +23,7 @@ checks that the predicted order of samples equals the measured one. Prints a Mar
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -83,17 +84,19 @@ def _predict(url: str, options: dict[str, Any], workers: int, batch: int, device
         simulate,
     )
 
-    base = SimulationConfig(url, chunks="read", storage_options=options)
-    measured = calibrate(base, chunks=5, network=True, startup=True)
-    config = SimulationConfig(
+    base = SimulationConfig(
         url,
         chunks="read",
         storage_options=options,
         cluster=ClusterModel(num_workers=workers, prefetch_factor=2),
         read=ReadSettings(batch_size=batch, shuffle=True, seed=3),
+        record_key="id",
+    )
+    measured = calibrate(base, chunks=5, network=True, startup=True)  # the probes run these settings
+    config = dataclasses.replace(
+        base,
         costs=CostModel(device_time_per_sample=device, **measured.costs()),
         network=NetworkModel(jitter=0.0, **measured.network()),
-        record_key="id",
     )
     return simulate(config), measured
 

@@ -20,9 +20,9 @@ import anyio.to_thread
 
 from .._core._errors import ConfigurationError, raise_collapsed
 from ..format._loaders import TokensLoader
-from ..read._spec import ReadSpec
 from ..read._decode import work_batches
 from ..read._engine import ChunkWork, produce_chunks
+from ..read._spec import ReadSpec
 from ..read.plan._pieces import ReadPlanArgs, plan_pieces
 from ._clock import VirtualClock
 from ._store import Network, NetworkStats, SimStore
@@ -31,6 +31,8 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import ObjectReceiveStream, ObjectSendStream
     from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -72,6 +74,7 @@ def _keys_of(source: DatasetSource, work: ChunkWork, key: str) -> list[Any]:
 class _Cluster:
     def __init__(self, config: SimulationConfig, dataset: SimDataset) -> None:
         self.config = config
+        self.stop: Callable[[], None] | None = None  # set: called once a rank has its first batch
         self.dataset = dataset
         cluster = config.cluster
         self.world_size = cluster.nodes * cluster.ranks_per_node
@@ -192,6 +195,9 @@ class _Cluster:
             timeline.sizes.append(len(batch))
             if self.config.record_key is not None:
                 timeline.order.extend(batch)
+            if self.stop is not None:
+                self.stop()
+                return
             turn += 1
             await anyio.sleep(step * len(batch))
 
@@ -213,8 +219,10 @@ class _Cluster:
         timeline.end = anyio.current_time()
 
 
-def run_cluster(config: SimulationConfig, dataset: SimDataset) -> RunResult:
+def run_cluster(config: SimulationConfig, dataset: SimDataset, *, first_batch_only: bool = False) -> RunResult:
     """Simulate every rank and worker of ``config`` over ``dataset`` on a fresh trio loop with a virtual clock.
+
+    ``first_batch_only``: stop once a rank has its first batch (what ``calibrate`` needs).
 
     Raises:
         ConfigurationError: called from a running event loop (run it in a thread then), or a bad setting the
@@ -228,6 +236,8 @@ def run_cluster(config: SimulationConfig, dataset: SimDataset) -> RunResult:
     async def main() -> None:
         clock.watch_threads(anyio.to_thread.current_default_thread_limiter())
         async with anyio.create_task_group() as tg:
+            if first_batch_only:
+                cluster.stop = tg.cancel_scope.cancel
             for timeline in timelines:
                 tg.start_soon(cluster.rank, timeline)
 
