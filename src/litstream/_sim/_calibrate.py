@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["Calibration", "measure_costs"]
 
 _RTT_PROBES = 9
-_PROBES = 3
-"""Fresh interpreters started per start-up measurement (the fastest counts)."""
 
 
 @dataclass(frozen=True)
@@ -158,9 +156,9 @@ def _probe_seconds(config: SimulationConfig, kind: str, workers: int = 0) -> flo
     return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
 
 
-async def _fastest(config: SimulationConfig, kind: str, workers: int = 0) -> float:
-    """The fastest of :data:`_PROBES` probes (a slower one mostly measures the machine's other load)."""
-    return min([await anyio.to_thread.run_sync(_probe_seconds, config, kind, workers) for _ in range(_PROBES)])
+async def _fastest(config: SimulationConfig, kind: str, probes: int, workers: int = 0) -> float:
+    """The fastest of ``probes`` probes (a slower one mostly measures the machine's other load)."""
+    return min([await anyio.to_thread.run_sync(_probe_seconds, config, kind, workers) for _ in range(probes)])
 
 
 def _simulated_first_batch(config: SimulationConfig, dataset: SimDataset) -> float:
@@ -179,16 +177,16 @@ def _simulated_first_batch(config: SimulationConfig, dataset: SimDataset) -> flo
 
 
 async def _startup(
-    config: SimulationConfig, costs: dict[str, float], network: dict[str, Any], index_seconds: float
+    config: SimulationConfig, costs: dict[str, float], network: dict[str, Any], index_seconds: float, probes: int
 ) -> dict[str, float]:
     """``open_time``, ``startup_time`` and ``worker_startup_time``: see the module's docstring."""
     from ._dataset import prepare_dataset
 
-    opened = await _fastest(config, "open")
+    opened = await _fastest(config, "open", probes)
     workers = config.cluster.num_workers
-    in_process = await _fastest(config, "loader", 0)
-    with_workers = await _fastest(config, "loader", workers) if workers else in_process
-    # the session's open, less its index request (a modelled request; its first, so it opens the connection)
+    in_process = await _fastest(config, "loader", probes, 0)
+    with_workers = await _fastest(config, "loader", probes, workers) if workers else in_process
+    # the session's open, less its index request as the model charges it (its first: it opens the connection)
     out = {"open_time": max(0.0, opened - index_seconds)}
     model = dataclasses.replace(
         config,
@@ -230,7 +228,7 @@ def _unpack(source: DatasetSource, raw: bytes, chunk: int) -> Any:
 
 
 async def measure_costs(
-    config: SimulationConfig, chunks: int = 3, network: bool = False, startup: bool = False
+    config: SimulationConfig, chunks: int = 3, network: bool = False, startup: bool = False, probes: int = 3
 ) -> Calibration:
     """Read the first ``chunks`` chunks of ``config.dataset`` and time their decompression and decoding.
 
@@ -241,6 +239,7 @@ async def measure_costs(
         network: Also measure the store's round trip, per-connection bandwidth and connection set-up.
             Default False.
         startup: Also measure the start-up costs (needs torch; starts fresh interpreters). Default False.
+        probes: Fresh interpreters per kind of start-up probe; the fastest counts (>= 1). Default 3.
 
     Raises:
         ConfigurationError: ``chunks`` below 1. DatasetNotFoundError: no index there.
@@ -248,23 +247,27 @@ async def measure_costs(
     """
     if chunks < 1:
         raise ConfigurationError(f"simulate calibrate: chunks={chunks!r} must be >= 1")
+    if probes < 1:
+        raise ConfigurationError(f"simulate calibrate: probes={probes!r} must be >= 1")
     from ..format._loaders import TokensLoader
 
-    store = store_for(config.dataset, config.storage_options or None)
     loader = TokensLoader(config.read.block_size) if config.read.block_size is not None else None
+    # untimed: a first request in this process also starts what every later client shares (threads, runtimes)
+    await store_for(config.dataset, config.storage_options or None).get_range(INDEX_FILENAME, 0, 1)
+    store = store_for(config.dataset, config.storage_options or None)
     t0 = time.perf_counter()
-    index_bytes = len(await store.get(INDEX_FILENAME))  # this client's first request: it opens the connection
+    index_bytes = len(await store.get(INDEX_FILENAME))  # a new client's first request: it opens its connection
     first_request_s = time.perf_counter() - t0
     source = await DatasetSource.open(store, item_loader=loader, allow_pickle=True)
     picked = list(range(min(chunks, len(source.index.chunks))))
     first = source.index.chunks[0].filename
     await store.get_range(first, 0, 1)  # untimed: the first read of a chunk may start threads
-    probes = []
+    trips: list[float] = []
     for _ in range(_RTT_PROBES if network or startup else 0):
         t0 = time.perf_counter()
         await store.get_range(first, 0, 1)
-        probes.append(time.perf_counter() - t0)
-    rtt = statistics.median(probes) if probes else None
+        trips.append(time.perf_counter() - t0)
+    rtt = statistics.median(trips) if trips else None
     unpack_s = decode_s = fetch_s = collate_s = 0.0
     fetched = content = samples = collated = 0
     collate = _collate_fn()
@@ -309,7 +312,9 @@ async def measure_costs(
     }
     started: dict[str, float] = {}
     if startup:
-        started = await _startup(config, costs, measured_net, first_request_s)
+        assert rtt is not None
+        modelled = rtt + index_bytes / measured_net["connection_bandwidth"] + measured_net["connect_time"]
+        started = await _startup(config, costs, measured_net, modelled, probes)
     return Calibration(
         **costs,
         startup_time=started.get("startup_time"),

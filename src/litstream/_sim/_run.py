@@ -1,11 +1,13 @@
 """Run the real read engine for a whole simulated cluster, in one process, on the virtual clock (trio).
 
-Each DataLoader worker of each rank is one real :class:`~litstream.read.aio._sample_stream.SampleStream` (what
-``astream`` returns) with its own read plan (``ReadPlanArgs`` with its rank, worker, worker count and machine
-count), reading from its own :class:`~litstream._sim._store.SimStore`. A worker groups its samples into
-batches, spends the modelled decode time (a virtual sleep) and hands each batch to its rank through a queue of
-``prefetch_factor`` batches; the rank takes batches from its workers in turn (as ``DataLoader`` does), waits
-when none is ready (the device stalls) and spends the device time per sample (a virtual sleep).
+Each DataLoader worker of each rank is one real read session with its own read plan (``ReadPlanArgs`` with its
+rank, worker, worker count and machine count), reading from its own :class:`~litstream._sim._store.SimStore`:
+what ``astream``'s ``SampleStream`` runs inside (``ReadSpec.open``, ``plan_pieces``, ``produce_chunks``), chunk
+by chunk. A worker counts each chunk's samples into batches (decoding costs no virtual time, so samples are
+decoded only to record ``record_key``), spends the modelled decode time (a virtual sleep) and hands each batch
+to its rank through a queue of ``prefetch_factor`` batches; the rank takes batches from its workers in turn (as
+``DataLoader`` does), waits when none is ready (the device stalls) and spends the device time per sample (a
+virtual sleep).
 """
 
 from __future__ import annotations
