@@ -8,12 +8,15 @@ A few real chunks are read through the real store, on the real clock:
   item of those chunks;
 * ``collate_time_per_sample``: seconds to collate decoded samples into a batch (``config.read.batch_size``),
   with the collate function ``StreamingDataLoader`` uses;
-* with ``network=True``: ``rtt`` (median seconds of a one-byte range read) and ``connection_bandwidth`` (bytes
-  per second of the whole-chunk reads once their round trip is taken off);
-* with ``startup=True`` (needs torch; runs six fresh interpreters): ``startup_time`` (the fastest first batch of a
-  ``num_workers=0`` ``StreamingDataLoader`` in a fresh interpreter, less the reads of ``index.json`` and the
-  first chunk and the batch's decoding) and ``worker_startup_time`` (how much later the first batch of a
-  one-worker loader comes: the worker process's start, as ``StreamingDataLoader`` starts it there).
+* with ``network=True``: ``rtt`` (median seconds of a one-byte range read), ``connection_bandwidth`` (bytes
+  per second of the whole-chunk reads once their round trip is taken off) and ``connect_time`` (how much longer
+  a new client's first request takes than its round trip and transfer);
+* with ``startup=True`` (needs torch; runs ``3 * probes`` fresh interpreters with the config's read settings,
+  the fastest of each kind counting): ``open_time`` (opening the dataset, planning the epoch and starting the
+  iterator's event loop, as one read session does, less its index request as the model charges it), then
+  ``startup_time`` and ``worker_startup_time``: what a simulation of one rank, on the measured network and
+  costs and stopped at its first batch, does not explain of the first batch of a fresh ``StreamingDataLoader``
+  with no worker, and then of one with the config's ``num_workers``.
 
 The device's time per sample is the user's to give: nothing here trains.
 """
