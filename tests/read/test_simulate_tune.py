@@ -251,6 +251,8 @@ def test_calibrate_counts_what_it_read(dataset: str) -> None:
     assert measured.network() == {}
     with pytest.raises(litstream.ConfigurationError, match="chunks=0"):
         calibrate(SimulationConfig(dataset), chunks=0)
+    with pytest.raises(litstream.ConfigurationError, match="probes=0"):
+        calibrate(SimulationConfig(dataset), startup=True, probes=0)
 
 
 @pytest.fixture
