@@ -23,6 +23,7 @@ checks that the predicted order of samples equals the measured one. Prints a Mar
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -72,7 +73,7 @@ def _measure(url: str, options: dict[str, Any], workers: int, batch: int, device
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def _predict(url: str, options: dict[str, Any], workers: int, batch: int, device: float) -> Any:
+def _predict(url: str, options: dict[str, Any], workers: int, batch: int, device: float, probes: int) -> Any:
     from litstream.simulate import (
         ClusterModel,
         CostModel,
@@ -83,17 +84,20 @@ def _predict(url: str, options: dict[str, Any], workers: int, batch: int, device
         simulate,
     )
 
-    base = SimulationConfig(url, chunks="read", storage_options=options)
-    measured = calibrate(base, chunks=5, network=True, startup=True)
-    config = SimulationConfig(
+    base = SimulationConfig(
         url,
         chunks="read",
         storage_options=options,
         cluster=ClusterModel(num_workers=workers, prefetch_factor=2),
         read=ReadSettings(batch_size=batch, shuffle=True, seed=3),
+        record_key="id",
+    )
+    # the probes run these settings, as many as the measured runs
+    measured = calibrate(base, chunks=5, network=True, startup=True, probes=probes)
+    config = dataclasses.replace(
+        base,
         costs=CostModel(device_time_per_sample=device, **measured.costs()),
         network=NetworkModel(jitter=0.0, **measured.network()),
-        record_key="id",
     )
     return simulate(config), measured
 
@@ -146,7 +150,7 @@ def main() -> None:
                     # the device's own time, as the fastest run's sleeps took it (a sleep on a loaded machine
                     # wakes late): the simulator is given the device, it predicts the loading around it
                     device = real["device"] / len(real["order"])
-                    report, measured = _predict(where, opts, workers, args.batch, device)
+                    report, measured = _predict(where, opts, workers, args.batch, device, args.repeats)
                     rank = report.ranks[0]
                     rows.append(
                         {

@@ -119,7 +119,12 @@ def tune(
 
 
 def calibrate(
-    config: SimulationConfig | dict[str, Any], *, chunks: int = 3, network: bool = False, startup: bool = False
+    config: SimulationConfig | dict[str, Any],
+    *,
+    chunks: int = 3,
+    network: bool = False,
+    startup: bool = False,
+    probes: int = 3,
 ) -> Calibration:
     """Measure this machine's CPU costs for the dataset from its first ``chunks`` real chunks.
 
@@ -127,8 +132,10 @@ def calibrate(
         config: Names the dataset (and its ``storage_options``).
         chunks: Chunks to read (>= 1). Default 3.
         network: Also measure the store's round trip and per-connection bandwidth. Default False.
-        startup: Also measure the loader's and a DataLoader worker's start-up (needs torch; starts a worker
-            process). Default False.
+        startup: Also measure the start-up costs: a read session's open, the loader's set-up and its workers'
+            start (needs torch; runs fresh interpreters with the config's read settings and workers).
+            Default False.
+        probes: Fresh interpreters per kind of start-up probe; the fastest counts (>= 1). Default 3.
 
     Returns:
         A :class:`Calibration`; its ``costs()`` (and ``network()``) are the config keys to set.
@@ -140,7 +147,7 @@ def calibrate(
 
     if not isinstance(config, SimulationConfig):
         config = config_from_mapping(config)
-    return run_sync(measure_costs, config, chunks, network, startup)
+    return run_sync(measure_costs, config, chunks, network, startup, probes)
 
 
 def _need_trio() -> None:

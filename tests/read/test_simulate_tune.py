@@ -233,6 +233,7 @@ def test_calibrate_writes_measured_costs_into_the_config(dataset: str, tmp_path:
     assert (after["costs"]["decode_time_per_byte"] > 0) is compressed  # nothing to decompress in a raw dataset
     assert after["network"]["rtt"] > 0
     assert after["network"]["connection_bandwidth"] > 0
+    assert after["network"]["connect_time"] >= 0
     assert {k: v for k, v in after.items() if k not in ("costs", "network")} == {
         k: v for k, v in raw.items() if k not in ("costs", "network")
     }
@@ -246,9 +247,12 @@ def test_calibrate_counts_what_it_read(dataset: str) -> None:
     index = json.loads(Path(dataset, "index.json").read_text())
     assert measured.content_bytes == sum(c["chunk_bytes"] for c in index["chunks"][:2])
     assert measured.rtt is None
+    assert measured.connect_time is None
     assert measured.network() == {}
     with pytest.raises(litstream.ConfigurationError, match="chunks=0"):
         calibrate(SimulationConfig(dataset), chunks=0)
+    with pytest.raises(litstream.ConfigurationError, match="probes=0"):
+        calibrate(SimulationConfig(dataset), startup=True, probes=0)
 
 
 @pytest.fixture
@@ -323,17 +327,20 @@ def test_without_workers_the_rank_decodes_between_steps(dataset: str, workers: i
         assert N * 0.002 <= report.epoch_seconds < 0.8 * serial
 
 
-def test_start_up_costs_delay_the_first_batch_by_their_sum(dataset: str) -> None:
-    network = NetworkModel(rtt=0.01, jitter=0.0)
-    cluster = ClusterModel(num_workers=2)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_start_up_costs_delay_the_first_batch_by_their_sum(dataset: str, workers: int) -> None:
+    """The rank's set-up, a worker's start (only with workers), each session's open and its first request's
+    connection each delay the first batch by their own amount (virtual seconds: exact)."""
+    cluster = ClusterModel(num_workers=workers)
 
-    def first(costs: CostModel) -> float:
+    def first(costs: CostModel, connect: float = 0.0) -> float:
+        network = NetworkModel(rtt=0.01, jitter=0.0, connect_time=connect)
         config = SimulationConfig(dataset, chunks="read", cluster=cluster, costs=costs, network=network)
         return simulate(config).time_to_first_batch["max"]
 
     plain = first(CostModel())
-    slow = first(CostModel(startup_time=0.25, worker_startup_time=0.5))
-    assert slow == pytest.approx(plain + 0.75, abs=1e-9)
+    slow = first(CostModel(startup_time=0.25, worker_startup_time=0.5, open_time=0.125), connect=0.0625)
+    assert slow == pytest.approx(plain + 0.25 + (0.5 if workers else 0.0) + 0.125 + 0.0625, abs=1e-9)
 
 
 def test_calibrate_startup_probes_a_fresh_loader(tmp_path: Path) -> None:
@@ -348,6 +355,8 @@ def test_calibrate_startup_probes_a_fresh_loader(tmp_path: Path) -> None:
         "collate_time_per_sample",
         "startup_time",
         "worker_startup_time",
+        "open_time",
     }
     assert all(0 <= v < 600 for v in costs.values())
+    assert measured.network() == {}  # measured for the probes' arithmetic, reported only with network=True
     assert simulate(SimulationConfig(dataset, costs=CostModel(**costs))).samples == N

@@ -39,6 +39,7 @@ def add_tune_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cal.add_argument("--chunks", type=int, default=3, help="real chunks to read (default 3)")
     cal.add_argument("--network", action="store_true", help="also measure the store's rtt and bandwidth")
     cal.add_argument("--startup", action="store_true", help="also measure loader and worker start-up (torch)")
+    cal.add_argument("--probes", type=int, default=3, help="fresh interpreters per start-up probe (default 3)")
 
 
 def _resolved(config_path: Path, raw: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +82,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     yaml = yaml_module()
     config_path = Path(args.config)
     raw = load_config(config_path)
-    measured = calibrate(_resolved(config_path, raw), chunks=args.chunks, network=args.network, startup=args.startup)
+    measured = calibrate(
+        _resolved(config_path, raw), chunks=args.chunks, network=args.network, startup=args.startup, probes=args.probes
+    )
     costs = dict(raw.get("costs") or {})
     costs.update(measured.costs())
     raw["costs"] = costs

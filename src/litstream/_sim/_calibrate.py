@@ -8,18 +8,22 @@ A few real chunks are read through the real store, on the real clock:
   item of those chunks;
 * ``collate_time_per_sample``: seconds to collate decoded samples into a batch (``config.read.batch_size``),
   with the collate function ``StreamingDataLoader`` uses;
-* with ``network=True``: ``rtt`` (median seconds of a one-byte range read) and ``connection_bandwidth`` (bytes
-  per second of the whole-chunk reads once their round trip is taken off);
-* with ``startup=True`` (needs torch; runs six fresh interpreters): ``startup_time`` (the fastest first batch of a
-  ``num_workers=0`` ``StreamingDataLoader`` in a fresh interpreter, less the reads of ``index.json`` and the
-  first chunk and the batch's decoding) and ``worker_startup_time`` (how much later the first batch of a
-  one-worker loader comes: the worker process's start, as ``StreamingDataLoader`` starts it there).
+* with ``network=True``: ``rtt`` (median seconds of a one-byte range read), ``connection_bandwidth`` (bytes
+  per second of the whole-chunk reads once their round trip is taken off) and ``connect_time`` (how much longer
+  a new client's first request takes than its round trip and transfer);
+* with ``startup=True`` (needs torch; runs ``3 * probes`` fresh interpreters with the config's read settings,
+  the fastest of each kind counting): ``open_time`` (opening the dataset, planning the epoch and starting the
+  iterator's event loop, as one read session does, less its index request as the model charges it), then
+  ``startup_time`` and ``worker_startup_time``: what a simulation of one rank, on the measured network and
+  costs and stopped at its first batch, does not explain of the first batch of a fresh ``StreamingDataLoader``
+  with no worker, and then of one with the config's ``num_workers``.
 
 The device's time per sample is the user's to give: nothing here trains.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from dataclasses import dataclass
@@ -34,12 +38,11 @@ from ..storage._resolver import store_for
 
 if TYPE_CHECKING:
     from ._config import SimulationConfig
+    from ._dataset import SimDataset
 
 __all__ = ["Calibration", "measure_costs"]
 
 _RTT_PROBES = 9
-_PROBES = 3
-"""Fresh interpreters started per start-up measurement (the fastest counts)."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,10 @@ class Calibration:
         decode_time_per_byte: Seconds per byte of (decompressed) chunk content to decompress/decrypt it.
         decode_time_per_sample: Seconds to deserialise one sample.
         collate_time_per_sample: Seconds to collate one sample.
-        startup_time, worker_startup_time: Seconds (``None`` unless ``startup=True``).
+        startup_time, worker_startup_time, open_time: Seconds (``None`` unless ``startup=True``).
         rtt: Median seconds of a one-byte read (``None`` unless the network was measured).
         connection_bandwidth: Bytes per second of one whole-chunk read (``None`` unless measured).
+        connect_time: Extra seconds of a new client's first request (``None`` unless measured).
         chunks: Chunks read. samples: Samples decoded. content_bytes: Decompressed bytes of those chunks.
     """
 
@@ -66,6 +70,8 @@ class Calibration:
     chunks: int
     samples: int
     content_bytes: int
+    open_time: float | None = None
+    connect_time: float | None = None
 
     def costs(self) -> dict[str, float]:
         """The ``costs`` section's measured keys."""
@@ -74,16 +80,20 @@ class Calibration:
             "decode_time_per_sample": self.decode_time_per_sample,
             "collate_time_per_sample": self.collate_time_per_sample,
         }
-        if self.startup_time is not None and self.worker_startup_time is not None:
+        if self.startup_time is not None and self.worker_startup_time is not None and self.open_time is not None:
             out["startup_time"] = self.startup_time
             out["worker_startup_time"] = self.worker_startup_time
+            out["open_time"] = self.open_time
         return out
 
     def network(self) -> dict[str, float]:
         """The ``network`` section's measured keys (empty if not measured)."""
         if self.rtt is None or self.connection_bandwidth is None:
             return {}
-        return {"rtt": self.rtt, "connection_bandwidth": self.connection_bandwidth}
+        out = {"rtt": self.rtt, "connection_bandwidth": self.connection_bandwidth}
+        if self.connect_time is not None:
+            out["connect_time"] = self.connect_time
+        return out
 
 
 def _collate_fn() -> Any:
@@ -97,20 +107,37 @@ def _collate_fn() -> Any:
 
 _PROBE = """
 import json, sys, time
-t0 = time.perf_counter()
-import litstream
 spec = json.loads(sys.stdin.read())
+import litstream
 loader = litstream.TokensLoader(spec["block"]) if spec["block"] else None
-ds = litstream.StreamingDataset(spec["dataset"], storage_options=spec["options"] or None, item_loader=loader)
-loader = litstream.StreamingDataLoader(ds, batch_size=spec["batch"], num_workers=spec["workers"])
-t1 = time.perf_counter()
-next(iter(loader))
-print(json.dumps({"first": time.perf_counter() - t1, "imports": t1 - t0}))
+ds = litstream.StreamingDataset(spec["dataset"], storage_options=spec["options"] or None, item_loader=loader,
+                                shuffle=spec["shuffle"], seed=spec["seed"], drop_last=spec["drop_last"],
+                                max_pre_download=spec["ahead"])
+Loader = litstream.StreamingDataLoader  # imports torch, as a training script has before it iterates
+if spec["kind"] == "open":  # what one read session does before its first chunk request, timed alone
+    from litstream._core import _bridge
+    from litstream._core._distributed import detect_worker
+    from litstream.read import _dataset_state as engine
+    t1 = time.perf_counter()
+    ds._get_source()
+    engine.ensure_shuffler(ds)
+    engine.open_epoch(ds, detect_worker())
+    with _bridge.daemon_portal():
+        pass
+    print(json.dumps({"seconds": time.perf_counter() - t1}))
+else:
+    extra = {"prefetch_factor": spec["prefetch"]} if spec["workers"] else {}
+    loader = Loader(ds, batch_size=spec["batch"], num_workers=spec["workers"], **extra)
+    t1 = time.perf_counter()
+    next(iter(loader))
+    print(json.dumps({"seconds": time.perf_counter() - t1}))
 """
 
 
-def _first_batch_seconds(config: SimulationConfig, workers: int) -> float:
-    """Seconds to the first batch of a fresh interpreter's ``StreamingDataLoader`` over the dataset.
+def _probe_seconds(config: SimulationConfig, kind: str, workers: int = 0) -> float:
+    """Seconds of one probe in a fresh interpreter: ``kind="loader"``, the first batch of a
+    ``StreamingDataLoader`` with ``workers`` workers and the config's read settings; ``kind="open"``, opening
+    the dataset, planning the epoch and starting the iterator's event loop, as one read session does.
 
     Raises:
         StorageError: the probe failed (its last error lines are in the message).
@@ -119,15 +146,68 @@ def _first_batch_seconds(config: SimulationConfig, workers: int) -> float:
     import subprocess
     import sys
 
-    spec = {"dataset": config.dataset, "options": config.storage_options, "batch": config.read.batch_size}
-    spec["workers"] = workers  # credentials go through stdin, never the command line
-    spec["block"] = config.read.block_size
+    r = config.read
+    spec = {"dataset": config.dataset, "options": config.storage_options, "batch": r.batch_size, "kind": kind}
+    spec.update(workers=workers, block=r.block_size, shuffle=r.shuffle, seed=r.seed, drop_last=r.drop_last)
+    spec.update(ahead=r.max_pre_download, prefetch=config.cluster.prefetch_factor)
+    # credentials go through stdin, never the command line
     done = subprocess.run(
         [sys.executable, "-c", _PROBE], input=json.dumps(spec), capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise StorageError(f"simulate calibrate: the start-up probe failed: {done.stderr.strip()[-500:]}")
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["first"])
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+
+
+async def _fastest(config: SimulationConfig, kind: str, probes: int, workers: int = 0) -> float:
+    """The fastest of ``probes`` probes (a slower one mostly measures the machine's other load)."""
+    return min([await anyio.to_thread.run_sync(_probe_seconds, config, kind, workers) for _ in range(probes)])
+
+
+def _simulated_first_batch(config: SimulationConfig, dataset: SimDataset) -> float:
+    """The first batch of one rank of ``config``, as the simulation predicts it (it stops there)."""
+    from ._run import run_cluster
+
+    one = dataclasses.replace(
+        config,
+        cluster=dataclasses.replace(config.cluster, nodes=1, ranks_per_node=1),
+        read=dataclasses.replace(config.read, epochs=1),
+        network=dataclasses.replace(config.network, jitter=0.0, fault_rate=0.0, outages=(), rate_limit=None),
+        record_key=None,
+    )
+    arrivals = run_cluster(one, dataset, first_batch_only=True).ranks[0].arrivals
+    return arrivals[0] if arrivals else 0.0
+
+
+async def _startup(
+    config: SimulationConfig, costs: dict[str, float], network: dict[str, Any], index_seconds: float, probes: int
+) -> dict[str, float]:
+    """``open_time``, ``startup_time`` and ``worker_startup_time``: see the module's docstring."""
+    from ._dataset import prepare_dataset
+
+    opened = await _fastest(config, "open", probes)
+    workers = config.cluster.num_workers
+    in_process = await _fastest(config, "loader", probes, 0)
+    with_workers = await _fastest(config, "loader", probes, workers) if workers else in_process
+    # the session's open, less its index request as the model charges it (its first: it opens the connection)
+    out = {"open_time": max(0.0, opened - index_seconds)}
+    model = dataclasses.replace(
+        config,
+        costs=dataclasses.replace(config.costs, **costs, **out, startup_time=0.0, worker_startup_time=0.0),
+        network=dataclasses.replace(config.network, **network),
+    )
+    dataset = await prepare_dataset(model)  # the config's own chunks (a remote "read" dataset is fetched)
+    no_workers = dataclasses.replace(model, cluster=dataclasses.replace(model.cluster, num_workers=0))
+    # what the model does not explain of the measured first batches: the rank's set-up, then a worker's start
+    simulated = await anyio.to_thread.run_sync(_simulated_first_batch, no_workers, dataset)
+    out["startup_time"] = max(0.0, in_process - simulated)
+    if workers:
+        model = dataclasses.replace(model, costs=dataclasses.replace(model.costs, startup_time=out["startup_time"]))
+        simulated = await anyio.to_thread.run_sync(_simulated_first_batch, model, dataset)
+        out["worker_startup_time"] = max(0.0, with_workers - simulated)
+    else:
+        out["worker_startup_time"] = config.costs.worker_startup_time
+    return out
 
 
 def _unpack(source: DatasetSource, raw: bytes, chunk: int) -> Any:
@@ -151,15 +231,18 @@ def _unpack(source: DatasetSource, raw: bytes, chunk: int) -> Any:
 
 
 async def measure_costs(
-    config: SimulationConfig, chunks: int = 3, network: bool = False, startup: bool = False
+    config: SimulationConfig, chunks: int = 3, network: bool = False, startup: bool = False, probes: int = 3
 ) -> Calibration:
     """Read the first ``chunks`` chunks of ``config.dataset`` and time their decompression and decoding.
 
     Args:
-        config: Names the dataset and its ``storage_options`` (``block_size`` picks ``TokensLoader``).
+        config: Names the dataset and its ``storage_options``; its read settings (``block_size`` picks
+            ``TokensLoader``) and ``cluster.num_workers`` are those the start-up probes run with.
         chunks: How many chunks to read (>= 1; fewer if the dataset has fewer). Default 3.
-        network: Also measure the store's round trip and per-connection bandwidth. Default False.
-        startup: Also measure the loader's and a worker process's start-up (needs torch). Default False.
+        network: Also measure the store's round trip, per-connection bandwidth and connection set-up.
+            Default False.
+        startup: Also measure the start-up costs (needs torch; starts fresh interpreters). Default False.
+        probes: Fresh interpreters per kind of start-up probe; the fastest counts (>= 1). Default 3.
 
     Raises:
         ConfigurationError: ``chunks`` below 1. DatasetNotFoundError: no index there.
@@ -167,27 +250,28 @@ async def measure_costs(
     """
     if chunks < 1:
         raise ConfigurationError(f"simulate calibrate: chunks={chunks!r} must be >= 1")
+    if probes < 1:
+        raise ConfigurationError(f"simulate calibrate: probes={probes!r} must be >= 1")
     from ..format._loaders import TokensLoader
 
-    store = store_for(config.dataset, config.storage_options or None)
     loader = TokensLoader(config.read.block_size) if config.read.block_size is not None else None
+    # untimed: a first request in this process also starts what every later client shares (threads, runtimes)
+    await store_for(config.dataset, config.storage_options or None).get_range(INDEX_FILENAME, 0, 1)
+    store = store_for(config.dataset, config.storage_options or None)
+    t0 = time.perf_counter()
+    index_bytes = len(await store.get(INDEX_FILENAME))  # a new client's first request: it opens its connection
+    first_request_s = time.perf_counter() - t0
     source = await DatasetSource.open(store, item_loader=loader, allow_pickle=True)
     picked = list(range(min(chunks, len(source.index.chunks))))
-    rtt = bandwidth = None
     first = source.index.chunks[0].filename
-    await store.get_range(first, 0, 1)  # untimed: the first read opens connections and starts threads
-    if network:
-        probes = []
-        for _ in range(_RTT_PROBES):
-            t0 = time.perf_counter()
-            await store.get_range(first, 0, 1)
-            probes.append(time.perf_counter() - t0)
-        rtt = statistics.median(probes)
-    t0 = time.perf_counter()
-    await store.get(INDEX_FILENAME)
-    index_s = time.perf_counter() - t0
+    await store.get_range(first, 0, 1)  # untimed: the first read of a chunk may start threads
+    trips: list[float] = []
+    for _ in range(_RTT_PROBES if network or startup else 0):
+        t0 = time.perf_counter()
+        await store.get_range(first, 0, 1)
+        trips.append(time.perf_counter() - t0)
+    rtt = statistics.median(trips) if trips else None
     unpack_s = decode_s = fetch_s = collate_s = 0.0
-    first_fetch_s = 0.0
     fetched = content = samples = collated = 0
     collate = _collate_fn()
     batch = max(1, config.read.batch_size)
@@ -202,7 +286,6 @@ async def measure_costs(
         data = await anyio.to_thread.run_sync(_unpack, source, raw, chunk)
         t2 = time.perf_counter()
         fetch_s += t1 - t0
-        first_fetch_s = first_fetch_s or (t1 - t0)
         fetched += len(raw)
         unpack_s += (t2 - t1) if data is not raw else 0.0
         content += len(data)
@@ -218,26 +301,31 @@ async def measure_costs(
                 collated += batch
             collate_s += time.perf_counter() - t4
         samples += count
+    measured_net: dict[str, float] = {}
     if rtt is not None:
         # a chunk read no slower than its round trip says nothing about bandwidth: then count the whole read
         transfer = fetch_s - rtt * len(picked)
         bandwidth = fetched / (transfer if transfer > 0.5 * fetch_s else fetch_s)
-    started = worker_started = None
+        connect = max(0.0, first_request_s - rtt - index_bytes / bandwidth)
+        measured_net = {"rtt": rtt, "connection_bandwidth": bandwidth, "connect_time": connect}
+    costs = {
+        "decode_time_per_byte": unpack_s / max(1, content),
+        "decode_time_per_sample": decode_s / max(1, samples),
+        "collate_time_per_sample": collate_s / max(1, collated),
+    }
+    started: dict[str, float] = {}
     if startup:
-        per_sample = (decode_s + collate_s) / max(1, samples)
-        # the fastest of a few probes: a slower one mostly measures the machine's other load
-        in_process = min([await anyio.to_thread.run_sync(_first_batch_seconds, config, 0) for _ in range(_PROBES)])
-        one_worker = min([await anyio.to_thread.run_sync(_first_batch_seconds, config, 1) for _ in range(_PROBES)])
-        started = max(0.0, in_process - index_s - first_fetch_s - per_sample * batch)
-        worker_started = max(0.0, one_worker - in_process)
+        assert rtt is not None
+        modelled = rtt + index_bytes / measured_net["connection_bandwidth"] + measured_net["connect_time"]
+        started = await _startup(config, costs, measured_net, modelled, probes)
     return Calibration(
-        decode_time_per_byte=unpack_s / max(1, content),
-        decode_time_per_sample=decode_s / max(1, samples),
-        collate_time_per_sample=collate_s / max(1, collated),
-        startup_time=started,
-        worker_startup_time=worker_started,
-        rtt=rtt,
-        connection_bandwidth=bandwidth,
+        **costs,
+        startup_time=started.get("startup_time"),
+        worker_startup_time=started.get("worker_startup_time"),
+        open_time=started.get("open_time"),
+        rtt=measured_net.get("rtt") if network else None,
+        connection_bandwidth=measured_net.get("connection_bandwidth") if network else None,
+        connect_time=measured_net.get("connect_time") if network else None,
         chunks=len(picked),
         samples=samples,
         content_bytes=content,

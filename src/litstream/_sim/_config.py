@@ -78,6 +78,9 @@ class CostModel:
             iterator's set-up), once per run. Default 0.
         worker_startup_time: Seconds a DataLoader worker process takes to start before its first request
             (``num_workers`` > 0; workers restart every epoch, as without ``persistent_workers``). Default 0.
+        open_time: Seconds each read session (a worker, or the rank itself with ``num_workers=0``) spends opening
+            the dataset before its first request, every epoch: its event loops, the decoder's set-up (imports
+            in a fresh process), the read plan. The index's read itself is a modelled request. Default 0.
 
     With ``num_workers=0`` the rank itself decodes and collates, so those costs are spent by the rank, one
     after the other with the device's time; with workers they overlap with it.
@@ -89,6 +92,7 @@ class CostModel:
     collate_time_per_sample: float = 0.0
     startup_time: float = 0.0
     worker_startup_time: float = 0.0
+    open_time: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,8 @@ class NetworkModel:
 
     Attributes:
         rtt: Seconds from sending a request until its first byte arrives (median). Default 0.03.
+        connect_time: Extra seconds of each read session's first request: a new client and its connection
+            (TCP and TLS set-up, the store's runtime in a fresh process). Default 0.
         jitter: Sigma of the log-normal factor applied to each request's ``rtt`` (0: none). Default 0.2.
         connection_bandwidth: Bytes per second one request can transfer. Default 100e6.
         node_bandwidth: Bytes per second one machine's link carries, shared by all its requests (a FIFO queue).
@@ -118,6 +124,7 @@ class NetworkModel:
     """
 
     rtt: float = 0.03
+    connect_time: float = 0.0
     jitter: float = 0.2
     connection_bandwidth: float = 100e6
     node_bandwidth: float = 1.25e9

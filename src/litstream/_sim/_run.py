@@ -1,11 +1,13 @@
 """Run the real read engine for a whole simulated cluster, in one process, on the virtual clock (trio).
 
-Each DataLoader worker of each rank is one real :class:`~litstream.read.aio._sample_stream.SampleStream` (what
-``astream`` returns) with its own read plan (``ReadPlanArgs`` with its rank, worker, worker count and machine
-count), reading from its own :class:`~litstream._sim._store.SimStore`. A worker groups its samples into
-batches, spends the modelled decode time (a virtual sleep) and hands each batch to its rank through a queue of
-``prefetch_factor`` batches; the rank takes batches from its workers in turn (as ``DataLoader`` does), waits
-when none is ready (the device stalls) and spends the device time per sample (a virtual sleep).
+Each DataLoader worker of each rank is one real read session with its own read plan (``ReadPlanArgs`` with its
+rank, worker, worker count and machine count), reading from its own :class:`~litstream._sim._store.SimStore`:
+what ``astream``'s ``SampleStream`` runs inside (``ReadSpec.open``, ``plan_pieces``, ``produce_chunks``), chunk
+by chunk. A worker counts each chunk's samples into batches (decoding costs no virtual time, so samples are
+decoded only to record ``record_key``), spends the modelled decode time (a virtual sleep) and hands each batch
+to its rank through a queue of ``prefetch_factor`` batches; the rank takes batches from its workers in turn (as
+``DataLoader`` does), waits when none is ready (the device stalls) and spends the device time per sample (a
+virtual sleep).
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import anyio.to_thread
 
 from .._core._errors import ConfigurationError, raise_collapsed
 from ..format._loaders import TokensLoader
+from ..read._decode import work_batches
+from ..read._engine import ChunkWork, produce_chunks
 from ..read._spec import ReadSpec
-from ..read.plan._pieces import ReadPlanArgs
+from ..read.plan._pieces import ReadPlanArgs, plan_pieces
 from ._clock import VirtualClock
 from ._store import Network, NetworkStats, SimStore
 
@@ -29,10 +33,12 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import ObjectReceiveStream, ObjectSendStream
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from ..read.aio._sample_stream import SampleStream
+    from ..read._source import DatasetSource
     from ._config import SimulationConfig
     from ._dataset import SimDataset
 
@@ -62,9 +68,15 @@ class RunResult:
     real_seconds: float
 
 
+def _keys_of(source: DatasetSource, work: ChunkWork, key: str) -> list[Any]:
+    """``record_key`` of each sample of ``work``, decoded as ``SampleStream`` decodes them (no transform)."""
+    return [sample[key] for batch in work_batches(source, work, None) for sample in batch]
+
+
 class _Cluster:
     def __init__(self, config: SimulationConfig, dataset: SimDataset) -> None:
         self.config = config
+        self.stop: Callable[[], None] | None = None  # set: called once a rank has its first batch
         self.dataset = dataset
         cluster = config.cluster
         self.world_size = cluster.nodes * cluster.ranks_per_node
@@ -82,7 +94,8 @@ class _Cluster:
         block = config.read.block_size
         self.item_loader = TokensLoader(block_size=block) if block is not None else None
 
-    def stream(self, rank: int, worker: int, epoch: int) -> SampleStream:
+    def spec_and_plan(self, rank: int, worker: int, epoch: int) -> tuple[ReadSpec, ReadPlanArgs]:
+        """The spec a real reader of this session's simulated store would open, and its read plan."""
         read = self.config.read
         node = rank // self.config.cluster.ranks_per_node
         plan = ReadPlanArgs(
@@ -103,7 +116,31 @@ class _Cluster:
         spec = ReadSpec.build(
             store, item_loader=self.item_loader, max_pre_download=self.ahead, eager=False, cache_by_default=False
         )
-        return spec.stream(plan, max_pre_download=self.ahead)
+        return spec, plan
+
+    async def chunks(
+        self, rank: int, worker: int, epoch: int, send: ObjectSendStream[tuple[int, list[Any] | None]]
+    ) -> None:
+        """The engine's read session, chunk by chunk: what ``astream``'s ``SampleStream`` runs inside (open the
+        dataset, plan this reader's pieces, fetch their chunks in order with ``max_pre_download`` ahead); each
+        message is a chunk's count of samples, with the recorded keys when ``record_key`` is set (then its
+        samples are decoded as ``SampleStream`` decodes them, in a thread). Decoding costs no virtual time, so
+        without ``record_key`` nothing is decoded: the modelled costs stand for it."""
+        spec, plan = self.spec_and_plan(rank, worker, epoch)
+        source = await spec.open()
+        pieces = plan_pieces(source, plan, spec.select(source.chunk_sizes))
+        key = self.config.record_key
+        works, receive = anyio.create_memory_object_stream[ChunkWork](1)
+        try:
+            async with send, receive, anyio.create_task_group() as tg:
+                tg.start_soon(lambda: produce_chunks(source, pieces, works, max_pre_download=self.ahead))
+                async for work in receive:
+                    keys = None
+                    if key is not None:
+                        keys = await anyio.to_thread.run_sync(_keys_of, source, work, key)
+                    await send.send((len(work.items), keys))
+        finally:
+            works.close()  # produce_chunks closes it, unless it was cancelled before it started
 
     def cpu_per_sample(self) -> float:
         """Seconds to decode and collate one sample (by a worker; by the rank itself with ``num_workers=0``)."""
@@ -115,20 +152,30 @@ class _Cluster:
         size = self.config.read.batch_size
         in_process = self.config.cluster.num_workers == 0
         per_sample = 0.0 if in_process else self.cpu_per_sample()  # the rank spends it (see _consume)
-        key = self.config.record_key
+        costs = self.config.costs
         if not in_process:
-            await anyio.sleep(self.config.costs.worker_startup_time)
-        async with send, self.stream(rank, worker, epoch) as samples:
-            batch: list[Any] = []
-            async for sample in samples:
-                batch.append(sample[key] if key is not None else None)
-                if len(batch) == size:
-                    await anyio.sleep(per_sample * len(batch))
-                    await send.send(batch)
-                    batch = []
-            if batch and not self.drop_last:
-                await anyio.sleep(per_sample * len(batch))
-                await send.send(batch)
+            await anyio.sleep(costs.worker_startup_time)
+        await anyio.sleep(costs.open_time)
+        chunks, receive = anyio.create_memory_object_stream[tuple[int, list[Any] | None]](0)
+        recording = self.config.record_key is not None
+        try:
+            async with send, receive, anyio.create_task_group() as tg:
+                tg.start_soon(self.chunks, rank, worker, epoch, chunks)
+                pending = 0  # samples of the batch being filled
+                keys: list[Any] = []
+                async for count, chunk_keys in receive:
+                    keys.extend(chunk_keys or ())
+                    pending += count
+                    while pending >= size:  # a whole batch per step: no work per sample
+                        pending -= size
+                        await anyio.sleep(per_sample * size)
+                        await send.send(keys[:size] if recording else [None] * size)
+                        del keys[:size]
+                if pending and not self.drop_last:
+                    await anyio.sleep(per_sample * pending)
+                    await send.send(keys if recording else [None] * pending)
+        finally:
+            chunks.close()  # self.chunks closes it, unless it was cancelled before it started
 
     async def _consume(self, timeline: RankTimeline, queues: list[ObjectReceiveStream[list[Any]]]) -> None:
         """Take batches from the workers in turn (as DataLoader does) until all are done; train on each."""
@@ -150,6 +197,9 @@ class _Cluster:
             timeline.sizes.append(len(batch))
             if self.config.record_key is not None:
                 timeline.order.extend(batch)
+            if self.stop is not None:
+                self.stop()
+                return
             turn += 1
             await anyio.sleep(step * len(batch))
 
@@ -171,8 +221,10 @@ class _Cluster:
         timeline.end = anyio.current_time()
 
 
-def run_cluster(config: SimulationConfig, dataset: SimDataset) -> RunResult:
+def run_cluster(config: SimulationConfig, dataset: SimDataset, *, first_batch_only: bool = False) -> RunResult:
     """Simulate every rank and worker of ``config`` over ``dataset`` on a fresh trio loop with a virtual clock.
+
+    ``first_batch_only``: stop once a rank has its first batch (what ``calibrate`` needs).
 
     Raises:
         ConfigurationError: called from a running event loop (run it in a thread then), or a bad setting the
@@ -186,6 +238,8 @@ def run_cluster(config: SimulationConfig, dataset: SimDataset) -> RunResult:
     async def main() -> None:
         clock.watch_threads(anyio.to_thread.current_default_thread_limiter())
         async with anyio.create_task_group() as tg:
+            if first_batch_only:
+                cluster.stop = tg.cancel_scope.cancel
             for timeline in timelines:
                 tg.start_soon(cluster.rank, timeline)
 

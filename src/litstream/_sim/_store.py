@@ -123,6 +123,7 @@ class SimStore:
         self._node = node
         self._session = session
         self._count = 0
+        self._connected = False
 
     def __repr__(self) -> str:
         return f"SimStore({self.url!r}, node={self._node}, session={self._session!r})"
@@ -137,6 +138,9 @@ class SimStore:
         if not self._network.dataset.has(path):
             raise ObjectNotFoundError(f"{operation}: {self.url}/{path} does not exist")
         self._count += 1
+        if not self._connected:  # a session's first request also opens its client's connection
+            self._connected = True
+            await anyio.sleep(self._network.model.connect_time)
         seed = f"{self._network.model.seed}:{self._session}:{self._count}:{path}"
         rng = random.Random(seed)
         t = self._network.transfer
