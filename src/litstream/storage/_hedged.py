@@ -105,11 +105,6 @@ class HedgedStore:
         return f"HedgedStore({self._inner!r})"
 
     @property
-    def inner(self) -> Store:
-        """The store this one sends its requests to (without hedging)."""
-        return self._inner
-
-    @property
     def url(self) -> str:
         return self._inner.url
 
