@@ -37,7 +37,14 @@ import is skipped by the fork server.
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Each pytest process's fork server preloads :data:`FORKSERVER_PRELOAD`."""
+    """No test forks the pytest process: workers that a test does not start with an explicit context come
+    from a fork server (a fresh, single-threaded interpreter that preloads :data:`FORKSERVER_PRELOAD`).
+
+    A pytest worker has threads (xdist's I/O thread, in-process servers, obstore's runtime), and a child
+    forked from a threaded process can hang or abort on state another thread held at the fork. Tests that
+    fork on purpose are marked ``forks`` and run in a clean pytest process of their own.
+    """
+    multiprocessing.set_start_method("forkserver", force=True)
     multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
 
 

@@ -88,8 +88,8 @@ def resolve_location(
     if eager and index_path is None and (root := local_path(store, "")) is not None:
         check_local_dataset(str(root))
     cache = (  # not wanted: no disk cache, the chunks are read into memory as they arrive
-        CacheSettings(
-            None if cache_dir is None else os.fspath(cache_dir),
+        CacheSettings(  # the root resolved here, so that spawned and forkserver workers use the parent's
+            os.fspath(default_cache_root() if cache_dir is None else cache_dir),
             max_cache_size,
             cache_chunks=cache_chunks if wanted else False,
         )

@@ -109,8 +109,13 @@ def _pickle_exception(exc: BaseException) -> bytes | None:
     return bytes(data)
 
 
-def _worker_main(job_bytes: bytes, num_workers: int, events: Any, source: Any, parent_pid: int) -> None:
+def _worker_main(
+    job_bytes: bytes, num_workers: int, events: Any, source: Any, parent_pid: int, environ: dict[str, str] | None
+) -> None:
     _die_with_parent(parent_pid)
+    if environ is not None:  # a forkserver's child: the environment of the optimize call, not the server's
+        os.environ.clear()
+        os.environ.update(environ)
     job: Job = cloudpickle.loads(job_bytes)
     set_worker_env(job.rank, num_workers)
     try:
@@ -307,7 +312,8 @@ def _run_processes(
             batches.cancel_join_thread()
             sent, fed = job.without_inputs(), FedBatches(batches, len(job.items) - job.first_input)
             feeders.append(BatchFeeder(job.items, job.positions, job.first_input, batches, stop, events))
-        args = (cloudpickle.dumps(sent), num_workers, events, fed, os.getpid())
+        environ = dict(os.environ) if start_method == "forkserver" else None
+        args = (cloudpickle.dumps(sent), num_workers, events, fed, os.getpid(), environ)
         processes.append(ctx.Process(target=_worker_main, args=args, daemon=True))
     for p in processes:
         p.start()
