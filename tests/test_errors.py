@@ -22,7 +22,7 @@ from litstream import (
     optimize,
 )
 from litstream._core._bridge import run_sync
-from litstream._core._errors import collapse_exception_group, raise_collapsed
+from litstream._core._errors import ChecksumError, collapse_exception_group, raise_collapsed
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup
@@ -179,3 +179,16 @@ def test_every_task_group_exit_in_src_collapses_through_raise_collapsed() -> Non
             handlers += 1  # the handler's first statement (after any comment lines) is the helper
             assert found.group(3).split("#")[0].strip() == f"raise_collapsed({found.group(1)})", (file, found.group(0))
     assert handlers >= 8
+
+
+@pytest.mark.parametrize("abandoned_first", [True, False])
+def test_collapse_raises_the_failure_before_the_download_it_abandoned(abandoned_first: bool) -> None:
+    """A checksum failure cancels the read, and a reader of the next chunk reports its download abandoned: the
+    checksum error is raised, whichever task failed first."""
+    from litstream.storage._progress import DownloadAbandoned
+
+    cause, consequence = ChecksumError("chunk-0-1.bin is corrupt"), DownloadAbandoned("the download was cancelled")
+    leaves = [consequence, cause] if abandoned_first else [cause, consequence]
+    chosen = collapse_exception_group(ExceptionGroup("read", leaves))
+    assert chosen is cause
+    assert any("DownloadAbandoned" in note for note in getattr(chosen, "__notes__", ()))

@@ -64,6 +64,10 @@ __all__ = [
 class LitstreamError(Exception):
     """Base class of every error litstream raises on purpose."""
 
+    follows_another_failure: bool = False
+    """True for an error that only reports the consequence of another failure (a download abandoned because the
+    read is shutting down): a task group's other errors are raised before it (:func:`collapse_exception_group`)."""
+
 
 class FormatError(LitstreamError, ValueError):
     """Bytes, an index or a sample that cannot be encoded or decoded."""
@@ -182,7 +186,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def _rank(exc: BaseException) -> int:
     """Which failure of a group is the root cause to raise: lower ranks first."""
     if isinstance(exc, LitstreamError):
-        return 0
+        return 1 if exc.follows_another_failure else 0
     if isinstance(exc, Exception):
         return 1
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):

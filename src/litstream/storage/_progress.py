@@ -32,6 +32,8 @@ class DownloadAbandoned(StorageError):
     """The bytes a reader waits for will not come: their download was cancelled (the read is shutting
     down, usually because of another error, which the reader raises instead)."""
 
+    follows_another_failure = True
+
 
 class Progress:
     """The state of one download of ``size`` bytes (see the module docstring).
