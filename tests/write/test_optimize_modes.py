@@ -254,3 +254,25 @@ def test_importing_litstream_leaves_the_start_method_to_the_program() -> None:
     from clean_process import run_clean
 
     assert run_clean(_start_method_after_import) is None
+
+
+def _read_marker(i: int) -> dict[str, Any]:
+    return {"i": i, "marker": os.environ.get("LITSTREAM_TEST_MARKER", "")}
+
+
+def _markers_after_the_server_started(out: str) -> list[str]:
+    """In a clean process: start the fork server with one optimize, set a variable, optimize again."""
+    multiprocessing.set_start_method("forkserver")
+    optimize(_read_marker, list(range(2)), out + "-first", chunk_size=2, num_workers=2, verbose=False)
+    os.environ["LITSTREAM_TEST_MARKER"] = "set after the fork server started"
+    optimize(_read_marker, list(range(4)), out, chunk_size=2, num_workers=2, verbose=False)
+    return [str(s["marker"]) for s in StreamingDataset(out)]
+
+
+def test_forkserver_workers_see_the_environment_of_the_call(tmp_path: Path) -> None:
+    """A fork server's children inherit the server's environment, fixed when it started: optimize hands its
+    workers the environment of the call instead, as fork and spawn do."""
+    from clean_process import run_clean
+
+    markers = run_clean(_markers_after_the_server_started, str(tmp_path / "out"))
+    assert markers == ["set after the fork server started"] * 4

@@ -33,6 +33,8 @@ __all__ = [
     "export",
     "exported",
     "litdata_variables_set",
+    "replace_all",
+    "snapshot",
     "unexport",
     "variables",
 ]
@@ -138,6 +140,18 @@ def litdata_variables_set() -> tuple[tuple[str, str], ...]:
 
 def export(values: Mapping[str, str]) -> None:
     """Set environment variables (for code that runs after, in this process and its children)."""
+    os.environ.update(values)
+
+
+def snapshot() -> dict[str, str]:
+    """Every environment variable of this process (for a child that does not inherit them: see :func:`replace_all`)."""
+    return dict(os.environ)
+
+
+def replace_all(values: Mapping[str, str]) -> None:
+    """Make this process's environment exactly ``values`` (a forkserver's child takes its parent's :func:`snapshot`,
+    not the fork server's environment)."""
+    os.environ.clear()
     os.environ.update(values)
 
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import cloudpickle
 
 from ..._core._bridge import run_sync
-from ..._core._environ import exported
+from ..._core._environ import exported, replace_all, snapshot
 from ..._core._errors import OutputLockedError, WorkerError
 from ._env import set_worker_env, worker_env
 from ._feed import FedQueue, QueueInputs, pack
@@ -114,8 +114,7 @@ def _worker_main(
 ) -> None:
     _die_with_parent(parent_pid)
     if environ is not None:  # a forkserver's child: the environment of the optimize call, not the server's
-        os.environ.clear()
-        os.environ.update(environ)
+        replace_all(environ)
     job: Job = cloudpickle.loads(job_bytes)
     set_worker_env(job.rank, num_workers)
     try:
@@ -312,7 +311,7 @@ def _run_processes(
             batches.cancel_join_thread()
             sent, fed = job.without_inputs(), FedBatches(batches, len(job.items) - job.first_input)
             feeders.append(BatchFeeder(job.items, job.positions, job.first_input, batches, stop, events))
-        environ = dict(os.environ) if start_method == "forkserver" else None
+        environ = snapshot() if start_method == "forkserver" else None
         args = (cloudpickle.dumps(sent), num_workers, events, fed, os.getpid(), environ)
         processes.append(ctx.Process(target=_worker_main, args=args, daemon=True))
     for p in processes:
