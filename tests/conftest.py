@@ -96,6 +96,45 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
+_FORKS = [0]  # os.fork() calls of this process (multiprocessing's "fork" included; subprocess's fork+exec is not)
+
+
+def _count_fork() -> None:
+    _FORKS[0] += 1
+
+
+os.register_at_fork(before=_count_fork)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    return (yield from _refuse_forks(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    return (yield from _refuse_forks(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    return (yield from _refuse_forks(item))
+
+
+def _refuse_forks(item: pytest.Item) -> Iterator[None]:
+    """Fails a test (or its fixtures) that forked the pytest process, which has threads: mark it ``forks`` (it
+    then runs alone in a clean pytest process) or fork from ``clean_process.run_clean``."""
+    before = _FORKS[0]
+    result = yield
+    if _FORKS[0] != before and not os.environ.get(IN_CLEAN_PROCESS):
+        pytest.fail(
+            f"{item.nodeid} forked the threaded pytest process {_FORKS[0] - before} time(s): mark it "
+            "@pytest.mark.forks or fork inside clean_process.run_clean",
+            pytrace=False,
+        )
+    return result
+
+
 @pytest.fixture
 def obstore_in_process() -> None:
     """Marks a test that uses obstore in the pytest process, so that it runs late (see above)."""

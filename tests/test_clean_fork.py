@@ -8,7 +8,10 @@ obstore's runtime threads).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +41,40 @@ def _fails() -> None:
 def test_run_clean_reports_the_bodys_failure() -> None:
     with pytest.raises(AssertionError, match=r"ZeroDivisionError: boom in the clean process"):
         run_clean(_fails)
+
+
+FORKING_TEST = """
+import multiprocessing
+
+
+def _nothing() -> None:
+    pass
+
+
+def test_forks_the_pytest_process() -> None:
+    process = multiprocessing.get_context("fork").Process(target=_nothing)
+    process.start()
+    process.join()
+
+
+def test_starts_a_worker_from_the_fork_server() -> None:
+    process = multiprocessing.Process(target=_nothing)  # the suite's default context
+    process.start()
+    process.join()
+"""
+
+
+def test_a_test_that_forks_the_pytest_process_fails(tmp_path: Path) -> None:
+    """tests/conftest.py fails a test that forks the pytest process itself; the default context (the preloaded
+    fork server) is fine."""
+    (tmp_path / "test_forking.py").write_text(FORKING_TEST)
+    here = Path(__file__).resolve().parent
+    env = {k: v for k, v in os.environ.items() if k != "LITSTREAM_TEST_IN_CLEAN_PROCESS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(here), *(p for p in sys.path if p)])
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "conftest",
+         "--rootdir", str(tmp_path), str(tmp_path / "test_forking.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert "1 failed, 1 passed" in done.stdout, done.stdout[-3000:]
+    assert "test_forks_the_pytest_process forked the threaded pytest process 1 time(s)" in done.stdout
