@@ -38,6 +38,7 @@ import cloudpickle
 from ..._core._bridge import run_sync
 from ..._core._environ import exported, replace_all, snapshot
 from ..._core._errors import OutputLockedError, WorkerError
+from .._lease_holder import alive
 from ._env import set_worker_env, worker_env
 from ._feed import FedQueue, QueueInputs, pack
 from ._inputs import ALL_DONE
@@ -86,18 +87,8 @@ def _die_with_parent(parent_pid: int) -> None:
         with contextlib.suppress(Exception):
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent_pid and not _alive(parent_pid):  # it died before the line above
+    if os.getppid() != parent_pid and not alive(parent_pid, None):  # it died before the line above
         os._exit(1)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _pickle_exception(exc: BaseException) -> bytes | None:
