@@ -46,6 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     multiprocessing.set_start_method("forkserver", force=True)
     multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)
+    # Every Python process the suite starts (fork servers and their workers, spawned workers, CLI runs)
+    # prints the Python stack of each of its threads if a fatal signal (SIGABRT, SIGSEGV, ...) ends it, so
+    # that a worker's crash shows where it happened in the failing test's report. Nothing else changes.
+    os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

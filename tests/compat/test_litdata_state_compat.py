@@ -15,7 +15,7 @@ import pytest
 import litstream
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset
 from litstream.read.plan._litdata_state import is_litdata_state
-from peer import peer_workers, require_peer
+from peer import finish_peer_epoch, peer_workers, require_peer
 
 litdata = require_peer("litdata")
 
@@ -50,7 +50,7 @@ def _litdata_state(data: str, *, shuffle: bool, workers: int, k: int) -> tuple[d
     it = iter(loader)
     seen = [int(v) for _ in range(k) for v in next(it)["x"]]
     state: dict[str, Any] = loader.state_dict()
-    del it
+    finish_peer_epoch(it)
     return state, seen
 
 
@@ -157,7 +157,7 @@ def test_item_shuffle_window_smaller_than_a_chunk_resumes_like_litdata(
     it = iter(loader)
     seen = [int(v) for _ in range(k) for v in next(it)["x"]]
     state: dict[str, Any] = loader.state_dict()
-    del it
+    finish_peer_epoch(it)
     assert state["dataset"]["item_shuffle_window"] == (256 if window is None else window)
     theirs = theirs_loader()
     theirs.load_state_dict(copy.deepcopy(state))
@@ -224,7 +224,7 @@ def test_litdata_combined_state_resumes_the_rest_of_the_epoch(
     it = iter(loader)
     seen = [int(v) for _ in range(k) for v in next(it)["x"]]
     state = loader.state_dict()
-    del it
+    finish_peer_epoch(it)
     peer = theirs()
     peer.load_state_dict(copy.deepcopy(state))
     peer_rest = _values(peer)
@@ -258,7 +258,7 @@ def test_litdata_parallel_state_resumes_the_rest_of_the_epoch(ints_47: str, seco
     it = iter(loader)
     seen = pairs([next(it) for _ in range(2)])
     state = loader.state_dict()
-    del it
+    finish_peer_epoch(it)
     ours = StreamingDataLoader(
         litstream.ParallelStreamingDataset([StreamingDataset(p, shuffle=True) for p in (ints_47, second_17)]),
         batch_size=BATCH,
@@ -279,7 +279,7 @@ def test_litdata_cycling_parallel_state_is_refused_clearly(ints_47: str, second_
     it = iter(loader)
     next(it)
     state = loader.state_dict()
-    del it
+    finish_peer_epoch(it)
     ours = StreamingDataLoader(
         litstream.ParallelStreamingDataset([StreamingDataset(p) for p in (ints_47, second_17)], length=30),
         batch_size=BATCH,
@@ -305,7 +305,7 @@ def test_bad_litdata_combined_states_are_refused(
     it = iter(loader)
     next(it)
     state = {**loader.state_dict(), **change}
-    del it
+    finish_peer_epoch(it)
     ours = StreamingDataLoader(
         litstream.CombinedStreamingDataset([StreamingDataset(p) for p in (ints_47, second_17)]), batch_size=BATCH
     )
