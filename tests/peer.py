@@ -43,9 +43,10 @@ def finish_peer_epoch(iterator: Any) -> int:
     workers down mid-epoch. Twice in CI (once forked, once from the fork server) a LitData worker aborted
     in that shutdown ("terminate called without an active exception"; torch reports "killed by signal:
     Aborted" from the iterator's ``__del__``), a failure of the peer's shutdown and not of what it served;
-    it did not reproduce here in ~2,300 mid-epoch shutdowns under load. Drained, the workers end at the epoch's end as in every
-    other peer test. The state the test took before is not changed by this (LitData builds a new dict).
-    A litstream iterator is never passed here: litstream's mid-epoch shutdown is tested as it is.
+    it did not reproduce here in ~2,300 mid-epoch shutdowns under load. Drained, the workers end at the
+    epoch's end as in every other peer test. The state the test took before is not changed by this
+    (LitData builds a new dict). A litstream iterator is never passed here: litstream's mid-epoch
+    shutdown is tested as it is.
     """
     return sum(1 for _ in iterator)
 
