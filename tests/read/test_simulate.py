@@ -87,17 +87,20 @@ def test_every_sample_once_per_epoch_with_workers(dataset: str, workers: int) ->
     assert served == sorted(list(range(N)) * 2)
 
 
+@pytest.mark.parametrize("per_byte", [0.0, 2e-5], ids=["no-unpack", "unpack"])
 @pytest.mark.parametrize("chunks", ["read", "synthesise"])
-def test_time_is_the_models(dataset: str, chunks: str) -> None:
+def test_time_is_the_models(dataset: str, chunks: str, per_byte: float) -> None:
     """One rank, one worker, one chunk at a time, no jitter: the first batch arrives exactly after the modelled
-    requests and decode, and the epoch lasts at least one round trip per chunk — however long real work took."""
+    requests, the first chunk's decompression (``decode_time_per_byte`` times its ``chunk_bytes``, once per chunk)
+    and the batch's decode, and the epoch lasts at least one round trip and one decompression per chunk —
+    however long real work took."""
     rtt, bandwidth = 0.1, 1e6
     config = SimulationConfig(
         dataset,
         chunks=chunks,  # type: ignore[arg-type]
         cluster=ClusterModel(num_workers=1, prefetch_factor=1),
         read=ReadSettings(batch_size=10, max_pre_download=1),
-        costs=CostModel(device_time_per_sample=0.002, decode_time_per_sample=0.001),
+        costs=CostModel(device_time_per_sample=0.002, decode_time_per_sample=0.001, decode_time_per_byte=per_byte),
         network=NetworkModel(rtt=rtt, jitter=0.0, connection_bandwidth=bandwidth, node_bandwidth=1e12),
     )
     report = simulate(config)
@@ -105,11 +108,12 @@ def test_time_is_the_models(dataset: str, chunks: str) -> None:
     first = index["chunks"][0]
     compressed = index["config"]["compression"] is not None
     wire = Path(dataset, first["filename"]).stat().st_size if compressed else first["chunk_bytes"]
+    unpack = per_byte * first["chunk_bytes"]  # every chunk holds CHUNK samples of the same size
     index_bytes = len(Path(dataset, "index.json").read_bytes()) if chunks == "read" else None
     if index_bytes is not None:
-        expected = rtt + index_bytes / bandwidth + rtt + wire / bandwidth + 10 * 0.001
+        expected = rtt + index_bytes / bandwidth + rtt + wire / bandwidth + unpack + 10 * 0.001
         assert report.time_to_first_batch["max"] == pytest.approx(expected, rel=1e-6)
-    chunks_serial = len(index["chunks"]) * (rtt + wire / bandwidth)  # one chunk in flight at a time
+    chunks_serial = len(index["chunks"]) * (rtt + wire / bandwidth + unpack)  # one chunk in flight at a time
     assert max(chunks_serial, N * 0.002) <= report.epoch_seconds  # fetching overlaps training, never less
     assert report.epoch_seconds <= 2 * rtt + chunks_serial + N * (0.001 + 0.002)  # nor more than all in a row
     assert report.requests == len(index["chunks"]) + 1  # the index, then each chunk once

@@ -71,8 +71,10 @@ class CostModel:
     Attributes:
         device_time_per_sample: Seconds the device spends per sample of a batch (the training step). Default 0.001.
         decode_time_per_sample: Seconds a worker spends deserialising one sample. Default 0.0001.
-        decode_time_per_byte: Seconds a worker spends per byte of the samples it decodes (e.g. decompression,
-            image decoding). Default 0.
+        decode_time_per_byte: Seconds spent per byte of a chunk's content (its recorded ``chunk_bytes``) to
+            decompress and decrypt it, once per chunk fetched, by the reading session's engine as soon as the
+            chunk's bytes have arrived (in the fetch, as the engine does it: overlapping the other fetches and
+            the samples being served). Default 0 (what ``calibrate`` measures for an uncompressed dataset).
         collate_time_per_sample: Seconds spent collating one sample into a batch and handing it over. Default 0.
         startup_time: Seconds from a rank asking its loader for the first batch until reading starts (the
             iterator's set-up), once per run. Default 0.

@@ -78,6 +78,11 @@ class SimDataset:
         info = self._names.get(filename)
         return 0 if info is None else max(1, int(info.chunk_bytes * self.wire_ratio))
 
+    def content_size(self, filename: str) -> int:
+        """The recorded ``chunk_bytes`` of chunk ``filename`` (its content once decompressed); 0 for other files."""
+        info = self._names.get(filename)
+        return 0 if info is None else info.chunk_bytes
+
     def has(self, filename: str) -> bool:
         """Whether the store holds ``filename``."""
         return filename == INDEX_FILENAME or filename in self._names

@@ -82,8 +82,6 @@ class _Cluster:
         self.world_size = cluster.nodes * cluster.ranks_per_node
         self.workers = max(1, cluster.num_workers)
         self.network = Network(config.network, dataset, cluster.nodes)
-        chunks = dataset.index.chunks
-        self.bytes_per_sample = sum(c.chunk_bytes for c in chunks) / max(1, sum(c.chunk_size for c in chunks))
         drop_last = config.read.drop_last
         self.drop_last = self.world_size > 1 if drop_last is None else drop_last  # StreamingDataset's default
         self.ahead = config.read.max_pre_download
@@ -111,7 +109,12 @@ class _Cluster:
             num_nodes=self.config.cluster.nodes,
             max_cache_size=read.max_cache_size,
         )
-        store = SimStore(self.network, node=node, session=f"{epoch}/{rank}/{worker}")
+        store = SimStore(
+            self.network,
+            node=node,
+            session=f"{epoch}/{rank}/{worker}",
+            unpack_time_per_byte=self.config.costs.decode_time_per_byte,
+        )
         # The spec a real reader of this store would open (read/_spec.py); the simulated store is its location.
         spec = ReadSpec.build(
             store, item_loader=self.item_loader, max_pre_download=self.ahead, eager=False, cache_by_default=False
@@ -143,10 +146,10 @@ class _Cluster:
             works.close()  # produce_chunks closes it, unless it was cancelled before it started
 
     def cpu_per_sample(self) -> float:
-        """Seconds to decode and collate one sample (by a worker; by the rank itself with ``num_workers=0``)."""
+        """Seconds to decode and collate one sample (by a worker; by the rank itself with ``num_workers=0``).
+        A chunk's decompression is not in it: the simulated store charges it per chunk, in the fetch."""
         costs = self.config.costs
-        per_byte = costs.decode_time_per_byte * self.bytes_per_sample
-        return costs.decode_time_per_sample + per_byte + costs.collate_time_per_sample
+        return costs.decode_time_per_sample + costs.collate_time_per_sample
 
     async def worker(self, rank: int, worker: int, epoch: int, send: ObjectSendStream[list[Any]]) -> None:
         size = self.config.read.batch_size

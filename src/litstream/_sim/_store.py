@@ -118,10 +118,13 @@ class Network:
 class SimStore:
     """A read-only :class:`~litstream.Store` for one session (one DataLoader worker) on machine ``node``."""
 
-    def __init__(self, network: Network, *, node: int, session: str) -> None:
+    def __init__(self, network: Network, *, node: int, session: str, unpack_time_per_byte: float = 0.0) -> None:
+        """A session's store; ``unpack_time_per_byte`` (seconds per byte of chunk content, default 0) is the
+        virtual time a chunk's decompression and decryption take once its bytes have arrived."""
         self._network = network
         self._node = node
         self._session = session
+        self._unpack_time_per_byte = unpack_time_per_byte
         self._count = 0
         self._connected = False
 
@@ -164,14 +167,28 @@ class SimStore:
             await anyio.sleep(wait)
             attempt += 1
 
+    async def _unpack(self, path: str, fetched: int) -> None:
+        """The engine's decompression (and decryption) of what a GET of ``path`` brought: a chunk's whole
+        content for a whole GET, the same share of it for a ranged one. It runs where the engine runs it, in
+        the fetch, so it overlaps the session's other fetches and its samples being served."""
+        if self._unpack_time_per_byte <= 0:
+            return
+        content = self._network.dataset.content_size(path)
+        wire = self._network.dataset.wire_size(path)
+        if content and wire:
+            await anyio.sleep(self._unpack_time_per_byte * content * min(1.0, fetched / wire))
+
     async def get(self, path: str) -> bytes:
         """See :meth:`litstream.Store.get`."""
-        await self._fetch("get", path, self._network.dataset.wire_size(path))
+        size = self._network.dataset.wire_size(path)
+        await self._fetch("get", path, size)
+        await self._unpack(path, size)
         return self._network.dataset.body(path)
 
     async def get_range(self, path: str, start: int, length: int) -> bytes:
         """See :meth:`litstream.Store.get_range`."""
         await self._fetch("get_range", path, max(0, length))
+        await self._unpack(path, max(0, length))
         return self._network.dataset.body(path)[start : start + max(0, length)]
 
     async def get_ranges(self, path: str, starts: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
