@@ -19,7 +19,8 @@ no slot is free.
 Worker start method: when ``num_workers > 0`` and no ``multiprocessing_context`` is given, the
 platform default is used unless this process has used obstore (forked children then need a private
 copy of obstore's native module and the parent has obstore's threads), in which case ``forkserver``
-(or ``spawn``) is chosen.
+(or ``spawn``) is chosen. Workers started by ``forkserver`` or ``spawn`` get the environment of the
+moment the iterator starts them (``WorkerSetup.hand_over_environ``), as forked ones do.
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ if TYPE_CHECKING:
     from ..read.plan._resume import Level
 
 __all__ = ["StreamingDataLoader"]
+
+
+def _start_method(context: Any) -> str:
+    """The start method of workers torch starts with ``context`` (``None``: the program's default, which
+    this does not fix: ``set_start_method`` stays open)."""
+    if context is not None:
+        return str(context.get_start_method())
+    return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
 
 
 class StreamingDataLoader(DataLoader[Any]):
@@ -205,12 +214,14 @@ class StreamingDataLoader(DataLoader[Any]):
             collate = self.collate_fn
             columns = isinstance(collate, _TaggingCollate) and collate.collate is litdata_collate
             dataset._loader_group = (self.batch_size, columns)
+        self._setup.hand_over_environ(_start_method(self.multiprocessing_context) if self.num_workers else None)
         try:
             batches = super().__iter__()  # starts the workers (each copies the dataset, _loader_group included)
         except BaseException:
             self._slot_statistics = close_slots(self.collate_fn, exchange, self._slot_statistics)
             raise
         finally:
+            self._setup.hand_over_environ(None)
             if isinstance(dataset, StreamingDataset):
                 dataset._loader_group = None
         main_profile = cProfile.Profile() if self._profile.cprofile and self._setup.rank == 0 else None
