@@ -1,6 +1,7 @@
 """Attributes, methods and classes LitData 0.2.76 code reads, compared with LitData where it runs here.
 
-``ParallelStreamingDataset.is_cycling()`` / ``is_infinite()``, ``StreamingDataLoader.restore``,
+``ParallelStreamingDataset.is_cycling()`` / ``is_infinite()``, ``StreamingDataLoader.restore`` and its
+``batch_sampler`` / ``batch_size`` / ``drop_last``,
 ``StreamingDataset.subsampled_files`` / ``region_of_interest``, ``ds.cache.cache_dir``,
 ``StreamingRawDataset.cache_manager``, ``FileIndexer.build_or_load_index``, ``Dir.data_connection_id``,
 the item loaders' ``setup`` / ``encode_data``, the public ``Serializer`` base and the media serializers,
@@ -95,6 +96,42 @@ def test_loader_restore_flag_follows_litdata(dataset: str) -> None:
         return flags
 
     assert run(litstream) == run(litdata) == [False, True, False]
+
+
+def _loader_view(loader: Any) -> tuple[Any, ...]:
+    sampler = loader.batch_sampler
+    return (
+        type(sampler).__name__,
+        sampler.batch_size,
+        sampler.drop_last,
+        type(sampler.sampler).__name__,
+        type(loader.sampler).__name__,
+        loader.batch_size,
+        loader.drop_last,
+    )
+
+
+def _face(module: Any, dataset: str, face: str) -> Any:
+    if face == "single":
+        return module.StreamingDataset(dataset)
+    members = [module.StreamingDataset(dataset), module.StreamingDataset(dataset)]
+    return module.CombinedStreamingDataset(members) if face == "combined" else module.ParallelStreamingDataset(members)
+
+
+@pytest.mark.parametrize("face", ["single", "combined", "parallel"])
+@pytest.mark.parametrize("drop_last", [None, True])
+def test_loader_batch_sampler_follows_litdata(dataset: str, face: str, drop_last: bool | None) -> None:
+    """Code that reads ``loader.batch_sampler`` (its ``batch_size``, ``drop_last``) sees LitData's, also where
+    litstream's workers hand over whole batches (torch then fetches one batch per call)."""
+
+    def view(module: Any) -> tuple[Any, ...]:
+        return _loader_view(module.StreamingDataLoader(_face(module, dataset, face), batch_size=4, drop_last=drop_last))
+
+    assert view(litstream) == view(litdata) == ("BatchSampler", 4, False, "_InfiniteConstantSampler",
+                                               "_InfiniteConstantSampler", 4, False)  # fmt: skip
+    if face == "single":  # the face whose workers hand over whole batches: still batches of 4
+        loader = litstream.StreamingDataLoader(litstream.StreamingDataset(dataset), batch_size=4, drop_last=drop_last)
+        assert [len(batch["i"]) for batch in loader] == [4] * (N // 4) + ([] if drop_last else [N % 4])
 
 
 def test_dir_data_connection_id_is_kept() -> None:

@@ -133,3 +133,37 @@ def test_malformed_item_raises_the_decode_error() -> None:
     broken = ChunkView(bytes(data))
     with pytest.raises(FormatError, match=r"shorter than its header announces"):
         decoder.decode_many(broken.data, *broken.spans([0, 1, 2]))
+
+
+# Keys that would run code if a key ever became source text of the dict display that builds rows
+# (``_batch_decode._dict_rows``): the keys come from index.json's ``data_spec``, a stranger's text.
+_TOUCH = "__import__('pathlib').Path({marker!r}).touch()"
+_CRAFTED = [
+    "k}} for v0, in []] or [{touch} for _ in [0]] or [{{'x",
+    "k': 1, **{{{touch}: 1}}, 'y",
+    "k\nimport pathlib; pathlib.Path({marker!r}).touch()\n",
+    "{touch}",
+    "lambda: {touch}",
+]
+
+
+@pytest.mark.parametrize("extra", [0, 40])  # the dict display (<= 32 keys) and dict(zip()) beyond it
+def test_crafted_keys_stay_data_and_run_no_code(tmp_path: Path, extra: int) -> None:
+    marker = str(tmp_path / "ran")
+    keys = [k.format(touch=_TOUCH.format(marker=marker), marker=marker) for k in _CRAFTED]
+    keys += [f"pad{j}" for j in range(extra)]
+    view, decoder = _chunk([{key: f"{i}:{j}" for j, key in enumerate(keys)} for i in range(6)])
+    out = _check(view, decoder, [5, 0, 3])
+    assert [list(sample) for sample in out] == [keys] * 3
+    assert [sample[keys[0]] for sample in out] == ["5:0", "0:0", "3:0"]
+    assert not (tmp_path / "ran").exists()
+
+
+def test_the_dict_display_is_made_from_a_small_int_only() -> None:
+    from litstream.format import _batch_decode
+
+    with pytest.raises(ValueError, match="1 to 32 keys"):
+        _batch_decode._dict_rows("0]; import os; [0")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="1 to 32 keys"):
+        _batch_decode._dict_rows(33)
+    assert _batch_decode._dict_rows(2)([[1, 2], ["a", "b"]], "x", "y") == [{"x": 1, "y": "a"}, {"x": 2, "y": "b"}]

@@ -19,7 +19,8 @@ no slot is free.
 Worker start method: when ``num_workers > 0`` and no ``multiprocessing_context`` is given, the
 platform default is used unless this process has used obstore (forked children then need a private
 copy of obstore's native module and the parent has obstore's threads), in which case ``forkserver``
-(or ``spawn``) is chosen.
+(or ``spawn``) is chosen. Workers started by ``forkserver`` or ``spawn`` get the environment of the
+moment the iterator starts them (``WorkerSetup.hand_over_environ``), as forked ones do.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import multiprocessing
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader
 
 from .._core._distributed import detect_distributed
 from .._core._errors import ConfigurationError
@@ -54,6 +55,14 @@ if TYPE_CHECKING:
     from ..read.plan._resume import Level
 
 __all__ = ["StreamingDataLoader"]
+
+
+def _start_method(context: Any) -> str:
+    """The start method of workers torch starts with ``context`` (``None``: the program's default, which
+    this does not fix: ``set_start_method`` stays open)."""
+    if context is not None:
+        return str(context.get_start_method())
+    return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
 
 
 class StreamingDataLoader(DataLoader[Any]):
@@ -140,7 +149,8 @@ class StreamingDataLoader(DataLoader[Any]):
             kwargs["multiprocessing_context"] = "forkserver" if "forkserver" in methods else "spawn"
         # A StreamingDataset (not a subclass that iterates its own way) hands over whole batches while this
         # loader iterates (``_loader_group``): torch's fetcher then makes one call per batch, not per sample
-        # (torch's batch_size is None for it; ``self.batch_size`` stays the batch size).
+        # (torch's batch_size is None for it; ``self.batch_size`` stays the batch size, and ``batch_sampler`` is
+        # LitData's, see ``_auto_collation``).
         self._grouped = isinstance(dataset, StreamingDataset) and type(dataset).__iter__ is StreamingDataset.__iter__
         super().__init__(
             dataset,
@@ -150,8 +160,9 @@ class StreamingDataLoader(DataLoader[Any]):
             worker_init_fn=self._setup,
             **kwargs,
         )
-        if self._grouped:
-            object.__setattr__(self, "batch_size", batch_size)  # torch forbids setting it after __init__
+        if self._grouped:  # torch forbids setting these after __init__
+            object.__setattr__(self, "batch_size", batch_size)
+            object.__setattr__(self, "batch_sampler", BatchSampler(self.sampler, batch_size, drop_last=False))
         self.current_epoch = 0
         self.num_samples_yielded = 0
         self.latest_worker_idx = 0
@@ -159,6 +170,13 @@ class StreamingDataLoader(DataLoader[Any]):
         self._levels: tuple[Level, ...] = ()  # levels closed by elastic resumes in this epoch
         self._start = 0  # logical worker that torch worker 0 serves
         self._restoring = False
+
+    @property
+    def _auto_collation(self) -> bool:
+        """Whether torch groups samples into batches (torch's rule: it has a ``batch_sampler``); not while the
+        dataset hands over whole batches, whose ``batch_sampler`` is only LitData's (a ``BatchSampler`` over
+        torch's ``_InfiniteConstantSampler`` with ``batch_size`` and ``drop_last=False``) for code that reads it."""
+        return not self._grouped and self.batch_sampler is not None
 
     def __len__(self) -> int:
         """Batches per epoch on this rank: each worker's items split into batches (the last may be short).
@@ -205,12 +223,14 @@ class StreamingDataLoader(DataLoader[Any]):
             collate = self.collate_fn
             columns = isinstance(collate, _TaggingCollate) and collate.collate is litdata_collate
             dataset._loader_group = (self.batch_size, columns)
+        self._setup.hand_over_environ(_start_method(self.multiprocessing_context) if self.num_workers else None)
         try:
             batches = super().__iter__()  # starts the workers (each copies the dataset, _loader_group included)
         except BaseException:
             self._slot_statistics = close_slots(self.collate_fn, exchange, self._slot_statistics)
             raise
         finally:
+            self._setup.hand_over_environ(None)
             if isinstance(dataset, StreamingDataset):
                 dataset._loader_group = None
         main_profile = cProfile.Profile() if self._profile.cprofile and self._setup.rank == 0 else None

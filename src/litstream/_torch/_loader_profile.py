@@ -12,9 +12,11 @@ the worker). ``profile_batches=N`` (an int) records from the end of batch ``prof
 batches. ``profile_batches=True`` records the worker's whole life. A worker that ends earlier saves
 what it recorded when it exits.
 
-:class:`WorkerSetup` is the loader's ``worker_init_fn``: it hands the trace settings of the process
-that iterates (``litstream.debugger.enable_tracer``) to workers started by ``spawn`` or
-``forkserver``, starts worker 0's profiler, then calls the user's ``worker_init_fn``.
+:class:`WorkerSetup` is the loader's ``worker_init_fn``: it hands the environment and the trace settings
+of the process that iterates (``litstream.debugger.enable_tracer``) to workers started by ``spawn`` or
+``forkserver``, starts worker 0's profiler, then calls the user's ``worker_init_fn``. A fork server's
+children would otherwise inherit the server's environment, fixed when it started; with the hand-over every
+worker sees the environment of the moment the loader's iterator started them, as a forked worker does.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._core._environ import replace_all, snapshot
 from .._core._errors import ConfigurationError
 from .._core._trace import TRACER
 from ..read._pump import WORKER_ALLOC
@@ -156,6 +159,13 @@ class WorkerSetup:
         self.profile = profile
         self.rank = 0  # set by the loader when an epoch starts, before the workers do
         self.slots = False  # batches go through litstream._torch._slots (set by the loader likewise)
+        self.environ: dict[str, str] | None = None  # set only while the loader starts its workers
+
+    def hand_over_environ(self, start_method: str | None) -> None:
+        """Called by the loader just before it starts workers with ``start_method`` (``None``: no workers):
+        the workers of a ``spawn`` or ``forkserver`` start take this process's environment as it is now.
+        Cleared again with ``None`` once they are started, so a pickled loader never carries it."""
+        self.environ = snapshot() if start_method is not None and start_method != "fork" else None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -168,6 +178,8 @@ class WorkerSetup:
         self._trace = trace
 
     def __call__(self, worker_id: int) -> None:
+        if self.environ is not None:  # first: the user's code below and the dataset's transforms read it
+            replace_all(self.environ)
         if self.slots:
             from ._slots import ScratchPool, SlotAlloc
 

@@ -2,30 +2,29 @@
 
 A map-style dataset (``len``, ``ds[i]``, ``ds[a:b]``, ``__getitems__`` for torch's ``DataLoader``), an
 iterable, and an async stream (``ds.astream()``). Configuration plus a portal: listing lives in
-``index/_raw.py``, fetching in ``read/raw/_fetch.py`` and ``read/raw/_stream.py``. torch is not imported.
+``index/_raw.py``, fetching in ``read/raw/_fetch.py`` and ``read/raw/_stream.py``; the checked arguments in
+``_raw_args.py``, the store, items and disk folder in ``_raw_source.py``, the look-ahead of batches and
+iterations in ``_raw_ahead.py``. torch is not imported.
 """
 
 from __future__ import annotations
 
 import operator
 import os
-import sys
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
-from .._core import _bridge
 from .._core._errors import ConfigurationError
 from .._core._litdata_env import warn_ignored
-from ..index._raw import FileMetadata, index_cache_dir, key_of
+from ..index._raw import FileMetadata, index_cache_dir
 from ..index._raw_indexer import BaseIndexer, FileIndexer, build_or_load_index
-from ..read._raw_sampler import RawBatchSampler, upcoming_batches
+from ..read._raw_sampler import RawBatchSampler
 from ..read._spec import ReadSpec
 from ..read.raw._fetch import FetchConfig, FetchStatistics, RawFetcher
-from ..read.raw._files import RawFiles
-from ..read.raw._stream import RawReader, RawStream, ahead_stop, epoch_order
+from ..read.raw._stream import RawReader, RawStream, epoch_order
 from ..storage._cache_dirs import default_cache_root
-from ..storage._files import local_path
-from ..storage._hedged import HedgedStore
-from ..storage._obstore import ObstoreStore
+from ._raw_ahead import ahead_windows, get_batch, iter_windows
+from ._raw_args import as_indexer, count, seconds
+from ._raw_source import checked_items, disk_files, fetch_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from torch.utils.data import Dataset
 
     from ..read.raw._cache_view import RawCacheManager
+    from ..read.raw._files import RawFiles
     from ..read.raw._stream import RawItem
     from ..storage._resolver import Dir
 
@@ -43,22 +43,6 @@ else:
 __all__ = ["BaseIndexer", "FileIndexer", "FileMetadata", "StreamingRawDataset"]
 
 MiB = 1024 * 1024
-_OBSTORE_THREADS = 256
-_AHEAD_BATCHES = 2  # sequential batches of one worker fetched ahead: two keep requests flowing between calls
-_AHEAD_ITEMS = 128  # items an iteration fetches ahead at least (the fetch engine's first limit on requests)
-_WINDOW = 32  # items an iteration asks for at once
-
-
-def _seconds(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"{name}={value!r}: use a number of seconds (0 turns it off)")
-    return max(0.0, float(value))
-
-
-def _count(name: str, value: int, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"{name}={value!r}: use an int >= {low}")
-    return max(low, value)
 
 
 class StreamingRawDataset(_Base):
@@ -141,19 +125,19 @@ class StreamingRawDataset(_Base):
             raise ConfigurationError("item_type='path' requires cache_files=True")
         if transform is not None and not callable(transform):
             raise ConfigurationError(f"transform={transform!r}: use a callable or None")
-        indexer = _indexer(indexer)
+        indexer = as_indexer(indexer)
         if max_concurrent_downloads is not None:
-            _count("max_concurrent_downloads", max_concurrent_downloads)
-        self.max_prefetch = _count("max_prefetch", max_prefetch)
+            count("max_concurrent_downloads", max_concurrent_downloads)
+        self.max_prefetch = count("max_prefetch", max_prefetch)
         if prefetch_cache_size is None:
             prefetch_cache_size = 2 * self.max_prefetch
-        self.prefetch_cache_size = _count("prefetch_cache_size", prefetch_cache_size)
+        self.prefetch_cache_size = count("prefetch_cache_size", prefetch_cache_size)
         self.config = FetchConfig(
             max_concurrent_downloads=max_concurrent_downloads,
-            hedge_delay=_seconds("hedge_delay", hedge_delay),
-            download_timeout=_seconds("download_timeout", download_timeout),
-            range_parallel_threshold=_count("range_parallel_threshold", range_parallel_threshold),
-            range_chunk_size=_count("range_chunk_size", range_chunk_size, 1),
+            hedge_delay=seconds("hedge_delay", hedge_delay),
+            download_timeout=seconds("download_timeout", download_timeout),
+            range_parallel_threshold=count("range_parallel_threshold", range_parallel_threshold),
+            range_chunk_size=count("range_chunk_size", range_chunk_size, 1),
         )
         self.transform = transform
         self.item_type = item_type
@@ -169,13 +153,7 @@ class StreamingRawDataset(_Base):
         self._spec = spec
         resolved = self.input_dir = spec.input_dir
         self._root = resolved.url.rstrip("/") if resolved.url is not None else str(resolved.path)
-        # The bare store: the raw fetcher hedges and retries in its own loop (read/raw/_fetch.py), through
-        # the store's ``without_retries()`` twin, so that every throttled answer counts.
-        store = spec.store.inner if isinstance(spec.store, HedgedStore) else spec.store
-        if isinstance(store, ObstoreStore) and store.spec is not None:
-            # Many small GETs: the adaptive limit, not the store's default 16 threads, should bound them.
-            store = ObstoreStore(spec=store.spec, url=store.url, max_threads=_OBSTORE_THREADS)
-            store.native_async = True  # under asyncio, no thread hop per GET
+        store = fetch_store(spec)
         root_cache = cache_dir if cache_dir is not None else default_cache_root()
         folder = index_cache_dir(root_cache, self._root)
         self.cache_dir = str(folder)
@@ -190,20 +168,8 @@ class StreamingRawDataset(_Base):
             remote=resolved.url is not None,
             upload=scheme not in ("hf", "http", "https"),  # read-only locations
         )
-        self._disk: RawFiles | None = None
-        if local_path(store, "") is not None:  # local files are read in place, never copied
-            self._disk = RawFiles(folder, source=store, as_path=True) if item_type == "path" else None
-        elif cache_files:
-            self._disk = RawFiles(folder, as_path=item_type == "path")
-        items = self.setup(self.files)
-        if not isinstance(items, list):
-            raise ConfigurationError(f"setup() must return a list, but returned {type(items).__name__}")
-        for item in items:
-            for f in item if isinstance(item, list) else [item]:
-                if not isinstance(f, FileMetadata):
-                    raise ConfigurationError(f"setup() returned {f!r}; items must be FileMetadata or lists of them")
-                key_of(f.path, self._root)
-        self.items: list[RawItem] = list(items)
+        self._disk: RawFiles | None = disk_files(store, folder, as_path=item_type == "path", cache_files=cache_files)
+        self.items: list[RawItem] = checked_items(self.setup(self.files), self._root)
         self._fetcher = RawFetcher(store, self.config, remote=resolved.url is not None)
         self._reader = RawReader(self._fetcher, self._root, self.items, self.prefetch_cache_size, self._disk)
         self._pid = os.getpid()
@@ -256,18 +222,8 @@ class StreamingRawDataset(_Base):
         is prefetched in the background.
         """
         wanted = [self._check(i) for i in indices]
-        reader = self._fresh()
-        if self.max_prefetch > 0 and wanted:
-            upcoming = upcoming_batches(indices, _num_workers(), _AHEAD_BATCHES)
-            if upcoming is not None:  # a RawBatchSampler's batch: this worker's next batches are known
-                reader.reserve((_AHEAD_BATCHES + 2) * len(wanted))
-                _bridge.start_soon(reader.prefetch, wanted, False)  # first: requests are served in the order started
-                for batch in upcoming:
-                    _bridge.start_soon(reader.prefetch, batch)
-                return self._apply(_bridge.call(reader.get_items, wanted))
-        values = _bridge.call(reader.get_items, wanted)
-        if self.max_prefetch > 0 and wanted and wanted == list(range(wanted[0], wanted[0] + len(wanted))):
-            self._look_ahead(reader, wanted[0], len(wanted))
+        values = get_batch(self._fresh(), indices, wanted, max_prefetch=self.max_prefetch,
+                           cache_size=self.prefetch_cache_size, total=len(self.items))  # fmt: skip
         return self._apply(values)
 
     def batch_sampler(
@@ -292,21 +248,6 @@ class StreamingRawDataset(_Base):
             raise ConfigurationError(f"batch_size={batch_size!r}: use an int >= 1")
         return RawBatchSampler(len(self.items), batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
 
-    def _look_ahead(self, reader: RawReader, first: int, size: int) -> None:
-        """After the batch ``[first, first + size)``: prefetch this worker's next ``_AHEAD_BATCHES`` batches.
-
-        The first of them is widened to ``max_prefetch`` items (LitData's look-ahead); items already held or
-        in flight are not asked for again, so each batch starts about one new batch of requests.
-        """
-        step = _num_workers() * size
-        total = len(self.items)
-        reader.reserve(max(self.prefetch_cache_size, (_AHEAD_BATCHES + 1) * size))
-        for k in range(1, _AHEAD_BATCHES + 1):
-            start = first + k * step
-            stop = min(total, start + (max(self.max_prefetch, size) if k == 1 else size))
-            if start < stop:
-                _bridge.start_soon(reader.prefetch, range(start, stop))
-
     def __getitem__(self, index: int | slice) -> Any:
         """Item ``index`` (a file's bytes, transformed), or a list of items for a slice.
 
@@ -317,28 +258,14 @@ class StreamingRawDataset(_Base):
             return self.__getitems__(range(*index.indices(len(self.items))))
         return self.__getitems__([index])[0]
 
-    def _ahead_windows(self, window: int) -> int:
-        """Windows an iteration fetches ahead: ``max(max_prefetch, 128)`` items (none when ``max_prefetch=0``)."""
-        return 0 if self.max_prefetch == 0 else -(-max(self.max_prefetch, _AHEAD_ITEMS) // window)
-
     def __iter__(self) -> Iterator[Any]:
-        """Every item in index order, fetched ``_WINDOW`` items at a time.
+        """Every item in index order, fetched 32 items at a time (``_raw_ahead.WINDOW``).
 
         While a window is served, the next ``max(max_prefetch, 128)`` items (at most 256 MiB of them beyond
         the next window) are already being fetched; ``max_prefetch=0`` turns that off.
         """
-        total = len(self.items)
-        windows = [range(start, min(total, start + _WINDOW)) for start in range(0, total, _WINDOW)]
-        reader = self._fresh()
-        ahead = self._ahead_windows(_WINDOW)
-        reader.reserve((ahead + 1) * _WINDOW)
-        started = 0
-        for k, window in enumerate(windows):
-            stop = ahead_stop(k, started, ahead, windows, reader)
-            for j in range(started, stop):  # window k first: requests are served in the order started
-                _bridge.start_soon(reader.prefetch, windows[j], j > k)
-            started = stop
-            yield from self._apply(_bridge.call(reader.get_items, window))
+        for values in iter_windows(self._fresh(), len(self.items), self.max_prefetch):
+            yield from self._apply(values)
 
     def astream(
         self,
@@ -366,8 +293,8 @@ class StreamingRawDataset(_Base):
         order = list(indices) if indices is not None else epoch_order(len(self.items), shuffle, seed, epoch)
         for i in order:
             self._check(i)
-        window = _count("window", window, 1)
-        return RawStream(self._fresh(), order, window, self.transform, ahead=self._ahead_windows(window))
+        window = count("window", window, 1)
+        return RawStream(self._fresh(), order, window, self.transform, ahead=ahead_windows(self.max_prefetch, window))
 
     def statistics(self) -> FetchStatistics:
         """The fetch engine's counters in this process (in flight, bytes, retries, hedges won, ...)."""
@@ -375,27 +302,3 @@ class StreamingRawDataset(_Base):
 
     def __repr__(self) -> str:
         return f"StreamingRawDataset({self._root!r}, files={len(self.files)}, items={len(self.items)})"
-
-
-def _indexer(indexer: object) -> BaseIndexer:
-    """``indexer`` as a litstream indexer (LitData's own ``FileIndexer`` is translated; other indexers are
-    used through their ``discover_files``)."""
-    if indexer is None:
-        return FileIndexer()
-    if isinstance(indexer, BaseIndexer):
-        return indexer
-    kind = type(indexer)
-    if kind.__name__ == "FileIndexer" and kind.__module__.startswith("litdata."):
-        return FileIndexer(getattr(indexer, "max_depth", 5), getattr(indexer, "extensions", None))
-    if callable(getattr(indexer, "discover_files", None)):
-        return cast("BaseIndexer", indexer)
-    raise ConfigurationError(
-        f"indexer={indexer!r}: use a FileIndexer(max_depth, extensions) or a BaseIndexer subclass that "
-        "implements discover_files(input_dir, storage_options)"
-    )
-
-
-def _num_workers() -> int:
-    data = sys.modules.get("torch.utils.data")
-    info = data.get_worker_info() if data is not None else None
-    return max(1, int(info.num_workers)) if info is not None else 1

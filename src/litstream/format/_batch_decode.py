@@ -125,9 +125,15 @@ def _dict_rows(width: int) -> Callable[..., list[dict[Any, Any]]]:
 
     A display is ~3x faster than ``dict(zip(keys, row))`` per sample. Only ``width`` shapes the code
     (names ``k0..``, ``v0..``); the keys, which come from the dataset, are passed as arguments and never
-    become source text."""
+    become source text.
+
+    Raises:
+        ValueError: ``width`` is not an int in ``[1, 32]`` (the code is made from it alone).
+    """
     rows = _DICT_ROWS.get(width)
     if rows is None:
+        if type(width) is not int or not 0 < width <= _MAX_DISPLAY_KEYS:
+            raise ValueError(f"width={width!r}: a dict display has 1 to {_MAX_DISPLAY_KEYS} keys")
         names = range(width)
         keys = ", ".join(f"k{j}" for j in names)
         values = ", ".join(f"v{j}" for j in names)

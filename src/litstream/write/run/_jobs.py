@@ -1,14 +1,15 @@
-"""The jobs ``optimize`` hands to its workers: one per rank, each with the writer settings it needs."""
+"""The jobs ``optimize`` hands to its workers: one per rank, each with the writer settings it needs; and
+:class:`Job`, what the runner needs from a job (``OptimizeJob`` and ``map``'s ``MapJob``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._inputs import Picked
 from ._worker import OptimizeJob
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from ...format._index import Index
     from ...format._loaders import PyTreeLoader, TokensLoader
@@ -16,8 +17,33 @@ if TYPE_CHECKING:
     from ...storage._store import Store
     from .._args import Plan
     from .._output import Prepared
+    from .._summary import WorkerSummary
+    from ._worker import Report
 
-__all__ = ["build_jobs", "json_leaves"]
+__all__ = ["Job", "build_jobs", "json_leaves"]
+
+
+class Job(Protocol):
+    """What the runner needs from a job (see ``OptimizeJob`` and ``MapJob``)."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def items(self) -> Sequence[Any] | None: ...
+
+    @property
+    def positions(self) -> Sequence[int]: ...
+
+    @property
+    def num_inputs(self) -> int | None: ...
+
+    @property
+    def first_input(self) -> int: ...
+
+    def without_inputs(self) -> Job: ...
+
+    async def run(self, report: Report, source: Any = None) -> WorkerSummary: ...
 
 
 def build_jobs(
