@@ -5,8 +5,9 @@ it makes on its portal (one chunk per call), and how deep a reader of a spec pre
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import sniffio
@@ -17,14 +18,14 @@ from .._core._errors import raise_collapsed
 from ..format._index import INDEX_FILENAME
 from ..storage._files import local_path
 from . import _dataset_state as state
-from ._decode import iter_work, work_parts
+from ._decode import work_batches, work_parts
 from ._engine import ChunkWork, produce_chunks, split_head
 from ._keys import KeyReader, read_by_keys
 from ._memory import REMOTE_MIN_PRE_DOWNLOAD, budget_for, fit_decoded_cache, reader_depth
 from ._source import DatasetSource
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
@@ -40,6 +41,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
+    "SampleStream",
     "WORKER_ALLOC",
     "close",
     "face_batches",
@@ -226,11 +228,37 @@ def get_by_keys(face: Member, keys: Sequence[str | int]) -> list[Any]:
     return [face._apply(sample) for sample in samples]
 
 
+class SampleStream(itertools.chain):  # type: ignore[type-arg]
+    """The samples of an iterator of sample lists, one by one: ``next()`` takes them from the current list
+    in C (``itertools.chain``); the Python generator ``batches`` resumes only once per list. :meth:`close`
+    closes ``batches`` (what a generator's ``close()`` would do), as does garbage collection."""
+
+    __slots__ = ("batches",)
+    batches: Generator[list[Any], None, None]
+
+    @classmethod
+    def over(cls, batches: Generator[list[Any], None, None]) -> SampleStream:
+        stream = cast("SampleStream", cls.from_iterable(batches))  # an instance of cls
+        stream.batches = batches
+        return stream
+
+    def close(self) -> None:
+        self.batches.close()
+
+
 def iterate(
     face: Member, group: tuple[int, bool] | None, shared: Callable[[int], Any], grouping: Callable[..., Any]
-) -> Generator[Any, None, None]:
+) -> Iterator[Any]:
     """An epoch of ``face``'s samples; with ``group`` (StreamingDataLoader's batch size, columns allowed) one
     ``grouping(batches, batch_size)`` item per batch. ``shared``: a worker's shared-memory allocator."""
+    parts = _epoch(face, group, shared, grouping)
+    return parts if group is not None else SampleStream.over(parts)
+
+
+def _epoch(
+    face: Member, group: tuple[int, bool] | None, shared: Callable[[int], Any], grouping: Callable[..., Any]
+) -> Generator[Any, None, None]:
+    """:func:`iterate`'s items: lists of samples without ``group``, else the groups."""
     source = face._get_source()
     state.ensure_shuffler(face)
     pieces = state.open_epoch(face, detect_worker())
@@ -238,10 +266,11 @@ def iterate(
     if face.batch_size <= 1 and group is None:  # serve the head of a local chunk before the engine's loop starts
         head, pieces = split_head(source, pieces, HEAD_ITEMS)
         if head is not None:
-            yield from iter_work(source, head, transform)
+            yield from work_batches(source, head, transform)
     with _bridge.daemon_portal() as portal:
         if group is None:
-            yield from face_samples(face, pieces, portal, 1, shared)
+            with contextlib.closing(face_batches(face, pieces, portal, 1, shared)) as batches:
+                yield from batches
         else:  # grouping closes the batches (the engine's tasks) when it is closed
             yield from grouping(face_batches(face, pieces, portal, 1, shared, columns=group[1]), group[0])
     face._clear_resume()
