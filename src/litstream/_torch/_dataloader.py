@@ -36,6 +36,7 @@ from .._core._distributed import detect_distributed
 from .._core._errors import ConfigurationError
 from .._core._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from ..read._memory import memory_limit
+from ..read._pump import opens_remote
 from ..read.plan._litdata_state import from_litdata_combined, is_litdata_composite_state
 from ..storage import _store
 from ._collate import TaggingCollate as _TaggingCollate
@@ -54,6 +55,14 @@ if TYPE_CHECKING:
     from ..read.plan._resume import Level
 
 __all__ = ["StreamingDataLoader"]
+
+
+def _forks(context: Any) -> bool:
+    """Whether workers started with ``context`` (torch's ``multiprocessing_context``; ``None``: the default) fork."""
+    if context is None:
+        return multiprocessing.get_start_method() == "fork"
+    method = context if isinstance(context, str) else context.get_start_method()
+    return bool(method == "fork")
 
 
 class StreamingDataLoader(DataLoader[Any]):
@@ -202,6 +211,8 @@ class StreamingDataLoader(DataLoader[Any]):
         if self._grouped:
             assert isinstance(dataset, StreamingDataset)
             assert self.batch_size is not None
+            if self.num_workers > 0 and _forks(self.multiprocessing_context) and not opens_remote(dataset._read_spec()):
+                dataset._get_source()  # opened once here (local files, no client), not again in every forked worker
             collate = self.collate_fn
             columns = isinstance(collate, _TaggingCollate) and collate.collate is litdata_collate
             dataset._loader_group = (self.batch_size, columns)

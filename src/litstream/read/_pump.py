@@ -23,6 +23,7 @@ from ._engine import ChunkWork, produce_chunks, split_head
 from ._keys import KeyReader, read_by_keys
 from ._memory import REMOTE_MIN_PRE_DOWNLOAD, budget_for, fit_decoded_cache, reader_depth
 from ._source import DatasetSource
+from .plan._plan import ChunkSlice
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -155,8 +156,40 @@ def loader_prefetch(
     return budget.prefetch_factor
 
 
+def in_place(source: DatasetSource, pieces: Sequence[Piece]) -> bool:
+    """Whether every chunk of ``pieces`` is a whole local, uncompressed, unencrypted file read in place (one
+    chunk each, no shuffle window): the engine would only map them (open + mmap, no read: pages come with
+    each decode batch), so they are mapped on the calling thread instead, without an event loop."""
+    if not pieces or not all(isinstance(piece, ChunkSlice) for piece, _ in pieces):
+        return False
+    first = pieces[0][0]
+    assert isinstance(first, ChunkSlice)
+    return source.map_local_chunk(first.chunk_index) is not None
+
+
+def _serve_in_place(
+    source: DatasetSource,
+    pieces: Sequence[Piece],
+    transform: Callable[[Any], Any] | None,
+    align: int,
+    alloc: Callable[[int], Any] | None,
+    columns: bool,
+) -> Generator[list[Any] | ColumnBatch, None, None]:
+    """:func:`serve_batches` of pieces that are :func:`in_place`: each chunk mapped when its turn comes."""
+    served = 0
+    for piece, order in pieces:
+        assert isinstance(piece, ChunkSlice)
+        view = source.map_local_chunk(piece.chunk_index)
+        assert view is not None  # in_place holds for every chunk of the dataset
+        work = ChunkWork(piece.chunk_index, view, order)
+        del view
+        yield from work_parts(source, work, transform, served, align, alloc, columns)
+        served += len(work.items)
+        del work  # not held while the next chunk is mapped
+
+
 def serve_batches(
-    portal: BlockingPortal,
+    portal: BlockingPortal | None,
     spec: ReadSpec,
     source: DatasetSource,
     pieces: Sequence[Piece],
@@ -171,12 +204,15 @@ def serve_batches(
 ) -> Generator[list[Any] | ColumnBatch, None, None]:
     """The decode batches of ``pieces`` (``ColumnBatch`` es allowed with ``columns``): the engine fetches whole
     chunks on ``portal``'s loop, one ``portal.call`` hands each over, and its items are decoded on the calling
-    thread (``alloc``: where arrays are decoded)."""
+    thread (``alloc``: where arrays are decoded). ``portal`` ``None``: the pieces are :func:`in_place`."""
     ahead, handover = reader_depth(  # under a memory limit: this reader's share (read/_memory.py)
         source, pieces, max_memory, max_pre_download=spec.max_pre_download, cached=spec.cache is not None,
         readers=readers, window=spec.shuffle_window if spec.shuffle == "window" else 0, batch_size=batch_size,
         loader_batches=prefetch_factor,
     )  # fmt: skip
+    if portal is None:  # chunks mapped in place on this thread (see in_place)
+        yield from _serve_in_place(source, pieces, transform, max(batch_size, 1), alloc, columns)
+        return
     send, received = portal.call(make_stream, handover)
     future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
     served, align = 0, max(batch_size, 1)
@@ -267,7 +303,8 @@ def _epoch(
         head, pieces = split_head(source, pieces, HEAD_ITEMS)
         if head is not None:
             yield from work_batches(source, head, transform)
-    with _bridge.daemon_portal() as portal:
+    local = in_place(source, pieces)  # no event loop needed: no engine thread, no hand-over per chunk
+    with contextlib.nullcontext(None) if local else _bridge.daemon_portal() as portal:
         if group is None:
             with contextlib.closing(face_batches(face, pieces, portal, 1, shared)) as batches:
                 yield from batches
@@ -290,7 +327,7 @@ def face_samples(
 def face_batches(
     face: Member,
     pieces: Sequence[Piece],
-    portal: BlockingPortal,
+    portal: BlockingPortal | None,
     members: int,
     shared: Callable[[int], Any],
     columns: bool = False,
