@@ -299,11 +299,11 @@ def _epoch(
     state.ensure_shuffler(face)
     pieces = state.open_epoch(face, detect_worker())
     transform = face._apply if face.transforms else None
-    if face.batch_size <= 1 and group is None:  # serve the head of a local chunk before the engine's loop starts
+    local = in_place(source, pieces)  # no event loop needed: no engine thread, no hand-over per chunk
+    if not local and face.batch_size <= 1 and group is None:  # the head of a local chunk before the loop starts
         head, pieces = split_head(source, pieces, HEAD_ITEMS)
         if head is not None:
             yield from work_batches(source, head, transform)
-    local = in_place(source, pieces)  # no event loop needed: no engine thread, no hand-over per chunk
     with contextlib.nullcontext(None) if local else _bridge.daemon_portal() as portal:
         if group is None:
             with contextlib.closing(face_batches(face, pieces, portal, 1, shared)) as batches:
