@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
     from ..format._batch_decode import ColumnBatch
+    from ..format._chunk import ChunkView
     from ..format._serializers import Serializer
     from ..storage._base import Store
     from ._face import Member
@@ -160,32 +161,44 @@ def in_place(source: DatasetSource, pieces: Sequence[Piece]) -> bool:
     """Whether every chunk of ``pieces`` is a whole local, uncompressed, unencrypted file read in place (one
     chunk each, no shuffle window): the engine would only map them (open + mmap, no read: pages come with
     each decode batch), so they are mapped on the calling thread instead, without an event loop."""
-    if not pieces or not all(isinstance(piece, ChunkSlice) for piece, _ in pieces):
-        return False
-    first = pieces[0][0]
-    assert isinstance(first, ChunkSlice)
-    return source.map_local_chunk(first.chunk_index) is not None
+    return bool(pieces) and all(isinstance(piece, ChunkSlice) for piece, _ in pieces) and source.maps_in_place()
 
 
 def _serve_in_place(
     source: DatasetSource,
     pieces: Sequence[Piece],
     transform: Callable[[Any], Any] | None,
+    ahead: int,
     align: int,
     alloc: Callable[[int], Any] | None,
     columns: bool,
 ) -> Generator[list[Any] | ColumnBatch, None, None]:
-    """:func:`serve_batches` of pieces that are :func:`in_place`: each chunk mapped when its turn comes."""
+    """:func:`serve_batches` of pieces that are :func:`in_place`. A chunk is mapped ``ahead`` pieces before its
+    turn, as the engine would (the mapping asks the kernel to read the file ahead: a cold disk reads while the
+    chunks before it are decoded); an error mapping it is raised when its turn comes."""
+    mapped: dict[int, ChunkView | Exception] = {}
     served = 0
-    for piece, order in pieces:
+    for k, (piece, order) in enumerate(pieces):
+        for j in range(k, min(k + 1 + ahead, len(pieces))):
+            if j not in mapped:
+                chunk = pieces[j][0]
+                assert isinstance(chunk, ChunkSlice)
+                try:
+                    view = source.map_local_chunk(chunk.chunk_index)
+                except Exception as exc:  # raised in its turn, after the chunks before it
+                    mapped[j] = exc
+                else:
+                    assert view is not None  # maps_in_place holds for every chunk of the dataset
+                    mapped[j] = view
+        got = mapped.pop(k)
+        if isinstance(got, Exception):
+            raise got
         assert isinstance(piece, ChunkSlice)
-        view = source.map_local_chunk(piece.chunk_index)
-        assert view is not None  # in_place holds for every chunk of the dataset
-        work = ChunkWork(piece.chunk_index, view, order)
-        del view
+        work = ChunkWork(piece.chunk_index, got, order)
+        del got
         yield from work_parts(source, work, transform, served, align, alloc, columns)
         served += len(work.items)
-        del work  # not held while the next chunk is mapped
+        del work  # not held while the next chunk is handed over
 
 
 def serve_batches(
@@ -211,7 +224,7 @@ def serve_batches(
         loader_batches=prefetch_factor,
     )  # fmt: skip
     if portal is None:  # chunks mapped in place on this thread (see in_place)
-        yield from _serve_in_place(source, pieces, transform, max(batch_size, 1), alloc, columns)
+        yield from _serve_in_place(source, pieces, transform, max(ahead - 1, 0), max(batch_size, 1), alloc, columns)
         return
     send, received = portal.call(make_stream, handover)
     future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
