@@ -23,7 +23,7 @@ from ._collate import loader_groups, shared_block
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
@@ -262,7 +262,7 @@ class StreamingDataset(IterableDataset[Any]):
     _apply = apply_transforms
 
     # -- iteration: the portal pump (read/_pump.py) -----------------------------------------------------
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> pump.SampleStream | Generator[Any, None, None]:
         # _loader_group read now: StreamingDataLoader sets it only while it starts
         return pump.iterate(self, self._loader_group, shared_block, loader_groups)
 

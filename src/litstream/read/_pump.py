@@ -26,7 +26,7 @@ from ._source import DatasetSource
 from .plan._plan import ChunkSlice
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
@@ -297,7 +297,7 @@ class SampleStream(itertools.chain):  # type: ignore[type-arg]
 
 def iterate(
     face: Member, group: tuple[int, bool] | None, shared: Callable[[int], Any], grouping: Callable[..., Any]
-) -> Iterator[Any]:
+) -> SampleStream | Generator[Any, None, None]:
     """An epoch of ``face``'s samples; with ``group`` (StreamingDataLoader's batch size, columns allowed) one
     ``grouping(batches, batch_size)`` item per batch. ``shared``: a worker's shared-memory allocator."""
     parts = _epoch(face, group, shared, grouping)
