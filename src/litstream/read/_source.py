@@ -255,10 +255,11 @@ class DatasetSource:
 
     def maps_in_place(self) -> bool:
         """Whether :meth:`map_local_chunk` maps this dataset's chunks (local, uncompressed, unencrypted files)."""
+        return self._unpacked_as_stored() and local_path(self.store, "") is not None
+
+    def _unpacked_as_stored(self) -> bool:
         config = self.index.config
-        if self.cache is not None or (config and config.compression) or self.encryption_level is not None:
-            return False
-        return local_path(self.store, "") is not None
+        return not (self.cache is not None or (config and config.compression) or self.encryption_level is not None)
 
     def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
         """Map one chunk of an uncompressed local dataset now, in the calling thread (open + mmap, no
@@ -267,7 +268,7 @@ class DatasetSource:
         Raises:
             ObjectNotFoundError: the chunk file is missing. FormatError: as :meth:`read_chunk`.
         """
-        if not self.maps_in_place():
+        if not self._unpacked_as_stored():
             return None
         cached = self._chunks.get(chunk_index)
         if cached is not None:
