@@ -6,8 +6,9 @@
 commit, and of this checkout). The data is written once, with the ``AFTER`` tree (the format is the same
 by construction: the checksums of both trees' reads must match). Then, ``--rounds`` times, each case runs
 once per tree, alternating, each in a fresh interpreter (``bench/e2e_case.py``). For each case and tree it
-prints the best items/s and the lowest CPU seconds per 1,000 samples (user + system of the timed region,
-as ``e2e_case.py`` records it; else of the whole case process and its children); CPU per sample is the
+prints the best items/s and the lowest CPU seconds per 1,000 samples (user + system of the timed region in
+every process, loader workers included, as ``e2e_case.py`` records it with ``getrusage``; else of the whole
+case process and its children); CPU per sample is the
 figure to compare on a shared machine. Exit status 1 if a checksum differs.
 """
 
@@ -65,7 +66,8 @@ def main() -> int:
                 for name, src in (("before", args.before), ("after", args.after)):
                     spec = {**case, "library": "litstream", "data": data, "samples": args.samples}
                     record, process_cpu = _run(src, spec)
-                    cpu = float(record.get("cpu_s") or process_cpu)  # the timed region's, when recorded
+                    # the timed region's, every process (getrusage), when recorded; else the case process's
+                    cpu = float(record.get("cpu_all_s") or record.get("cpu_s") or process_cpu)
                     checksums.setdefault(index, set()).add(str(record.get("checksum")))
                     entry = best.setdefault((index, name), {"items_per_s": 0.0, "cpu_per_1000": float("inf")})
                     entry["items_per_s"] = max(entry["items_per_s"], record["items"] / record["seconds"])
@@ -77,7 +79,7 @@ def main() -> int:
             b, a = best[(index, "before")], best[(index, "after")]
             print(
                 f"| {label} | {b['items_per_s']:,.0f} | {a['items_per_s']:,.0f} "
-                f"| {b['cpu_per_1000']:.3f} | {a['cpu_per_1000']:.3f} |"
+                f"| {b['cpu_per_1000']:.4f} | {a['cpu_per_1000']:.4f} |"
             )
         differing = [CASES[i]["case"] for i, sums in checksums.items() if len(sums) != 1]
         if differing:

@@ -285,3 +285,47 @@ def test_random_access_into_compressed_chunks_decompresses_each_chunk_once(tmp_p
     assert [ds[i]["i"] for i in order] == order
     chunk_reads = [p for p in store.gets if p.endswith(".bin")]
     assert sorted(chunk_reads) == sorted(f"chunk-0-{k}.zstd.bin" for k in range(8))
+
+
+def _portal_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.is_alive() and t.name == "litstream-portal"]
+
+
+@pytest.mark.parametrize(
+    ("compression", "shuffle", "kwargs", "in_place"),
+    [
+        (None, False, {}, True),
+        (None, True, {}, True),
+        ("zstd", False, {}, False),  # decompressed by the engine
+        (None, "window", {"shuffle_window": 2}, False),  # a window spans chunks: the engine assembles it
+    ],
+)
+def test_a_local_dataset_read_in_place_starts_no_event_loop(
+    tmp_path: Path, compression: str | None, shuffle: Any, kwargs: dict[str, Any], in_place: bool
+) -> None:
+    optimize(fn=lambda i: {"i": i, "v": np.full(5, i)}, inputs=range(200), output_dir=tmp_path, chunk_size=30,
+             compression=compression, num_workers=1, verbose=False)  # fmt: skip
+    before = _portal_threads()
+    ds = StreamingDataset(tmp_path, shuffle=shuffle, **kwargs)
+    it = iter(ds)
+    first = [next(it)["i"] for _ in range(40)]  # past the first chunk: the engine, if any, is running
+    during = _portal_threads()
+    rest = [sample["i"] for sample in it]
+    assert (len(during) == len(before)) is in_place
+    served = first + rest
+    assert sorted(served) == list(range(200))
+    assert served == [s["i"] for s in StreamingDataset(tmp_path, shuffle=shuffle, **kwargs)]  # same order again
+    if not shuffle:
+        assert served == list(range(200))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_loader_batches_of_a_dataset_read_in_place_are_the_samples_in_order(tmp_path: Path, workers: int) -> None:
+    optimize(fn=lambda i: {"i": i, "v": np.full(5, i)}, inputs=range(200), output_dir=tmp_path, chunk_size=30,
+             num_workers=1, verbose=False)  # fmt: skip
+    loader = StreamingDataLoader(StreamingDataset(tmp_path), batch_size=16, num_workers=workers)
+    batches = list(loader)
+    ids = sorted(int(i) for batch in batches for i in batch["i"])
+    assert ids == list(range(200))
+    for batch in batches:
+        assert torch.equal(batch["v"], batch["i"][:, None].expand(-1, 5))

@@ -21,6 +21,7 @@ from PIL import Image
 from PIL.JpegImagePlugin import JpegImageFile
 
 from litstream._core._errors import FormatError
+from litstream.format._loaders import _reader_registry
 from litstream.format._serializers import (
     JpegSerializer,
     NoHeaderNumpySerializer,
@@ -32,6 +33,7 @@ from litstream.format._serializers import (
     select_serializer,
     serializer_for_format,
 )
+from litstream.format.media._registry import MEDIA_KEYS
 from peer import require_peer
 
 if TYPE_CHECKING:
@@ -593,3 +595,47 @@ def test_serializer_instances_pickle() -> None:
     assert clone.dtype == torch.float16
     assert repr(clone) == "NoHeaderTensorRefSerializer(dtype=torch.float16)"  # also takes Tensor wrappers
     assert repr(TensorSerializer()) == "TensorSerializer()"
+
+
+# --- the lean reader registry (format/_loaders._reader_registry) -------------------------------------------
+
+
+def test_media_keys_are_what_the_media_registry_adds_or_replaces() -> None:
+    full, lean = default_serializers(), default_serializers(media=False)
+    changed = {key for key, value in full.items() if key not in lean or type(value) is not type(lean[key])}
+    assert changed == MEDIA_KEYS
+    assert list(lean) == [key for key in full if key in lean]  # the core keys keep their order
+
+
+_CORE_FORMATS = [k + ":10" if k.startswith("no_header") else k for k in sorted(default_serializers(media=False))]
+
+
+@pytest.mark.parametrize(
+    "data_format",
+    [*_CORE_FORMATS, "pickle:custom", "image:jpeg", "numpy:audio", "no_header_tensor:18", "audio", "jpeg_array",
+     "str:text"],
+)  # fmt: skip
+def test_the_reader_registry_resolves_every_format_as_the_full_one(data_format: str) -> None:
+    registry = _reader_registry(None, ["int", data_format])
+    expected = serializer_for_format(data_format, default_serializers())
+    got = serializer_for_format(data_format, registry)
+    assert type(got) is type(expected)
+    assert getattr(got, "dtype", None) == getattr(expected, "dtype", None)
+    names_media = any(part in MEDIA_KEYS for part in data_format.split(":"))
+    assert ("audio" in registry) is names_media  # the media encodings only when a format names one
+
+
+@pytest.mark.parametrize(("formats", "imported"), [(["numpy", "int", "str"], False), (["numpy", "video"], True)])
+def test_media_modules_are_imported_only_for_a_format_that_names_one(formats: list[str], imported: bool) -> None:
+    code = (
+        "import sys; from litstream.format._loaders import _reader_registry; "
+        f"_reader_registry(None, {formats!r}); print('litstream.format.media._audio' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.strip() == str(imported)
+
+
+def test_an_unknown_format_still_lists_every_known_serializer() -> None:
+    with pytest.raises(FormatError, match=r"unknown data format 'hologram'; known serializers: str, text, .*audio"):
+        serializer_for_format("hologram", _reader_registry(None, ["hologram"]))

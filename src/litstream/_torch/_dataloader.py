@@ -37,6 +37,7 @@ from .._core._distributed import detect_distributed
 from .._core._errors import ConfigurationError
 from .._core._trace import CAT_BATCH, CAT_EPOCH, TRACER
 from ..read._memory import memory_limit
+from ..read._pump import opens_remote
 from ..read.plan._litdata_state import from_litdata_combined, is_litdata_composite_state
 from ..storage import _store
 from ._collate import TaggingCollate as _TaggingCollate
@@ -58,11 +59,18 @@ __all__ = ["StreamingDataLoader"]
 
 
 def _start_method(context: Any) -> str:
-    """The start method of workers torch starts with ``context`` (``None``: the program's default, which
-    this does not fix: ``set_start_method`` stays open)."""
+    """The start method of workers torch starts with ``context`` (torch's ``multiprocessing_context``, a name
+    or a context; ``None``: the program's default, which this does not fix: ``set_start_method`` stays open)."""
+    if isinstance(context, str):
+        return context
     if context is not None:
         return str(context.get_start_method())
     return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+
+
+def _forks(context: Any) -> bool:
+    """Whether workers started with ``context`` (see :func:`_start_method`) are forked from this process."""
+    return _start_method(context) == "fork"
 
 
 class StreamingDataLoader(DataLoader[Any]):
@@ -220,6 +228,8 @@ class StreamingDataLoader(DataLoader[Any]):
         if self._grouped:
             assert isinstance(dataset, StreamingDataset)
             assert self.batch_size is not None
+            if self.num_workers > 0 and _forks(self.multiprocessing_context) and not opens_remote(dataset._read_spec()):
+                dataset._get_source()  # opened once here (local files, no client), not again in every forked worker
             collate = self.collate_fn
             columns = isinstance(collate, _TaggingCollate) and collate.collate is litdata_collate
             dataset._loader_group = (self.batch_size, columns)

@@ -262,7 +262,7 @@ class StreamingDataset(IterableDataset[Any]):
     _apply = apply_transforms
 
     # -- iteration: the portal pump (read/_pump.py) -----------------------------------------------------
-    def __iter__(self) -> Generator[Any, None, None]:
+    def __iter__(self) -> pump.SampleStream | Generator[Any, None, None]:
         # _loader_group read now: StreamingDataLoader sets it only while it starts
         return pump.iterate(self, self._loader_group, shared_block, loader_groups)
 

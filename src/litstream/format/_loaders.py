@@ -40,6 +40,7 @@ from ._serializers import (
     serializer_for_format,
 )
 from ._types import JsonType, fuse_type, infer_type, schema_to_json, wrap_for_pytree
+from .media._registry import MEDIA_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -110,8 +111,8 @@ class TokensLoader(TokensHooks):
         return f"TokensLoader(block_size={self.block_size!r})"
 
 
-def _registry(serializers: Mapping[str, Serializer] | None) -> dict[str, Serializer]:
-    registry = default_serializers()
+def _registry(serializers: Mapping[str, Serializer] | None, *, media: bool = True) -> dict[str, Serializer]:
+    registry = default_serializers(media=media)
     if serializers:
         # User serializers come first; one with a built-in key replaces it (LitData's rule).
         for key, serializer in serializers.items():
@@ -120,6 +121,16 @@ def _registry(serializers: Mapping[str, Serializer] | None) -> dict[str, Seriali
                 serializer.name = key  # the registry key is their data format
         registry = {**dict(serializers), **registry}
     return registry
+
+
+def _reader_registry(serializers: Mapping[str, Serializer] | None, formats: Sequence[str]) -> dict[str, Serializer]:
+    """:func:`_registry` for decoding ``formats``: without the media encodings when no format names one of their
+    keys and every format resolves without them (it then resolves to the same serializers)."""
+    if not any(part in MEDIA_KEYS for name in formats for part in name.split(":")):
+        lean = _registry(serializers, media=False)
+        if all(name.partition(":")[0] in lean for name in formats):
+            return lean
+    return _registry(serializers)
 
 
 _SAFE_FACTORY_MODULES = ("builtins", "collections")
@@ -315,7 +326,7 @@ class SampleDecoder:
     ) -> None:
         if config.data_spec is None:
             raise FormatError("index.json config has no data_spec; this dataset needs a different item_loader")
-        registry = _registry(serializers)
+        registry = _reader_registry(serializers, config.data_format)
         self._spec = spec_from_json(config.data_spec)
         self._serializers = [serializer_for_format(name, registry) for name in config.data_format]
         if not allow_pickle:

@@ -245,11 +245,19 @@ _DEFAULT_ORDER: tuple[type[Serializer], ...] = (
 )  # fmt: skip
 
 
-def default_serializers() -> dict[str, Serializer]:
-    """Return a new registry of the built-in serializers, keyed by name, in priority order."""
+def default_serializers(*, media: bool = True) -> dict[str, Serializer]:
+    """Return a new registry of the built-in serializers, keyed by name, in priority order.
+
+    Args:
+        media: With the media encodings (``media/_registry.py``, keys ``MEDIA_KEYS``); ``False``: the core
+            ones only, for a reader none of whose formats names a media key (importing the media modules
+            costs milliseconds in every new process). Default ``True``.
+    """
+    core = {serializer.name: serializer for serializer in (cls() for cls in _DEFAULT_ORDER)}
+    if not media:
+        return core
     from .media._registry import with_media_serializers  # typed media wrappers (LitData's litdata.types)
 
-    core = {serializer.name: serializer for serializer in (cls() for cls in _DEFAULT_ORDER)}
     return with_media_serializers(core, fresh=default_serializers)
 
 

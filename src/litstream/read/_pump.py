@@ -5,8 +5,9 @@ it makes on its portal (one chunk per call), and how deep a reader of a spec pre
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import sniffio
@@ -17,11 +18,12 @@ from .._core._errors import raise_collapsed
 from ..format._index import INDEX_FILENAME
 from ..storage._files import local_path
 from . import _dataset_state as state
-from ._decode import iter_work, work_parts
+from ._decode import work_batches, work_parts
 from ._engine import ChunkWork, produce_chunks, split_head
 from ._keys import KeyReader, read_by_keys
 from ._memory import REMOTE_MIN_PRE_DOWNLOAD, budget_for, fit_decoded_cache, reader_depth
 from ._source import DatasetSource
+from .plan._plan import ChunkSlice
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Mapping, Sequence
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
     from ..format._batch_decode import ColumnBatch
+    from ..format._chunk import ChunkView
     from ..format._serializers import Serializer
     from ..storage._base import Store
     from ._face import Member
@@ -40,6 +43,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
+    "SampleStream",
     "WORKER_ALLOC",
     "close",
     "face_batches",
@@ -153,8 +157,52 @@ def loader_prefetch(
     return budget.prefetch_factor
 
 
+def in_place(source: DatasetSource, pieces: Sequence[Piece]) -> bool:
+    """Whether every chunk of ``pieces`` is a whole local, uncompressed, unencrypted file read in place (one
+    chunk each, no shuffle window): the engine would only map them (open + mmap, no read: pages come with
+    each decode batch), so they are mapped on the calling thread instead, without an event loop."""
+    return bool(pieces) and all(isinstance(piece, ChunkSlice) for piece, _ in pieces) and source.maps_in_place()
+
+
+def _serve_in_place(
+    source: DatasetSource,
+    pieces: Sequence[Piece],
+    transform: Callable[[Any], Any] | None,
+    ahead: int,
+    align: int,
+    alloc: Callable[[int], Any] | None,
+    columns: bool,
+) -> Generator[list[Any] | ColumnBatch, None, None]:
+    """:func:`serve_batches` of pieces that are :func:`in_place`. A chunk is mapped ``ahead`` pieces before its
+    turn, as the engine would (the mapping asks the kernel to read the file ahead: a cold disk reads while the
+    chunks before it are decoded); an error mapping it is raised when its turn comes."""
+    mapped: dict[int, ChunkView | Exception] = {}
+    served = 0
+    for k, (piece, order) in enumerate(pieces):
+        for j in range(k, min(k + 1 + ahead, len(pieces))):
+            if j not in mapped:
+                chunk = pieces[j][0]
+                assert isinstance(chunk, ChunkSlice)
+                try:
+                    view = source.map_local_chunk(chunk.chunk_index)
+                except Exception as exc:  # raised in its turn, after the chunks before it
+                    mapped[j] = exc
+                else:
+                    assert view is not None  # maps_in_place holds for every chunk of the dataset
+                    mapped[j] = view
+        got = mapped.pop(k)
+        if isinstance(got, Exception):
+            raise got
+        assert isinstance(piece, ChunkSlice)
+        work = ChunkWork(piece.chunk_index, got, order)
+        del got
+        yield from work_parts(source, work, transform, served, align, alloc, columns)
+        served += len(work.items)
+        del work  # not held while the next chunk is handed over
+
+
 def serve_batches(
-    portal: BlockingPortal,
+    portal: BlockingPortal | None,
     spec: ReadSpec,
     source: DatasetSource,
     pieces: Sequence[Piece],
@@ -169,12 +217,15 @@ def serve_batches(
 ) -> Generator[list[Any] | ColumnBatch, None, None]:
     """The decode batches of ``pieces`` (``ColumnBatch`` es allowed with ``columns``): the engine fetches whole
     chunks on ``portal``'s loop, one ``portal.call`` hands each over, and its items are decoded on the calling
-    thread (``alloc``: where arrays are decoded)."""
+    thread (``alloc``: where arrays are decoded). ``portal`` ``None``: the pieces are :func:`in_place`."""
     ahead, handover = reader_depth(  # under a memory limit: this reader's share (read/_memory.py)
         source, pieces, max_memory, max_pre_download=spec.max_pre_download, cached=spec.cache is not None,
         readers=readers, window=spec.shuffle_window if spec.shuffle == "window" else 0, batch_size=batch_size,
         loader_batches=prefetch_factor,
     )  # fmt: skip
+    if portal is None:  # chunks mapped in place on this thread (see in_place)
+        yield from _serve_in_place(source, pieces, transform, max(ahead - 1, 0), max(batch_size, 1), alloc, columns)
+        return
     send, received = portal.call(make_stream, handover)
     future = portal.start_task_soon(lambda: produce_chunks(source, pieces, send, max_pre_download=ahead))
     served, align = 0, max(batch_size, 1)
@@ -226,22 +277,50 @@ def get_by_keys(face: Member, keys: Sequence[str | int]) -> list[Any]:
     return [face._apply(sample) for sample in samples]
 
 
+class SampleStream(itertools.chain):  # type: ignore[type-arg]
+    """The samples of an iterator of sample lists, one by one: ``next()`` takes them from the current list
+    in C (``itertools.chain``); the Python generator ``batches`` resumes only once per list. :meth:`close`
+    closes ``batches`` (what a generator's ``close()`` would do), as does garbage collection."""
+
+    __slots__ = ("batches",)
+    batches: Generator[list[Any], None, None]
+
+    @classmethod
+    def over(cls, batches: Generator[list[Any], None, None]) -> SampleStream:
+        stream = cast("SampleStream", cls.from_iterable(batches))  # an instance of cls
+        stream.batches = batches
+        return stream
+
+    def close(self) -> None:
+        self.batches.close()
+
+
 def iterate(
     face: Member, group: tuple[int, bool] | None, shared: Callable[[int], Any], grouping: Callable[..., Any]
-) -> Generator[Any, None, None]:
+) -> SampleStream | Generator[Any, None, None]:
     """An epoch of ``face``'s samples; with ``group`` (StreamingDataLoader's batch size, columns allowed) one
     ``grouping(batches, batch_size)`` item per batch. ``shared``: a worker's shared-memory allocator."""
+    parts = _epoch(face, group, shared, grouping)
+    return parts if group is not None else SampleStream.over(parts)
+
+
+def _epoch(
+    face: Member, group: tuple[int, bool] | None, shared: Callable[[int], Any], grouping: Callable[..., Any]
+) -> Generator[Any, None, None]:
+    """:func:`iterate`'s items: lists of samples without ``group``, else the groups."""
     source = face._get_source()
     state.ensure_shuffler(face)
     pieces = state.open_epoch(face, detect_worker())
     transform = face._apply if face.transforms else None
-    if face.batch_size <= 1 and group is None:  # serve the head of a local chunk before the engine's loop starts
+    local = in_place(source, pieces)  # no event loop needed: no engine thread, no hand-over per chunk
+    if not local and face.batch_size <= 1 and group is None:  # the head of a local chunk before the loop starts
         head, pieces = split_head(source, pieces, HEAD_ITEMS)
         if head is not None:
-            yield from iter_work(source, head, transform)
-    with _bridge.daemon_portal() as portal:
+            yield from work_batches(source, head, transform)
+    with contextlib.nullcontext(None) if local else _bridge.daemon_portal() as portal:
         if group is None:
-            yield from face_samples(face, pieces, portal, 1, shared)
+            with contextlib.closing(face_batches(face, pieces, portal, 1, shared)) as batches:
+                yield from batches
         else:  # grouping closes the batches (the engine's tasks) when it is closed
             yield from grouping(face_batches(face, pieces, portal, 1, shared, columns=group[1]), group[0])
     face._clear_resume()
@@ -261,7 +340,7 @@ def face_samples(
 def face_batches(
     face: Member,
     pieces: Sequence[Piece],
-    portal: BlockingPortal,
+    portal: BlockingPortal | None,
     members: int,
     shared: Callable[[int], Any],
     columns: bool = False,

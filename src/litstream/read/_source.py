@@ -253,6 +253,14 @@ class DatasetSource:
             and (self.compression is None or self.compression.whole_file)
         )
 
+    def maps_in_place(self) -> bool:
+        """Whether :meth:`map_local_chunk` maps this dataset's chunks (local, uncompressed, unencrypted files)."""
+        return self._unpacked_as_stored() and local_path(self.store, "") is not None
+
+    def _unpacked_as_stored(self) -> bool:
+        config = self.index.config
+        return not (self.cache is not None or (config and config.compression) or self.encryption_level is not None)
+
     def map_local_chunk(self, chunk_index: int) -> ChunkView | None:
         """Map one chunk of an uncompressed local dataset now, in the calling thread (open + mmap, no
         read), with :meth:`read_chunk`'s checks; ``None`` for other datasets (use :meth:`read_chunk`).
@@ -260,8 +268,7 @@ class DatasetSource:
         Raises:
             ObjectNotFoundError: the chunk file is missing. FormatError: as :meth:`read_chunk`.
         """
-        config = self.index.config
-        if self.cache is not None or (config and config.compression) or self.encryption_level is not None:
+        if not self._unpacked_as_stored():
             return None
         cached = self._chunks.get(chunk_index)
         if cached is not None:

@@ -20,7 +20,14 @@ if TYPE_CHECKING:
 
     from .._serializer_base import Serializer
 
-__all__ = ["media_serializers", "with_media_serializers"]
+__all__ = ["MEDIA_KEYS", "media_serializers", "with_media_serializers"]
+
+# The registry keys that with_media_serializers adds or replaces (tests/format/test_serializers.py checks the list):
+# a format naming none of them decodes the same with the core registry alone.
+MEDIA_KEYS = frozenset({
+    "text", "video", "audio", "image", "nifti", "mesh", "pdf", "graph", "tifffile", "file", "jpeg_array",
+    "tensor", "no_header_tensor", "litdata_types", "tiff",
+})  # fmt: skip
 
 
 def media_serializers() -> dict[str, Serializer]:
