@@ -185,3 +185,15 @@ def test_dataset_update_rewrites_a_chunk_of_arrow_rows(tmp_path: Path) -> None:
     with pytest.raises(FormatError):
         litstream.dataset_update(out, {71: {**row(71), "x": "not a float"}})
     assert strict(litstream.StreamingDataset(out)[71]) == strict(row(71))
+
+
+def with_bytearray(i: int) -> dict[str, Any]:
+    return {"i": i, "x": bytearray(b"ab")}
+
+
+def test_a_bytearray_is_stored_as_bytes_in_arrow_rows_not_pickled(tmp_path: Path) -> None:
+    """As LitData: Arrow rows hold a bytearray as bytes (the pytree layout pickles it, so allow_pickle=False
+    refused it there: tests/read/test_pickle_refusal.py); nothing is pickled, so nothing is refused."""
+    out = _write(tmp_path, with_bytearray, allow_pickle=False)
+    assert layouts(out) == ["arrow"] * 5
+    assert [strict(s) for s in litstream.StreamingDataset(out)] == [strict({"i": i, "x": b"ab"}) for i in range(NUM)]
