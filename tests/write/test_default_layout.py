@@ -8,6 +8,7 @@ checked on the chunk files themselves (an Arrow chunk ends with LitData's footer
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -181,6 +182,8 @@ def test_dataset_update_rewrites_a_chunk_of_arrow_rows(tmp_path: Path) -> None:
     litstream.dataset_update(out, {70: new})
     ds = litstream.StreamingDataset(out)
     assert strict(ds[70]) == strict(new)
+    assert strict(ds.get_by_key(70)) == strict(new)  # keyed reads of Arrow rows, one key and several
+    assert [strict(s) for s in ds.get_by_keys([3, 70, 299])] == [strict(row(3)), strict(new), strict(row(299))]
     assert [strict(ds[i]) for i in range(NUM) if i != 70] == [strict(row(i)) for i in range(NUM) if i != 70]
     with pytest.raises(FormatError):
         litstream.dataset_update(out, {71: {**row(71), "x": "not a float"}})
@@ -197,3 +200,33 @@ def test_a_bytearray_is_stored_as_bytes_in_arrow_rows_not_pickled(tmp_path: Path
     out = _write(tmp_path, with_bytearray, allow_pickle=False)
     assert layouts(out) == ["arrow"] * 5
     assert [strict(s) for s in litstream.StreamingDataset(out)] == [strict({"i": i, "x": b"ab"}) for i in range(NUM)]
+
+
+FLAG = "LITSTREAM_TEST_DEFAULT_LAYOUT_FAIL"
+
+
+def row_failing_once(i: int) -> dict[str, Any]:
+    if i == 7 and os.environ.get(FLAG) and os.path.exists(os.environ[FLAG]):
+        os.remove(os.environ[FLAG])
+        raise RuntimeError("transient")
+    return row(i)
+
+
+def key_of_row(sample: dict[str, Any]) -> int:
+    return int(sample["i"])
+
+
+def test_checkpoint_resume_with_keys_over_arrow_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed run with key_fn over Arrow rows: every key finds its row (keys of chunks committed before the
+    failure come from the interrupted run's key file or from the chunks' rows)."""
+    flag = tmp_path / "flag"
+    flag.touch()
+    monkeypatch.setenv(FLAG, str(flag))
+    out = tmp_path / "out"
+    kwargs: dict[str, Any] = {"chunk_size": 2, "num_workers": 2, "use_checkpoint": True, "key_fn": key_of_row}
+    with pytest.raises(WorkerError, match="transient"):
+        litstream.optimize(row_failing_once, list(range(12)), out, verbose=False, **kwargs)
+    litstream.optimize(row_failing_once, list(range(12)), out, verbose=False, **kwargs)
+    assert set(layouts(out)) == {"arrow"}
+    ds = litstream.StreamingDataset(out)
+    assert [strict(ds.get_by_key(i)) for i in range(12)] == [strict(row(i)) for i in range(12)]
