@@ -3,7 +3,8 @@
 
 Sample ``i`` is ``{"id": i, "text": <40-240 characters>, "label": i % 10, "score": float, "flag": bool}``.
 ``write`` runs one library's ``optimize`` in this process: LitData's default (Arrow chunks), litstream's
-default (its pytree layout) or litstream with ``chunk_format="arrow"``; ``chunk_bytes="16MB"`` for all.
+default (Arrow chunks for these rows, as LitData) or litstream with ``chunk_format="pytree"`` or ``"arrow"``;
+``chunk_bytes="16MB"`` for all.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def row(i: int) -> dict[str, Any]:
 
 
 def write(layout: str, output_dir: str, rows: int) -> None:
-    """``layout``: ``"litdata"`` (LitData's default), ``"litstream"`` (pytree) or ``"litstream-arrow"``."""
+    """``layout``: ``"litdata"`` (LitData's default), ``"litstream"`` (its default), ``"litstream-pytree"`` or
+    ``"litstream-arrow"``."""
     if layout == "litdata":
         import litdata
 
@@ -34,7 +36,8 @@ def write(layout: str, output_dir: str, rows: int) -> None:
         return
     import litstream
 
-    extra = {"chunk_format": "arrow"} if layout == "litstream-arrow" else {}
+    forced = {"litstream-arrow": "arrow", "litstream-pytree": "pytree"}
+    extra = {"chunk_format": forced[layout]} if layout in forced else {}
     litstream.optimize(
         row, list(range(rows)), output_dir, chunk_bytes=CHUNK_BYTES, num_workers=1, verbose=False, **extra
     )

@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/arrow_bench.py [--rows 200000] [--repeats 3] [--out bench/results]
 
-Data (``bench/_e2e_arrow.py``): ``--rows`` text-classification rows written three ways, each by one
+Data (``bench/_e2e_arrow.py``): ``--rows`` text-classification rows written four ways, each by one
 ``optimize`` call: LitData's default (Arrow chunks, what LitData 0.2.76 picks for these samples),
-litstream's default (its pytree layout) and litstream's ``chunk_format="arrow"``. Rows:
+litstream's default (Arrow chunks too since issue 30, where LitData picks them), litstream's
+``chunk_format="pytree"`` and ``chunk_format="arrow"``. Rows:
 
 * ``arrow_litdata_default``: both libraries iterate LitData's Arrow output (the same files).
-* ``arrow_litstream_pytree``: litstream iterates its own pytree layout of the same rows, against
-  LitData on its Arrow output; ``dataset_bytes`` gives each layout's size.
+* ``arrow_litstream_default``, ``arrow_litstream_pytree``, ``arrow_litstream_arrow``: litstream iterates
+  its own output of the same rows, against LitData on its Arrow output; ``dataset_bytes`` gives each
+  layout's size.
 
 Every case runs in a fresh interpreter (``bench/e2e_case.py``, case ``rows``), interleaved, best of
 ``--repeats``; checksums of what was read must be equal. ``bench/run_all.py`` runs this family too.
@@ -33,11 +35,11 @@ sys.path.insert(0, str(BENCH))
 
 from run_all import LIBS, PY, log, paired  # noqa: E402
 
-LAYOUTS = ("litdata", "litstream", "litstream-arrow")
+LAYOUTS = ("litdata", "litstream", "litstream-pytree", "litstream-arrow")
 
 
 def make_data(work: Path, rows: int) -> dict[str, Path]:
-    """The three datasets of the family (module docstring), written in fresh interpreters."""
+    """The four datasets of the family (module docstring), written in fresh interpreters."""
     out = {}
     for layout in LAYOUTS:
         target = work / f"rows-{layout}"
@@ -56,7 +58,8 @@ def run_family(work: Path, rows: int, repeats: int) -> dict[str, dict[str, dict[
     results: dict[str, dict[str, dict[str, Any]]] = {lib: {} for lib in LIBS}
     sources = {
         "arrow_litdata_default": {"litstream": data["litdata"], "litdata": data["litdata"]},
-        "arrow_litstream_pytree": {"litstream": data["litstream"], "litdata": data["litdata"]},
+        "arrow_litstream_default": {"litstream": data["litstream"], "litdata": data["litdata"]},
+        "arrow_litstream_pytree": {"litstream": data["litstream-pytree"], "litdata": data["litdata"]},
         "arrow_litstream_arrow": {"litstream": data["litstream-arrow"], "litdata": data["litdata"]},
     }
     for config, where in sources.items():
@@ -72,8 +75,8 @@ def table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
         "(litstream's data / LitData's) | checksums equal |",
         "|---|---|---:|---|---:|---:|---:|:---:|",
     ]
-    read = {"arrow_litdata_default": "LitData's Arrow", "arrow_litstream_pytree": "its pytree layout",
-            "arrow_litstream_arrow": "its Arrow chunks"}  # fmt: skip
+    read = {"arrow_litdata_default": "LitData's Arrow", "arrow_litstream_default": "its default layout",
+            "arrow_litstream_pytree": "its pytree layout", "arrow_litstream_arrow": "its Arrow chunks"}  # fmt: skip
     for config, what in read.items():
         a, b = results["litstream"].get(config, {}), results["litdata"].get(config, {})
         if "throughput" not in a or "throughput" not in b:

@@ -266,10 +266,10 @@ def test_encoder_rejects_what_arrow_cannot_hold(samples: list[Any], match: str) 
 
 
 def test_chunk_format_argument() -> None:
-    assert check_chunk_format(None) is None
-    assert check_chunk_format("pytree") is None
+    assert check_chunk_format(None) is None  # LitData's choice per sample
+    assert check_chunk_format("pytree") == "pytree"
     assert check_chunk_format("arrow") == "arrow"
-    with pytest.raises(ConfigurationError, match=r"chunk_format must be None or 'pytree'.*got 'parquet'"):
+    with pytest.raises(ConfigurationError, match=r"chunk_format must be None .*'pytree' or 'arrow', got 'parquet'"):
         check_chunk_format("parquet")
 
 

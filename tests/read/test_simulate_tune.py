@@ -50,8 +50,9 @@ def _sample(i: int) -> dict[str, Any]:
 def dataset(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("tuneds") / "ds"
     litstream.optimize(
-        _sample, list(range(N)), str(out), chunk_size=CHUNK, num_workers=1, compression=request.param, verbose=False
-    )
+        _sample, list(range(N)), str(out), chunk_size=CHUNK, num_workers=1, compression=request.param, verbose=False,
+        chunk_format="pytree",  # simulate synthesises chunks from a pytree item (Arrow chunks: chunks="read")
+    )  # fmt: skip
     return str(out)
 
 
@@ -199,8 +200,9 @@ def test_cli_init_run_tune_s3(s3_server: Any, obstore_in_process: None, tmp_path
     url = f"s3://{s3_server.bucket}/simtune-{tmp_path.name}"
     options = s3_server.options()
     litstream.optimize(
-        _sample, list(range(N)), url, chunk_size=CHUNK, num_workers=1, storage_options=options, verbose=False
-    )
+        _sample, list(range(N)), url, chunk_size=CHUNK, num_workers=1, storage_options=options, verbose=False,
+        chunk_format="pytree",
+    )  # fmt: skip
     result = _cli_round(url, tmp_path, options)
     assert result["config"]["chunks"] == "synthesise"
     assert result["sweeps"]["chunk_size"][0]["settings"]["chunk_size"] == CHUNK
@@ -289,8 +291,9 @@ def test_predicted_order_is_the_loaders(
         url = f"s3://{s3.bucket}/simorder-{where}-{tmp_path.name}"
         options = s3.options()
     litstream.optimize(
-        _sample, list(range(N)), url, chunk_size=CHUNK, num_workers=1, storage_options=options, verbose=False
-    )
+        _sample, list(range(N)), url, chunk_size=CHUNK, num_workers=1, storage_options=options, verbose=False,
+        chunk_format="pytree",
+    )  # fmt: skip
     if where == "proxy-w2":
         options = {**options, "endpoint_url": request.getfixturevalue("proxy")}
     world, batch = 2, 8
@@ -346,7 +349,9 @@ def test_start_up_costs_delay_the_first_batch_by_their_sum(dataset: str, workers
 def test_calibrate_startup_probes_a_fresh_loader(tmp_path: Path) -> None:
     """``startup=True`` adds the two start-up costs (measured in fresh interpreters: one dataset is enough)."""
     dataset = str(tmp_path / "ds")
-    litstream.optimize(_sample, list(range(N)), dataset, chunk_size=CHUNK, num_workers=1, verbose=False)
+    litstream.optimize(
+        _sample, list(range(N)), dataset, chunk_size=CHUNK, num_workers=1, verbose=False, chunk_format="pytree"
+    )
     measured = calibrate(SimulationConfig(dataset), chunks=1, startup=True)
     costs = measured.costs()
     assert set(costs) == {

@@ -34,7 +34,11 @@ def _location(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> tupl
     if name == "azure":
         az: AzuriteServer = request.getfixturevalue("azure_server")
         return f"azure://litstream-test/{prefix}", az.options(), True
-    optimize(fn=sample, inputs=range(N), output_dir=local, chunk_size=7, num_workers=1, verbose=False)
+    # the pytree layout, whose items ds[i] reads with range reads (test_random_access_...); the locations written
+    # here (local, s3, azure) hold optimize's default layout, Arrow rows for these samples
+    optimize(
+        fn=sample, inputs=range(N), output_dir=local, chunk_size=7, num_workers=1, verbose=False, chunk_format="pytree"
+    )
     files = {p.name: p.read_bytes() for p in local.iterdir()}
     if name == "gcs":
         gcs: GCSServer = request.getfixturevalue("gcs_server")

@@ -204,6 +204,8 @@ def test_unsupported_sample_names_the_input_and_leaves_nothing(tmp_path: Path) -
 
 
 def test_changing_structure_is_an_error_not_silent_corruption(tmp_path: Path) -> None:
+    # the pytree layout (the default's Arrow rows store a missing field as None, as LitData does:
+    # tests/compat/test_arrow_compat.py's "sparse" samples)
     with pytest.raises(
         WorkerError,
         match=r"input 1 \(index 1, worker 0\): FormatError: sample structure \{'b': _\} differs from the first "
@@ -216,6 +218,7 @@ def test_changing_structure_is_an_error_not_silent_corruption(tmp_path: Path) ->
             chunk_size=1,
             num_workers=1,
             verbose=False,
+            chunk_format="pytree",
         )
     assert os.listdir(tmp_path) == []
 

@@ -74,7 +74,12 @@ def add_optimize_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     p.add_argument("--mode", choices=["overwrite", "append"], default=None, help="when the output is not empty")
     p.add_argument("--use-checkpoint", action="store_true", help="make a killed run resumable by re-running")
     p.add_argument("--item-loader", choices=["pytree", "tokens"], default="pytree", help="tokens: 1-D token arrays")
-    p.add_argument("--chunk-format", choices=["arrow"], default=None, help="write Arrow chunks (needs pyarrow)")
+    p.add_argument(
+        "--chunk-format",
+        choices=["arrow", "pytree"],
+        default=None,
+        help="force Arrow chunks (needs pyarrow) or the pytree layout (default: LitData's choice per sample)",
+    )
     p.add_argument(
         "--checksum",
         choices=["xxh3", "sha256", "blake2b", "none"],

@@ -20,6 +20,7 @@ from .._core._errors import ConfigurationError, FormatError
 from ..format._chunk import header_length, pack_chunk
 from ..format._compression import compress
 from ..format._index import INDEX_FILENAME, ChunkInfo, Index
+from ..format.arrow._chunk import ArrowChunk
 from ..read._index_load import load_index, load_local_index
 from ..read._source import DatasetSource
 from ..read._verify import has_checksum
@@ -146,6 +147,12 @@ async def prepare_dataset(config: SimulationConfig) -> SimDataset:
         )
     source = await DatasetSource.open(store, allow_pickle=True)
     first = await source.read_chunk(0)
+    if isinstance(first, ArrowChunk):
+        raise ConfigurationError(
+            f"simulate: {config.dataset} stores its samples as Arrow chunks (optimize's default for dict samples of "
+            "JSON-like values), which cannot be synthesised from one item; use chunks='read' with a local copy, "
+            "or write the dataset with chunk_format='pytree'"
+        )
     template = bytes(first.item(0))
     served = _without_checksums(index)
     compression = index.config.compression if index.config else None

@@ -330,7 +330,7 @@ def decode_items(
     lengths = ends - begins
     num_leaves = len(serializers)
     head = 4 * num_leaves
-    if bool((lengths < head).any()):
+    if num_leaves == 0 or bool((lengths < head).any()):  # no leaves (an empty dict sample): nothing to gather
         if keys is not None:
             return None
         return [decode_one(memory[b:e]) for b, e in zip(begins.tolist(), ends.tolist(), strict=True)]

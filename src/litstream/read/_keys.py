@@ -130,13 +130,13 @@ async def read_by_keys(
         positions.append((chunk, item))
     if len(positions) == 1:
         chunk, item = positions[0]
-        return [source.decoder.decode(await source.read_item_bytes(chunk, item))]
+        return [await source.read_sample(chunk, item)]  # a pytree item, or the row of an Arrow chunk
     out: list[Any] = [None] * len(positions)
     limiter = anyio.CapacityLimiter(_CONCURRENT_READS)
 
     async def fetch(slot: int, chunk: int, item: int) -> None:
         async with limiter:
-            out[slot] = source.decoder.decode(await source.read_item_bytes(chunk, item))
+            out[slot] = await source.read_sample(chunk, item)
 
     try:
         async with anyio.create_task_group() as tg:

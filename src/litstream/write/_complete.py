@@ -38,6 +38,7 @@ from ..format._index import (
     is_partial_index_name,
     merge_partial_indexes,
 )
+from ..format.arrow._chunk import ARROW_FOOTER_MAGIC, ARROW_TRAILER
 from ..storage._listing import list_retrying
 from ..storage._resolver import store_for
 from ._writer_lock import WriterLock, is_lock_name
@@ -255,9 +256,20 @@ async def _chunk_info(store: Store, name: str, size: int, config: DatasetConfig)
         raise _truncated(store, name, size)
     end_at = item_span_offset(count)  # where offsets[N], the end of the last item, is stored
     last = data[end_at : end_at + 4] if data is not None else await store.get_range(name, end_at, 4)
-    if int.from_bytes(last, "little") != size:
+    items_end = int.from_bytes(last, "little")
+    if items_end != size and not (items_end < size and await _arrow_tail(store, name, data, items_end, size)):
         raise _truncated(store, name, size)
     return ChunkInfo(filename=name, chunk_size=count, chunk_bytes=size, dim=_tokens(config, count, size))
+
+
+async def _arrow_tail(store: Store, name: str, data: bytes | None, items_end: int, size: int) -> bool:
+    """Whether the ``size - items_end`` bytes after the last item are an Arrow payload and its trailer (a chunk
+    of LitData's Arrow rows, ``format/arrow/_chunk.py``), as long as its length field says."""
+    if size - items_end <= ARROW_TRAILER:
+        return False
+    tail = data[size - ARROW_TRAILER :] if data is not None else await store.get_range(name, size - ARROW_TRAILER, 12)
+    length = int.from_bytes(tail[:4], "little")
+    return bytes(tail[4:]) == ARROW_FOOTER_MAGIC and items_end + length + ARROW_TRAILER == size
 
 
 def _truncated(store: Store, name: str, size: int) -> FormatError:

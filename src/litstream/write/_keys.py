@@ -105,17 +105,18 @@ class KeyRecorder:
                 return
         except (ObjectNotFoundError, FormatError):
             pass
-        from ..format._chunk import ChunkView
         from ..format._compression import decompress
+        from ..format.arrow._chunk import ArrowChunk, read_chunk_view
 
         compression = committed.config.compression if committed.config is not None else None
         for chunk in committed.chunks:
             data = await store.get(chunk.filename)
             if compression:
                 data = decompress(data, compression)
-            view = ChunkView(data)
+            view = read_chunk_view(data)  # Arrow rows are samples already
+            rows = isinstance(view, ArrowChunk)
             for i in range(view.num_items):
-                self.add(decode(view.item(i)), f"item {i} of {chunk.filename}")
+                self.add(view.item(i) if rows else decode(view.item(i)), f"item {i} of {chunk.filename}")
 
     async def save(self, store: Store, rank: int) -> None:
         """Store this rank's keys as ``{rank}.keys.parquet`` (key, rank-local index, input)."""

@@ -172,13 +172,14 @@ def optimize(
             any compression; ``index.json`` records the algorithm and level, never the key. Save the
             key file (``encryption.save(path)``): reading needs it. See ``docs/format.md``.
 
-        chunk_format: ``None`` (default) writes the pytree layout; ``"arrow"`` writes LitData's Arrow
-            chunks (the layout LitData >= 0.2.7x writes by default for dict samples of JSON-like values,
-            see ``docs/format.md``): every sample a ``dict`` of ``None``/``bool``/``int``/``float``/
-            ``str``/``bytes``, lists and nested dicts of those, each field keeping one type. Needs
-            pyarrow (``pip install "litstream[arrow]"``). With ``compression`` the Arrow buffers are
-            compressed (``config.ipc_compression``) and file names keep ``.bin``. LitData has no such
-            argument (it picks Arrow itself); this one is litstream's.
+        chunk_format: ``None`` (default): LitData 0.2.76's choice. Without ``compression`` and ``encryption``,
+            dict samples of ``None``/``bool``/``int``/``float``/``str``/``bytes``, lists and nested dicts of
+            those (each field keeping one type) are written as LitData's Arrow chunks when pyarrow is
+            installed (see ``docs/format.md``); from the first sample that is not such a dict on (or without
+            pyarrow), the pytree layout. ``"pytree"``: always the pytree layout (what litstream wrote by
+            default before). ``"arrow"``: always Arrow chunks (a sample that cannot be one raises; needs
+            pyarrow, ``pip install "litstream[arrow]"``); with ``compression`` the Arrow buffers are
+            compressed (``config.ipc_compression``) and file names keep ``.bin``.
         align_chunking: LitData's single-worker chunk layout: with ``True`` (needs ``chunk_size`` and a
             sequence of inputs) every worker but the last writes the same number of whole chunks and the
             last one the rest, so that, with one sample per input, the chunks are those ``num_workers=1``
@@ -303,9 +304,9 @@ def optimize(
         if encryption is not None:
             for job in jobs:
                 job.writer_kwargs["encryption"] = encryption
-        if chunk_format == "arrow":
+        if chunk_format is not None:
             for job in jobs:
-                job.writer_kwargs["chunk_format"] = "arrow"
+                job.writer_kwargs["chunk_format"] = chunk_format
         if key_fn_pickle is not None:
             jobs = [replace(job, key_fn_pickle=key_fn_pickle) for job in jobs]
         before_index = None if key_fn is None else run_sync(keys_hook, store, prepared.existing)

@@ -35,11 +35,12 @@ from .._core._errors import (
     ObjectNotFoundError,
 )
 from ..format._checksum import CHECKSUM_KEY, chunk_digest, expected_digest
-from ..format._chunk import ChunkView
-from ..format._compression import decompress
+from ..format._compression import compress, decompress
 from ..format._index import INDEX_FILENAME, ChunkInfo, Index
 from ..format._keys import KEYS_DIR, normalize_key
 from ..format._loaders import SampleDecoder, SampleEncoder
+from ..format.arrow._chunk import ArrowChunk, read_chunk_view
+from ..format.arrow._write import ArrowEncoder, pack_arrow_chunk
 from ..storage._files import local_path
 from ..storage._resolver import store_for
 from ._chunk_pack import pack_and_compress
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
     from types import TracebackType
 
+    from ..format._chunk import ChunkView
     from ..format._serializers import Serializer
     from ..storage._resolver import Dir
     from ..storage._store import Store
@@ -90,7 +92,7 @@ async def _chunk_items(store: Store, index: Index, chunk: ChunkInfo) -> ChunkVie
     data: bytes | memoryview = await store.get(chunk.filename)
     if index.config.compression:
         data = decompress(data, index.config.compression)
-    view = ChunkView(data)
+    view = read_chunk_view(data)  # an ArrowChunk for LitData's Arrow rows (optimize's default for JSON-like dicts)
     if view.num_items != chunk.chunk_size:
         raise FormatError(f"{chunk.filename} holds {view.num_items} items, index.json says {chunk.chunk_size}")
     return view
@@ -104,8 +106,27 @@ async def iter_samples_of(
     decoder = SampleDecoder(index.config, serializers)
     for chunk in index.chunks:
         view = await _chunk_items(store, index, chunk)
+        rows = isinstance(view, ArrowChunk)
         for i in range(view.num_items):
-            yield decoder.decode(view.item(i))
+            yield view.item(i) if rows else decoder.decode(view.item(i))
+
+
+def _arrow_chunk(view: ArrowChunk, updates: dict[int, Any], index: Index) -> tuple[bytes, int]:
+    """The chunk ``view`` with the rows at ``updates``' positions replaced, as Arrow rows again: stored bytes and
+    ``chunk_bytes``.
+
+    Raises:
+        FormatError: a new sample cannot share an Arrow table with the chunk's other rows (a field's kind).
+    """
+    assert index.config is not None
+    rows = view.rows(list(range(view.num_items)))
+    check = ArrowEncoder()
+    for i in range(len(rows)):
+        rows[i] = updates.get(i, rows[i])
+        check.add(rows[i])
+    payload = pack_arrow_chunk(rows, index.config.extra.get("ipc_compression"))
+    compression = index.config.compression  # LitData may compress such a chunk as a whole file
+    return (compress(payload, compression) if compression else payload), len(payload)
 
 
 def _updated_name(filename: str, taken: set[str]) -> str:
@@ -209,7 +230,7 @@ class DatasetUpdate:
         starts = [0]
         for info in index.chunks:
             starts.append(starts[-1] + info.chunk_size)
-        by_chunk: dict[int, dict[int, bytes]] = {}
+        by_chunk: dict[int, dict[int, tuple[bytes, Any]]] = {}
         encoder = SampleEncoder(self._serializers)
         missing = []
         for key, sample in self._pending.items():
@@ -218,7 +239,7 @@ class DatasetUpdate:
                 missing.append(key)
                 continue
             chunk = next(c for c in range(len(index.chunks)) if starts[c] <= position < starts[c + 1])
-            by_chunk.setdefault(chunk, {})[position - starts[chunk]] = encoder.encode(sample)
+            by_chunk.setdefault(chunk, {})[position - starts[chunk]] = (encoder.encode(sample), sample)
         if missing:
             shown = ", ".join(map(repr, missing[:5])) + (", ..." if len(missing) > 5 else "")
             raise KeyNotFoundError(
@@ -236,8 +257,11 @@ class DatasetUpdate:
             for position, updates in sorted(by_chunk.items()):
                 old = chunks[position]
                 view = await _chunk_items(store, index, old)
-                items = [bytes(updates.get(i, view.item(i))) for i in range(view.num_items)]
-                payload, size = pack_and_compress(items, index.config.compression)
+                if isinstance(view, ArrowChunk):  # rewritten as Arrow rows: checked as optimize checks them
+                    payload, size = _arrow_chunk(view, {i: sample for i, (_, sample) in updates.items()}, index)
+                else:
+                    items = [bytes(updates[i][0] if i in updates else view.item(i)) for i in range(view.num_items)]
+                    payload, size = pack_and_compress(items, index.config.compression)
                 extra = dict(old.extra)
                 digest = expected_digest(old)
                 if digest is not None:

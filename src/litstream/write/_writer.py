@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import sys
 import threading
+from dataclasses import replace
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -36,8 +37,10 @@ from ..format._encrypted import check_writer_encryption
 from ..format._index import ChunkInfo, DatasetConfig, Index, comparable_config, partial_index_name
 from ..format._loaders import PyTreeLoader, SampleEncoder, TokensLoader
 from ..format._tokens import TokenEncoder
-from ..format.arrow._write import ArrowEncoder, check_chunk_format, ipc_codec, pack_arrow_chunk, snapshot
+from ..format._types import fuse_schema_json
+from ..format.arrow._write import check_chunk_format, ipc_codec, pack_arrow_chunk
 from ._chunk_pack import check_chunking, dataset_config, pack_and_compress, pack_in_file_compressed
+from ._layout import EncodedSample, Layout
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -50,16 +53,6 @@ if TYPE_CHECKING:
     from ..storage._store import Store
 
 __all__ = ["ChunkWriter", "EncodedSample"]
-
-
-class EncodedSample(NamedTuple):
-    """One sample as :meth:`ChunkWriter.encode` made it: a pytree ``item`` (bytes) and its token ``dim``,
-    or, for Arrow chunks, the row's estimated ``size`` and a ``row`` snapshot."""
-
-    item: bytes
-    dim: int | None
-    size: int | None
-    row: Any
 
 
 class ChunkWriter:
@@ -90,9 +83,10 @@ class ChunkWriter:
         encryption: A ``FernetEncryption`` / ``RSAEncryption``: items (level ``"sample"``) or whole
             chunks (level ``"chunk"``) are encrypted; ``index.json`` records its ``state_dict()``.
 
-        chunk_format: ``None`` (the pytree layout) or ``"arrow"``: LitData's Arrow chunks, for dict
-            samples of JSON-like values (``format._arrow_write``); ``compression`` then compresses the
-            Arrow buffers and ``chunk_bytes`` counts LitData's row estimate.
+        chunk_format: ``"arrow"``: LitData's Arrow chunks, for dict samples of JSON-like values
+            (``format/arrow/_write.py``); ``compression`` then compresses the Arrow buffers and ``chunk_bytes``
+            counts LitData's row estimate. ``"pytree"``: the pytree layout. ``None`` (default): Arrow chunks
+            where LitData 0.2.76 writes them, pytree otherwise (:meth:`encode` says where).
 
     Attributes:
         num_samples: Samples added so far.
@@ -134,7 +128,8 @@ class ChunkWriter:
                 "TokensLoader datasets use compression_level='chunk'"
             )
         self._encryption = check_writer_encryption(encryption, item_loader)
-        if spec is not None and not spec.whole_file and (self._encryption is not None or chunk_format is not None):
+        layout = check_chunk_format(chunk_format)
+        if spec is not None and not spec.whole_file and (self._encryption is not None or layout == "arrow"):
             raise ConfigurationError(
                 f"compression_level={spec.level!r} cannot be combined with encryption= or chunk_format= (as in "
                 "LitData); use compression_level='chunk'"
@@ -151,16 +146,24 @@ class ChunkWriter:
             else SampleEncoder(serializers, allow_pickle=allow_pickle, json_leaves=json_leaves)
         )
         self._item_loader = item_loader or PyTreeLoader()
-        self._arrow = ArrowEncoder() if check_chunk_format(chunk_format) == "arrow" else None
-        if self._arrow is not None and isinstance(item_loader, TokensLoader):
+        # Arrow rows unless the layout is "pytree"; the default's conditions besides the samples (encode()): no
+        # compression (one index.json config then fits chunks of either layout: workers, appends and a
+        # fallback may mix them), no encryption, no TokensLoader, list fields as json leaves
+        eligible = (
+            spec is None and self._encryption is None and json_leaves and not isinstance(item_loader, TokensLoader)
+        )
+        self._encode_lock = threading.Lock()  # encode() may run in fn's thread while config() runs here
+        self._layout = Layout(layout, eligible=eligible, encoder=self._encoder, lock=self._encode_lock)
+        self._schema = self._layout.schema
+        self._adding_rows = self._layout.starts_with_rows  # whether the open chunk holds Arrow rows (add side)
+        if layout == "arrow" and isinstance(item_loader, TokensLoader):
             raise ConfigurationError("chunk_format='arrow' stores dict samples; it cannot be used with TokensLoader()")
-        if self._arrow is not None and self._encryption is not None:
+        if layout == "arrow" and self._encryption is not None:
             raise ConfigurationError(
                 "chunk_format='arrow' cannot be combined with encryption= (LitData cannot read encrypted Arrow "
                 "chunks back either); drop one of the two"
             )
         self._rows: list[Any] = []  # samples of the open Arrow chunk
-        self._encode_lock = threading.Lock()  # encode() may run in fn's thread while config() runs here
         self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
         self._next_chunk = start_chunk
         self._chunks: list[ChunkInfo] = list(resume.chunks) if resume is not None else []
@@ -168,7 +171,7 @@ class ChunkWriter:
         self._on_commit = on_commit
         self._max_pending = max_pending_chunks
         self._task_group: TaskGroup | None = None
-        self._send: MemoryObjectSendStream[tuple[str, list[Any], int | None]] | None = None
+        self._send: MemoryObjectSendStream[tuple[str, list[Any], int | None, bool]] | None = None
         self.num_samples = 0
         self.chunks_written = 0
         self.bytes_written = 0
@@ -176,7 +179,7 @@ class ChunkWriter:
         self.written_files: list[str] = []
 
     async def __aenter__(self) -> ChunkWriter:
-        send, receive = anyio.create_memory_object_stream[tuple[str, list[Any], int | None]](self._max_pending)
+        send, receive = anyio.create_memory_object_stream[tuple[str, list[Any], int | None, bool]](self._max_pending)
         self._send = send
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -191,7 +194,8 @@ class ChunkWriter:
         try:
             if exc_type is None:
                 closed = self._builder.flush()
-                await self._emit(closed if self._arrow is None or closed is None else (self._take_rows(), closed[1]))
+                rows = self._adding_rows
+                await self._emit(closed if not rows or closed is None else (self._take_rows(), closed[1]), rows)
             await self._send.aclose()
         finally:
             if exc_type is not None:
@@ -211,12 +215,18 @@ class ChunkWriter:
         time (``optimize`` calls it in the thread that runs ``fn``); pass the result to :meth:`add_encoded`
         in order.
 
+        With ``chunk_format=None`` a sample becomes an Arrow row where LitData 0.2.76 would store it so: the
+        first sample a non-empty ``dict`` and every sample so far one Arrow can hold with the fused types
+        (:class:`ArrowEncoder`'s rule), pyarrow importable; from the first sample that is not, every sample
+        is a pytree item (the open chunk's rows too), as LitData's writer switches.
+
         Raises:
             FormatError: the sample cannot be encoded or differs in structure from the first one.
         """
         with self._encode_lock:
-            if self._arrow is not None:
-                return EncodedSample(b"", None, self._arrow.add(sample), snapshot(sample))
+            row = self._layout.row(sample)
+            if row is not None:
+                return row
             item, dim = self._encoder.encode_item(sample)
         if self._encryption is not None and self._encryption.level == "sample":
             item = self._encryption.encrypt(bytes(item))
@@ -226,13 +236,19 @@ class ChunkWriter:
     async def add_encoded(self, encoded: EncodedSample) -> None:
         """Buffer a sample made by :meth:`encode`; waits while the upload queue is full (backpressure)."""
         self.num_samples += 1
-        if self._arrow is not None:
+        if self._adding_rows and encoded.row is not None:
             closed = self._builder.add(b"", None, size=encoded.size)
             rows = self._take_rows() if closed is not None else []
             self._rows.append(encoded.row)
-            await self._emit(None if closed is None else (rows, closed[1]))
+            await self._emit(None if closed is None else (rows, closed[1]), True)
             return
-        await self._emit(self._builder.add(encoded.item, encoded.dim))
+        if self._adding_rows:  # the first pytree item: the open chunk's rows become pytree items too
+            self._adding_rows = False
+            self._builder = ChunkBuilder(chunk_size=self._chunk_size, chunk_bytes=self._chunk_bytes)
+            for row in self._take_rows():
+                await self._emit(self._builder.add(*self._layout.pytree_item(row)), False)
+        item, dim = (encoded.item, encoded.dim) if encoded.row is None else self._layout.pytree_item(encoded.row)
+        await self._emit(self._builder.add(item, dim), False)
 
     async def add(self, sample: Any) -> None:
         """Encode ``sample`` and buffer it (:meth:`encode` then :meth:`add_encoded`); waits while the upload
@@ -247,26 +263,26 @@ class ChunkWriter:
         rows, self._rows = self._rows, []
         return rows
 
-    async def _emit(self, closed: tuple[list[Any], list[int | None]] | None) -> None:
+    async def _emit(self, closed: tuple[list[Any], list[int | None]] | None, rows: bool) -> None:
         if closed is None:
             return
         if self._send is None:
             raise RuntimeError("use ChunkWriter as `async with ChunkWriter(...) as writer:`")
         items, dims = closed
         # Arrow chunks compress their buffers inside: the file name carries no compression infix
-        name = chunk_filename(self._rank, self._next_chunk, None if self._arrow else self._infix)
+        name = chunk_filename(self._rank, self._next_chunk, None if rows else self._infix)
         self._next_chunk += 1
         # TokensLoader chunks record their token count (index.json's ``dim``); others ``None``.
         tokens = sum(d or 0 for d in dims) if isinstance(self._encoder, TokenEncoder) else None
-        await self._send.send((name, items, tokens))
+        await self._send.send((name, items, tokens, rows))
 
-    async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[Any], int | None]]) -> None:
+    async def _upload_loop(self, receive: MemoryObjectReceiveStream[tuple[str, list[Any], int | None, bool]]) -> None:
         async with receive:
-            async for name, items, dim in receive:
+            async for name, items, dim, rows in receive:
                 t0 = perf_counter_ns() if TRACER.on else 0
                 count = len(items)
                 put_parts = getattr(self._store, "put_parts", None)
-                if self._arrow is not None:
+                if rows:
                     payload = await anyio.to_thread.run_sync(pack_arrow_chunk, items, self._compression)
                     size = len(payload)
                     stored = size
@@ -320,12 +336,10 @@ class ChunkWriter:
             return self._config()
 
     def _config(self) -> DatasetConfig | None:
-        if self._arrow is not None:
-            if self._arrow.data_spec is None:
-                return self._resume_config
+        if self._adding_rows and self._schema is not None and self._schema.data_spec is not None:
             return DatasetConfig(
-                data_format=self._arrow.data_format,
-                data_spec=self._arrow.data_spec,
+                data_format=self._schema.data_format,
+                data_spec=self._schema.data_spec,
                 chunk_size=self._chunk_size,
                 chunk_bytes=self._chunk_bytes,
                 compression=None,
@@ -334,12 +348,12 @@ class ChunkWriter:
                     "compression_batch_size": None,
                     "compression_level": None,
                     "ipc_compression": ipc_codec(self._compression)[0],
-                    "types": self._arrow.types_json(),
+                    "types": self._schema.types_json(),
                 },
             )
         if self._encoder.data_spec is None:
             return self._resume_config
-        return dataset_config(
+        config = dataset_config(
             self._encoder,
             chunk_size=self._chunk_size,
             chunk_bytes=self._chunk_bytes,
@@ -347,6 +361,11 @@ class ChunkWriter:
             item_loader=self._item_loader,
             encryption=self._encryption,
         )
+        if self._schema is None or self._schema.data_spec is None:
+            return config
+        # Arrow chunks came first (uncompressed, so the same config): the types of their rows count too
+        types = fuse_schema_json(self._schema.types_json(), config.extra.get("types"))
+        return replace(config, extra={**config.extra, "types": types})
 
     async def _write_partial_index(self) -> None:
         config = self.config()

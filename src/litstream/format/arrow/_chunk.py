@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..._core._errors import FormatError, LitstreamError
+from .._batch_decode import _MAX_DISPLAY_KEYS, _dict_rows
 from .._chunk import ChunkView, header_length
 from ._ipc import IPC_FILE_MAGIC, decoded_bytes
 
@@ -131,12 +132,17 @@ def _arrow_errors(pa: Any) -> tuple[type[BaseException], ...]:
 
 
 def _rows_of(batch: Any) -> list[dict[str, Any]]:
-    """The rows of a record batch or table as dicts: Arrow converts whole columns in C++ and zips them
-    into rows (about 4x faster than converting each column to a list and zipping in Python)."""
-    if not batch.schema.names:
+    """The rows of a record batch or table as dicts, the values of ``batch.to_pylist()``: Arrow converts each
+    column in C++ (``to_pylist``) and a dict display zips them into rows (``_batch_decode``'s, about 1.5x
+    faster than ``to_pylist()`` of the whole batch, which builds every row with a comprehension)."""
+    names = batch.schema.names
+    if not names:
         return [{} for _ in range(batch.num_rows)]
-    rows: list[dict[str, Any]] = batch.to_pylist()
-    return rows
+    if len(names) > _MAX_DISPLAY_KEYS or len(set(names)) != len(names):  # as to_pylist() does
+        rows: list[dict[str, Any]] = batch.to_pylist()
+        return rows
+    columns = [column.to_pylist() for column in batch.columns]
+    return _dict_rows(len(names))(columns, *names)
 
 
 class _Relayout(Exception):

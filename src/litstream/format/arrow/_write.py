@@ -27,26 +27,44 @@ from .._chunk import header_length
 from .._pytree import spec_to_json, tree_flatten
 from ._chunk import ARROW_BATCH_ROWS, ARROW_FOOTER_MAGIC, pyarrow_module
 
-__all__ = ["CHUNK_FORMATS", "ArrowEncoder", "check_chunk_format", "ipc_codec", "pack_arrow_chunk", "snapshot"]
+__all__ = [
+    "CHUNK_FORMATS",
+    "ArrowEncoder",
+    "check_chunk_format",
+    "ipc_codec",
+    "pack_arrow_chunk",
+    "pyarrow_available",
+    "snapshot",
+]
 
 CHUNK_FORMATS = (None, "pytree", "arrow")
-"""Values of ``optimize(chunk_format=...)``; ``None`` and ``"pytree"`` are the default layout."""
+"""Values of ``optimize(chunk_format=...)``: ``None`` (default) picks the layout as LitData 0.2.76 does (Arrow
+for dict samples of JSON-like values, see ``write/_writer.py``), ``"pytree"`` and ``"arrow"`` force one."""
 _INT64 = (-(2**63), 2**63 - 1)
 _U32_MAX = 2**32 - 1
 
 
 def check_chunk_format(chunk_format: object) -> str | None:
-    """``"arrow"`` or ``None`` (the pytree layout) for a ``chunk_format`` argument.
+    """``"arrow"``, ``"pytree"`` or ``None`` (chosen per sample, LitData's rule) for a ``chunk_format`` argument.
 
     Raises:
         ConfigurationError: another value; the message lists the valid ones.
     """
     if chunk_format not in CHUNK_FORMATS:
         raise ConfigurationError(
-            f"chunk_format must be None or 'pytree' (the default layout) or 'arrow' (LitData's Arrow chunks), "
-            f"got {chunk_format!r}"
+            f"chunk_format must be None (the default: Arrow chunks for dict samples of JSON-like values, as "
+            f"LitData writes them), 'pytree' or 'arrow', got {chunk_format!r}"
         )
-    return "arrow" if chunk_format == "arrow" else None
+    return None if chunk_format is None else str(chunk_format)
+
+
+def pyarrow_available() -> bool:
+    """Whether pyarrow can be imported (the default layout writes Arrow chunks only then, as LitData)."""
+    try:
+        pyarrow_module()
+    except ModuleNotFoundError:
+        return False
+    return True
 
 
 def ipc_codec(compression: str | None) -> tuple[str | None, int | None]:
