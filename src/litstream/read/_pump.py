@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sys
+from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -14,7 +15,7 @@ import sniffio
 
 from .._core import _bridge
 from .._core._distributed import detect_worker, in_worker
-from .._core._errors import raise_collapsed
+from .._core._errors import LitstreamError, collapse_exception_group, raise_collapsed
 from ..format._index import INDEX_FILENAME
 from ..storage._files import local_path
 from . import _dataset_state as state
@@ -27,6 +28,7 @@ from .plan._plan import ChunkSlice
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Mapping, Sequence
+    from concurrent.futures import Future
 
     from anyio.from_thread import BlockingPortal
 
@@ -201,6 +203,30 @@ def _serve_in_place(
         del work  # not held while the next chunk is handed over
 
 
+PRODUCER_FAILURE_WAIT = 60.0
+"""Seconds :func:`_raise_producer_failure` waits for a failing engine to finish (it is already cancelling)."""
+
+
+def _raise_producer_failure(future: Future[None], error: LitstreamError) -> None:
+    """Raise the engine's own failure instead of ``error``, which only follows it (``follows_another_failure``:
+    the bytes a decode waited for will not come because their download was cancelled).
+
+    The decode runs on this thread and learns of the cancellation as soon as it happens, while the failure
+    that caused it (a checksum mismatch, a storage error) ends the engine's task group on the loop thread
+    just after: wait for that to finish and raise its failure (collapsed), chained from ``error``. Returns
+    (the caller raises ``error``) when the engine ended without a failure of its own or did not end within
+    :data:`PRODUCER_FAILURE_WAIT` seconds.
+    """
+    try:
+        failure = future.exception(timeout=PRODUCER_FAILURE_WAIT)
+    except (TimeoutError, CancelledError):
+        return
+    if isinstance(failure, BaseExceptionGroup):
+        failure = collapse_exception_group(failure)
+    if isinstance(failure, Exception) and not (isinstance(failure, LitstreamError) and failure.follows_another_failure):
+        raise failure from error
+
+
 def serve_batches(
     portal: BlockingPortal | None,
     spec: ReadSpec,
@@ -234,7 +260,12 @@ def serve_batches(
             work = portal.call(receive, received)
             if work is None:
                 break
-            yield from work_parts(source, work, transform, served, align, alloc, columns)
+            try:
+                yield from work_parts(source, work, transform, served, align, alloc, columns)
+            except LitstreamError as error:
+                if error.follows_another_failure:  # e.g. a chunk decoded while it downloads: raise why it stopped
+                    _raise_producer_failure(future, error)
+                raise
             served += len(work.items)
             del work  # the chunk is not held while the next one is handed over (read/_memory.py counts so)
         try:
