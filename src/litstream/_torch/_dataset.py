@@ -52,65 +52,57 @@ D = TypeVar("D", bound="StreamingDataset")
 class StreamingDataset(IterableDataset[Any]):
     """Stream an optimized dataset (LitData format) into PyTorch.
 
-    Iteration splits items between ranks and DataLoader workers in whole batches and orders them
-    exactly as LitData's ``NoShuffle`` / ``FullShuffle`` do. ``ds[i]`` reads one item directly.
+    Iteration splits items between ranks and DataLoader workers in whole batches, ordered exactly as LitData's
+    ``NoShuffle`` / ``FullShuffle``; ``ds[i]`` reads one item directly. Every argument is keyword-only but the first.
 
     Args:
         input_dir: Local dataset directory (``index.json`` + ``chunk-*.bin``), ``Dir`` or ``Store``.
-        shuffle: ``False`` (default: index order), ``True`` or ``"full"`` (LitData's FullShuffle: chunk order and items
-            per epoch, multi-node aware), or ``"window"`` (litstream's own: also mixes the items of up to
-            ``shuffle_window`` consecutive chunks of a worker, for ordered source data; same lengths).
+        shuffle: ``False`` (default, index order), ``True``/``"full"`` (LitData's FullShuffle, multi-node aware) or
+            ``"window"`` (also mixes the items of up to ``shuffle_window`` consecutive chunks of a worker).
         seed: Shuffle seed, an int in ``[0, 2**32)``. Default 42.
-        drop_last: Drop the items that do not fill whole batches on every rank. ``None`` (default): ``True`` when the
-            world size is above 1, as in LitData.
-        max_pre_download: Chunks each worker fetches ahead (>= 1). Default 2; remote datasets at least 4.
-        transform: A callable, or a list applied in order, to each sample (in the worker, after decoding; ``ds[i]``
-            too). Anything else raises ``ConfigurationError`` (a ``ValueError``, as in LitData).
-        serializers: Extra serializers by registry key.
-        item_loader: ``PyTreeLoader()`` (default), or ``TokensLoader(block_size=B)`` for data written with
-            ``TokensLoader()``: items are windows of ``B`` tokens, and lengths, sharding and resume count them.
-        shuffle_window: Chunks mixed together with ``shuffle="window"`` (>= 1). Default 8.
-        storage_options: Credentials and client options for object stores (LitData's boto-style keys such as
-            ``endpoint_url``, or obstore's own); ignored locally.
-        cache_dir: Root of the chunk cache of remote datasets (default: ``LITSTREAM_CACHE_DIR``, ``LITDATA_CACHE_DIR``
-            or ``~/.cache/litstream/chunks``). Local datasets are read in place.
-        max_cache_size: Cache budget: bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1]; ``None``: 75 % of
-            the free disk, as in LitData. Chunks in use are never evicted.
-        cache_chunks: Whether remote chunks are written to the cache: ``True`` always (LitData's way); ``False`` never
-            (each chunk is read into memory, decoded and dropped; later epochs and ``ds[i]`` fetch again); ``None``
-            (default): cached when ``max_cache_size`` holds the whole dataset, else as ``False`` (docs/storage.md).
-        hedge_delay: Remote datasets: seconds after which a slow range read (``ds[i]``) is sent again; ``None``
-            (default) derives it from observed latency; ``0`` turns hedging off.
-        subsample: Fraction of the items to serve (> 0, default 1.0), as in LitData: ``s < 1`` serves the first ``int(N
-            * s)`` items of the chunk list, permuted by ``RandomState([seed])`` first unless ``shuffle`` is ``False``;
-            ``s > 1`` serves whole copies plus that fraction. Fixed once per dataset.
-        encryption: For a dataset written with ``encryption=``, the same ``FernetEncryption`` / ``RSAEncryption``
-            (LitData's key files work too); chunk files stay encrypted in the cache.
-        session_options: LitData's boto3 session options: only ``None`` or ``{}`` (use ``storage_options``).
-        force_override_state_dict: ``True``: ``load_state_dict`` of a state saved with another ``shuffle``, ``seed``,
-            ``drop_last``, input, item loader or ``item_shuffle_window`` warns and resumes with this dataset's values
-            (samples may repeat or be skipped in that epoch), as LitData. Default: refused.
-        num_canonical_nodes: LitData's frozen first-run node count, recorded in ``state_dict()`` (an int >= 1;
-            ``None``: the loaded state's, else the first run's world size); it does not change any order.
-        batch_decode: LitData's decode batching (``"auto"``, ``"all"``, a bool or an int >= 0): accepted without
-            effect.
-        item_shuffle_window: With ``shuffle=True``, items of each chunk slice are shuffled in blocks of this many,
-            served in random order (LitData 0.2.76's order). ``None``/``"auto"``: 256; ``0``/``"full"``: one
-            permutation of the whole slice; an int ``>= 0``.
-        window_direct_io: LitData's O_DIRECT reads on NFS: accepted (a bool) without effect.
-        index_path: A local ``index.json`` (or a directory holding one) used instead of ``input_dir``'s.
-        allow_pickle: Whether leaves stored with ``pickle`` may be unpickled. ``None`` (default):
-            ``litstream.set_allow_pickle``, else ``LITSTREAM_ALLOW_PICKLE``, else allowed for local and object-store
-            data and refused for ``hf://`` and ``http(s)://`` (``PickleRefusedError`` on first use, before anything is
-            unpickled); see docs/security.md.
-        max_memory: Bytes the buffers of all readers of a loader may hold (an int or ``"800MB"``), ``"auto"`` or
-            ``"off"``. ``None`` (default): ``LITSTREAM_MAX_MEMORY``, else ``"auto"`` (half the cgroup or rlimit
-            memory); prefetch depths are lowered until every buffer fits (docs/storage.md).
+        drop_last: Drop items that do not fill whole batches on every rank; ``None`` (default): world size > 1.
+        max_pre_download: Chunks each worker fetches ahead (int >= 1). Default 2; remote datasets at least 4.
+        transform: A callable, or a list applied in order, to each sample (in the worker after decoding, and in
+            ``ds[i]``). Default ``None``.
+        serializers: Extra serializers by registry key. Default ``None``.
+        item_loader: ``PyTreeLoader()`` (default), ``ParquetLoader()``, or ``TokensLoader(block_size=B)``: items are
+            windows of ``B`` tokens, and lengths, sharding and resume count them.
+        shuffle_window: Chunks mixed together with ``shuffle="window"`` (int >= 1). Default 8.
+        storage_options: Object-store credentials and client options (LitData's boto-style keys such as
+            ``endpoint_url``, or obstore's). Default ``None``; ignored locally.
+        cache_dir: Chunk cache root for remote datasets. Default: ``LITSTREAM_CACHE_DIR``, ``LITDATA_CACHE_DIR`` or
+            ``~/.cache/litstream/chunks``. Local datasets are read in place.
+        max_cache_size: Cache budget in bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1]. ``None``
+            (default): 75 % of the free disk. Chunks in use are never evicted.
+        cache_chunks: ``True``: remote chunks are cached (LitData's way); ``False``: read into memory and dropped;
+            ``None`` (default): cached when ``max_cache_size`` holds the whole dataset (docs/storage.md).
+        hedge_delay: Seconds after which a slow remote range read (``ds[i]``) is sent again; ``None`` (default):
+            from observed latency; ``0``: off.
+        subsample: Fraction of the items served (float > 0, default 1.0), as LitData selects them: ``int(N * s)``
+            items of the chunk list, permuted by ``seed`` first unless ``shuffle`` is ``False``; above 1, whole copies
+            too.
+        index_path: A local ``index.json`` (or its directory) used instead of ``input_dir``'s. Default ``None``.
+        encryption: The ``FernetEncryption`` / ``RSAEncryption`` the dataset was written with (LitData's key files
+            work); chunks stay encrypted in the cache. Default ``None``.
+        force_override_state_dict: ``True``: loading a state saved with another ``shuffle``, ``seed``, ``drop_last``,
+            input or item loader warns and resumes with this dataset's values, as LitData. Default ``False``: refused.
+        num_canonical_nodes: LitData's first-run node count recorded in ``state_dict()`` (int >= 1, or ``None``: the
+            loaded state's, else the world size); it changes no order.
+        item_shuffle_window: With ``shuffle=True``, items of each chunk slice are shuffled in blocks of this many
+            (LitData 0.2.76's order): an int >= 0 (``0``/``"full"``: one permutation); ``None``/``"auto"``: 256.
+        session_options, batch_decode, window_direct_io: LitData's, accepted without effect: ``session_options``
+            only ``None``/``{}`` (use ``storage_options``), ``batch_decode`` ``"auto"``/``"all"``/a bool/an int >= 0,
+            ``window_direct_io`` a bool.
+        allow_pickle: Whether ``pickle`` leaves may be unpickled. ``None`` (default): ``litstream.set_allow_pickle``,
+            else ``LITSTREAM_ALLOW_PICKLE``, else allowed except for ``hf://`` and ``http(s)://`` data
+            (``PickleRefusedError`` before anything is unpickled; docs/security.md).
+        max_memory: Bytes all readers of a loader may buffer (int or ``"800MB"``), ``"auto"`` or ``"off"``. ``None``
+            (default): ``LITSTREAM_MAX_MEMORY``, else ``"auto"`` (half the cgroup or rlimit memory); prefetch depths
+            shrink until every buffer fits (docs/storage.md).
 
     Raises:
-        ConfigurationError: a bad argument (raised at construction).
-        DatasetNotFoundError: ``input_dir`` holds no dataset: at construction for a local directory, on first use for a
-            remote one.
+        ConfigurationError: a bad argument, at construction (a ``ValueError``, as in LitData).
+        DatasetNotFoundError: no dataset at ``input_dir``: at construction locally, on first use remotely.
         EncryptionError: on first use, when ``encryption`` is missing or wrong (a ``FormatError``).
     """
 
