@@ -30,7 +30,7 @@ if [ "$LIGHT" = 1 ]; then
     exit 0
 fi
 .venv/bin/python -m pip install -q --no-compile -c requirements/constraints.txt -r requirements/dev.txt
-# Chromium from the system's packages for the browser test (tests/view/test_browser.py drives it with Playwright,
+# Chromium from the system's packages for the browser test (tests/view/test_view_browser.py drives it with Playwright,
 # whose own browser download is never used). Installed when missing and we are root or have password-less sudo.
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
