@@ -63,7 +63,7 @@ class StreamingDataset(IterableDataset[Any]):
         drop_last: Drop items that do not fill whole batches on every rank; ``None`` (default): world size > 1.
         max_pre_download: Chunks each worker fetches ahead (int >= 1). Default 2; remote datasets at least 4.
         transform: A callable, or a list applied in order, to each sample (in the worker after decoding, and in
-            ``ds[i]``). Default ``None``.
+            ``ds[i]``). Default ``None``. Anything else raises ``ConfigurationError``.
         serializers: Extra serializers by registry key. Default ``None``.
         item_loader: ``PyTreeLoader()`` (default), ``ParquetLoader()``, or ``TokensLoader(block_size=B)``: items are
             windows of ``B`` tokens, and lengths, sharding and resume count them.
@@ -74,8 +74,9 @@ class StreamingDataset(IterableDataset[Any]):
             ``~/.cache/litstream/chunks``. Local datasets are read in place.
         max_cache_size: Cache budget in bytes (int or ``"50GB"``) or a fraction of free disk in (0, 1]. ``None``
             (default): 75 % of the free disk. Chunks in use are never evicted.
-        cache_chunks: ``True``: remote chunks are cached (LitData's way); ``False``: read into memory and dropped;
-            ``None`` (default): cached when ``max_cache_size`` holds the whole dataset (docs/storage.md).
+        cache_chunks: ``True``: remote chunks are cached (LitData's way); ``False``: read into memory and dropped
+            (later epochs and ``ds[i]`` fetch again); ``None`` (default): cached when ``max_cache_size`` holds the
+            whole dataset, else as ``False`` (docs/storage.md).
         hedge_delay: Seconds after which a slow remote range read (``ds[i]``) is sent again; ``None`` (default):
             from observed latency; ``0``: off.
         subsample: Fraction of the items served (float > 0, default 1.0), as LitData selects them: ``int(N * s)``
@@ -85,7 +86,8 @@ class StreamingDataset(IterableDataset[Any]):
         encryption: The ``FernetEncryption`` / ``RSAEncryption`` the dataset was written with (LitData's key files
             work); chunks stay encrypted in the cache. Default ``None``.
         force_override_state_dict: ``True``: loading a state saved with another ``shuffle``, ``seed``, ``drop_last``,
-            input or item loader warns and resumes with this dataset's values, as LitData. Default ``False``: refused.
+            input, item loader or ``item_shuffle_window`` warns and resumes with this dataset's values (samples may
+            repeat or be skipped in that epoch), as LitData. Default ``False``: refused.
         num_canonical_nodes: LitData's first-run node count recorded in ``state_dict()`` (int >= 1, or ``None``: the
             loaded state's, else the world size); it changes no order.
         item_shuffle_window: With ``shuffle=True``, items of each chunk slice are shuffled in blocks of this many
