@@ -22,6 +22,7 @@ import yaml
 import litstream
 from litstream._cli._main import main
 from litstream._core._bridge import run_sync
+from litstream._sim import _calibrate
 from litstream.simulate import (
     ClusterModel,
     CostModel,
@@ -365,3 +366,15 @@ def test_calibrate_startup_probes_a_fresh_loader(tmp_path: Path) -> None:
     assert all(0 <= v < 600 for v in costs.values())
     assert measured.network() == {}  # measured for the probes' arithmetic, reported only with network=True
     assert simulate(SimulationConfig(dataset, costs=CostModel(**costs))).samples == N
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_start_up_probe_reads_its_clock_while_the_loader_runs(tmp_path: Path, workers: int) -> None:
+    """The probe's first batch is timed with the loader's workers still running: a dropped iterator joins
+    them first, and that teardown (tens of milliseconds) was once counted as start-up."""
+    dataset = str(tmp_path / "ds")
+    litstream.optimize(_sample, list(range(N)), dataset, chunk_size=CHUNK, num_workers=1, verbose=False)
+    config = SimulationConfig(dataset, cluster=ClusterModel(num_workers=workers))
+    probe = _calibrate._probe(config, "loader", workers)
+    assert probe["workers_running"] == workers
+    assert probe["seconds"] > 0

@@ -106,7 +106,7 @@ def _collate_fn() -> Any:
 
 
 _PROBE = """
-import json, sys, time
+import json, multiprocessing, sys, time
 spec = json.loads(sys.stdin.read())
 import litstream
 loader = litstream.TokensLoader(spec["block"]) if spec["block"] else None
@@ -124,20 +124,28 @@ if spec["kind"] == "open":  # what one read session does before its first chunk 
     engine.open_epoch(ds, detect_worker())
     with _bridge.daemon_portal():
         pass
-    print(json.dumps({"seconds": time.perf_counter() - t1}))
+    print(json.dumps({"seconds": time.perf_counter() - t1, "workers_running": 0}))
 else:
     extra = {"prefetch_factor": spec["prefetch"]} if spec["workers"] else {}
     loader = Loader(ds, batch_size=spec["batch"], num_workers=spec["workers"], **extra)
     t1 = time.perf_counter()
-    next(iter(loader))
-    print(json.dumps({"seconds": time.perf_counter() - t1}))
+    batches = iter(loader)  # held: a dropped iterator would join its workers before the clock is read
+    next(batches)
+    seconds = time.perf_counter() - t1
+    running = sum(p.is_alive() for p in multiprocessing.active_children())
+    print(json.dumps({"seconds": seconds, "workers_running": running}))
+    del batches
 """
 
 
-def _probe_seconds(config: SimulationConfig, kind: str, workers: int = 0) -> float:
-    """Seconds of one probe in a fresh interpreter: ``kind="loader"``, the first batch of a
-    ``StreamingDataLoader`` with ``workers`` workers and the config's read settings; ``kind="open"``, opening
-    the dataset, planning the epoch and starting the iterator's event loop, as one read session does.
+def _probe(config: SimulationConfig, kind: str, workers: int = 0) -> dict[str, float]:
+    """One probe in a fresh interpreter: ``kind="loader"``, the first batch of a ``StreamingDataLoader`` with
+    ``workers`` workers and the config's read settings; ``kind="open"``, opening the dataset, planning the
+    epoch and starting the iterator's event loop, as one read session does.
+
+    Returns:
+        ``seconds`` (what was timed) and ``workers_running`` (the probe's worker processes still alive when
+        the clock was read: the loader's, as the first batch of a training run has them).
 
     Raises:
         StorageError: the probe failed (its last error lines are in the message).
@@ -156,12 +164,13 @@ def _probe_seconds(config: SimulationConfig, kind: str, workers: int = 0) -> flo
     )
     if done.returncode != 0:
         raise StorageError(f"simulate calibrate: the start-up probe failed: {done.stderr.strip()[-500:]}")
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"seconds": float(result["seconds"]), "workers_running": float(result["workers_running"])}
 
 
 async def _fastest(config: SimulationConfig, kind: str, probes: int, workers: int = 0) -> float:
     """The fastest of ``probes`` probes (a slower one mostly measures the machine's other load)."""
-    return min([await anyio.to_thread.run_sync(_probe_seconds, config, kind, workers) for _ in range(probes)])
+    return min([(await anyio.to_thread.run_sync(_probe, config, kind, workers))["seconds"] for _ in range(probes)])
 
 
 def _simulated_first_batch(config: SimulationConfig, dataset: SimDataset) -> float:
