@@ -164,18 +164,24 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _server_reads(record: dict[str, Any]) -> str:
+    """MB the S3 server read from disk during a remote run (page-cache misses), or a dash."""
+    return "—" if "disk_read_bytes_server" not in record else f"{record['disk_read_bytes_server'] / 1e6:,.0f}"
+
+
 def scale_table(scaled: list[dict[str, Any]]) -> str:
-    """1x against Nx: items/s, peak RSS and their ratios, per library and configuration."""
+    """1x against Nx: items/s, CPU per sample, peak RSS, and what the S3 server read from its disk, per
+    library and configuration."""
     lines = [
         "| configuration | library | items/s 1x | items/s Nx | Nx / 1x | CPU ms per 1k 1x | CPU ms per 1k Nx | "
-        "peak RSS MiB 1x | peak RSS MiB Nx | Nx / 1x |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "peak RSS MiB 1x | peak RSS MiB Nx | Nx / 1x | server disk reads MB 1x / Nx |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for entry in scaled:
         one, big = entry["1x"], entry["Nx"]
         if "throughput" not in one or "throughput" not in big:
             lines.append(
-                f"| {entry['config']} | {LABELS[entry['library']]} | {_rate(one)} | {_rate(big)} | | | | | | |"
+                f"| {entry['config']} | {LABELS[entry['library']]} | {_rate(one)} | {_rate(big)} | | | | | | | |"
             )
             continue
         rss1, rssn = total_rss(one), total_rss(big)
@@ -183,7 +189,7 @@ def scale_table(scaled: list[dict[str, Any]]) -> str:
             f"| {entry['config']} | {LABELS[entry['library']]} | {one['throughput']:,.0f} | "
             f"{big['throughput']:,.0f} | {big['throughput'] / one['throughput']:.2f} | {cpu_per_1k(one)} | "
             f"{cpu_per_1k(big)} | {rss1:.0f} | {rssn:.0f} | "
-            f"{rssn / rss1:.2f} |"
+            f"{rssn / rss1:.2f} | {_server_reads(one)} / {_server_reads(big)} |"
         )
     return "\n".join(lines).replace("Nx", f"{scaled[0]['scale']}x") if scaled else ""
 
