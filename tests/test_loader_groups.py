@@ -66,20 +66,21 @@ def _dataset(data: str, shuffle: bool, transform: bool) -> litstream.StreamingDa
     return litstream.StreamingDataset(data, shuffle=shuffle, transform=_with_total if transform else None)
 
 
+@pytest.mark.parametrize("batch", [BATCH, 30], ids=["batch8", "batch30"])  # 30: a batch spans three chunks
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("shuffle", [False, True])
 @pytest.mark.parametrize("form", ["columns", "transform", "collate_fn"])
-def test_batches_equal_torchs_sample_by_sample(data: str, workers: int, shuffle: bool, form: str) -> None:
+def test_batches_equal_torchs_sample_by_sample(data: str, workers: int, shuffle: bool, form: str, batch: int) -> None:
     collate = _collate_as_list if form == "collate_fn" else None
     loader = litstream.StreamingDataLoader(
-        _dataset(data, shuffle, form == "transform"), batch_size=BATCH, num_workers=workers, collate_fn=collate
+        _dataset(data, shuffle, form == "transform"), batch_size=batch, num_workers=workers, collate_fn=collate
     )
-    assert loader.batch_size == BATCH
+    assert loader.batch_size == batch
     reference = _dataset(data, shuffle, form == "transform")
-    reference.set_batch_size(BATCH)  # the same split between workers as StreamingDataLoader's
+    reference.set_batch_size(batch)  # the same split between workers as StreamingDataLoader's
     reference.set_num_workers(workers)
     reference.set_epoch(1)
-    expected = list(DataLoader(reference, batch_size=BATCH, num_workers=workers, collate_fn=collate or default_collate))
+    expected = list(DataLoader(reference, batch_size=batch, num_workers=workers, collate_fn=collate or default_collate))
     got = list(loader)
     assert len(got) == len(expected) == len(loader)
     assert sum(len(b["label"] if isinstance(b, dict) else b[0]["label"]) for b in got) == ITEMS
@@ -113,11 +114,30 @@ def test_groups_cut_decode_batches_as_torch_cuts_samples() -> None:
     parts: list[Any] = [_columns(0, 5), _columns(5, 17), [{"x": np.full(2, 17), "i": 17}], _columns(18, 23)]
     groups = list(loader_groups((part for part in parts), 4))
     assert [g.size for g in groups] == [4, 4, 4, 4, 4, 3]
-    # whole batches inside one decode batch keep its columns; the others (and the short last one) are samples
+    # a batch inside one decode batch keeps its columns, as does one across column batches (joined) and the
+    # short last one; a batch with a piece of samples is samples
     kinds = [type(g.part).__name__ for g in groups]
-    assert kinds == ["ColumnBatch", "list", "ColumnBatch", "ColumnBatch", "list", "list"]
+    assert kinds == ["ColumnBatch", "ColumnBatch", "ColumnBatch", "ColumnBatch", "list", "ColumnBatch"]
     ids = [int(s["i"]) for g in groups for s in g.samples()]
     assert ids == list(range(23))
+
+
+def test_a_batch_across_decode_batches_joins_their_columns_or_falls_back_to_samples() -> None:
+    three = list(loader_groups((part for part in [_columns(0, 2), _columns(2, 5), _columns(5, 9)]), 9))
+    assert len(three) == 1
+    assert isinstance(three[0].part, ColumnBatch)
+    assert three[0].part.columns[0].flags.owndata  # one new array: the join's copy
+    out = collate_columns(three[0].part)
+    assert out is not None
+    _same(out, default_collate(rows_from_columns(_columns(0, 9))))
+    wider = ColumnBatch(("x", "i"), [np.zeros((2, 3), np.int64), np.arange(2, 4)], 2)  # another row shape
+    other_dtype = ColumnBatch(("x", "i"), [np.zeros((2, 2), np.int32), np.arange(2, 4)], 2)
+    as_list = ColumnBatch(("x", "i"), [np.zeros((2, 2), np.int64), [2, 3]], 2)  # another column kind
+    other_keys = ColumnBatch(("y", "i"), [np.zeros((2, 2), np.int64), np.arange(2, 4)], 2)
+    for second in (wider, other_dtype, as_list, other_keys):
+        (group,) = loader_groups((part for part in [_columns(0, 2), second]), 4)
+        assert type(group.part) is list
+        assert [int(s["i"]) for s in group.samples()] == [0, 1, 2, 3]
 
 
 def test_column_batch_collates_as_its_samples() -> None:

@@ -3,10 +3,10 @@
 Samples decoded by litstream's batch decoder hold their fixed-shape arrays as consecutive rows of one
 array (``format._batch_decode``), and the dataset aligns those decode batches with the loader's
 batches. When every array of a leaf in a batch is such a row and together they are exactly that
-array, the batch tensor is that array itself (``torch.from_numpy``, no stacking copy). Everything
-else — other leaf types, arrays from elsewhere, a batch cut at a chunk boundary — goes to
-``default_collate``, so the result (types, dtypes, shapes, values) is always what ``default_collate``
-returns.
+array, the batch tensor is that array itself (``torch.from_numpy``, no stacking copy); a batch cut at a
+chunk boundary joins its pieces' columns first (one copy, as the stack would make). Everything else — other
+leaf types, arrays from elsewhere — goes to ``default_collate``, so the result (types, dtypes, shapes,
+values) is always what ``default_collate`` returns.
 
 ``litdata_collate`` is LitData 0.2.76's default batch builder, graphs included: graphs (``Graph`` wrappers
 and PyG ``Data`` / ``HeteroData``) are batched with PyG's ``Batch.from_data_list`` (a list of the samples
@@ -165,36 +165,75 @@ def collate_columns(batch: ColumnBatch) -> dict[Any, Any] | None:
 def loader_groups(batches: Generator[list[Any] | ColumnBatch, None, None], size: int) -> Iterator[LoaderGroup]:
     """Cut a stream of decode batches into loader batches of ``size`` samples (the last may be short), as
     torch's fetcher cuts a stream of samples. A loader batch within one decode batch keeps its form; one
-    that spans decode batches (a chunk boundary) is a list of samples. Closes ``batches`` when closed."""
+    that spans decode batches (a chunk boundary) is their columns joined when every piece is a
+    :class:`ColumnBatch` of the same keys and column kinds, else a list of samples. Closes ``batches`` when
+    closed."""
     with contextlib.closing(batches):
         yield from _cut(batches, size)
 
 
 def _cut(batches: Iterable[list[Any] | ColumnBatch], size: int) -> Iterator[LoaderGroup]:
-    pending: list[Any] = []
+    pending: list[list[Any] | ColumnBatch] = []  # the pieces of the batch being filled (views, no copies yet)
+    held = 0
     for part in batches:
         n = len(part)
+        if n == 0:
+            continue
         begin = 0
-        if pending:
-            begin = min(size - len(pending), n)
-            pending += _samples_of(part, 0, begin)
-            if len(pending) < size:
+        if held:
+            begin = min(size - held, n)
+            pending.append(_part_of(part, 0, begin))
+            held += begin
+            if held < size:
                 continue
-            yield LoaderGroup(pending, size)
-            pending = []
+            yield LoaderGroup(_joined(pending), size)
+            pending, held = [], 0
         while n - begin >= size:
             yield LoaderGroup(_part_of(part, begin, begin + size), size)
             begin += size
         if begin < n:
-            pending = _samples_of(part, begin, n)
-    if pending:
-        yield LoaderGroup(pending, len(pending))
+            pending, held = [_part_of(part, begin, n)], n - begin
+    if held:
+        yield LoaderGroup(_joined(pending), held)
 
 
 def _part_of(part: list[Any] | ColumnBatch, begin: int, end: int) -> list[Any] | ColumnBatch:
     if isinstance(part, ColumnBatch):
         return part.part(begin, end)
     return part if begin == 0 and end == len(part) else part[begin:end]
+
+
+def _joined(pieces: list[list[Any] | ColumnBatch]) -> list[Any] | ColumnBatch:
+    """One loader batch from the consecutive ``pieces`` of decode batches: their columns joined (one copy of
+    each array column, the copy stacking its samples' rows would make) when every piece holds the same keys
+    with columns of one kind (arrays of one dtype and row shape, or lists); else their samples."""
+    first = pieces[0]
+    if len(pieces) == 1:
+        return first
+    if isinstance(first, ColumnBatch):
+        joined = _joined_columns(first, pieces)
+        if joined is not None:
+            return joined
+    return [sample for piece in pieces for sample in _samples_of(piece, 0, len(piece))]
+
+
+def _joined_columns(first: ColumnBatch, pieces: list[list[Any] | ColumnBatch]) -> ColumnBatch | None:
+    batches = [piece for piece in pieces if isinstance(piece, ColumnBatch) and piece.keys == first.keys]
+    if len(batches) != len(pieces):
+        return None
+    columns: list[Any] = []
+    for j, column in enumerate(first.columns):
+        parts = [batch.columns[j] for batch in batches]
+        if isinstance(column, np.ndarray):
+            row = (column.dtype, column.shape[1:])
+            if not all(isinstance(p, np.ndarray) and (p.dtype, p.shape[1:]) == row for p in parts):
+                return None
+            columns.append(np.concatenate(parts))
+        elif all(type(p) is list for p in parts):
+            columns.append([value for p in parts for value in p])
+        else:
+            return None
+    return ColumnBatch(first.keys, columns, sum(batch.size for batch in batches))
 
 
 def _samples_of(part: list[Any] | ColumnBatch, begin: int, end: int) -> list[Any]:
