@@ -444,7 +444,7 @@ def main() -> None:
     print(table)
     log(f"done in {meta['duration_s']} s; results in {args.out}")
     bad = [r["config"] for r in rows if r.get("checksums_equal") is False or r.get("peer_checksums_expected") is False]
-    bad += [f"{r['config']}@{args.scale}x" for r in scaled_rows if not r["checksum_expected"]]
+    bad += [f"{r['config']}@{args.scale}x" for r in scaled_rows if not r.get("checksum_expected", True)]
     if bad:
         log(f"CHECKSUM MISMATCH in {bad}")
         raise SystemExit(1)
