@@ -28,6 +28,7 @@ from ._core._errors import PickleRefusedError as PickleRefusedError
 from ._core._errors import PlanError as PlanError
 from ._core._errors import RetriesExhaustedError as RetriesExhaustedError
 from ._core._errors import StorageError as StorageError
+from ._core._errors import VersionNotFoundError as VersionNotFoundError
 from ._core._errors import WorkerError as WorkerError
 from ._core._terminal import STDIN_FD as _STDIN_FD  # noqa: F401 (taken at import, for breakpoint in workers)
 from ._version import __version__ as __version__
@@ -93,6 +94,9 @@ if TYPE_CHECKING:  # every other public name is imported on first use (see _LAZY
     from .write._optimize import optimize as optimize
     from .write._readers import BaseReader as BaseReader
     from .write._readers import ParquetReader as ParquetReader
+    from .write._retention import VersionInfo as VersionInfo
+    from .write._retention import collect_garbage as collect_garbage
+    from .write._retention import list_versions as list_versions
     from .write._summary import RunSummary as RunSummary
     from .write._summary import WorkerSummary as WorkerSummary
     from .write._update import dataset_update as dataset_update
@@ -148,10 +152,12 @@ _LAZY = {
     "UploaderStatistics": ".write._uploader_stats",
     "Video": ".format.media._video",
     "VideoSerializer": ".format.media._video",
+    "VersionInfo": ".write._retention",
     "WorkerSummary": ".write._summary",
     "astream": ".read.aio._astream",
     "breakpoint": "._core._debug",
     "build_keys_index": ".write._keys_index",
+    "collect_garbage": ".write._retention",
     "complete_dataset": ".write._complete",
     "dataset_update": ".write._update",
     "get_gpu_affinity": "._torch._affinity",
@@ -161,6 +167,7 @@ _LAZY = {
     "is_complete_dataset": ".write._complete",
     "iter_webdataset_tar": ".write._media_folder",
     "list_media_folder": ".write._media_folder",
+    "list_versions": ".write._retention",
     "litdata_collate": "._torch._collate",
     "map": ".write._map",
     "merge_datasets": ".write._merge_datasets",
@@ -230,6 +237,8 @@ __all__ = [
     "Tiff",
     "TokensLoader",
     "UploaderStatistics",
+    "VersionInfo",
+    "VersionNotFoundError",
     "Video",
     "VideoSerializer",
     "WorkerError",
@@ -237,6 +246,7 @@ __all__ = [
     "astream",
     "breakpoint",
     "build_keys_index",
+    "collect_garbage",
     "complete_dataset",
     "dataset_update",
     "get_gpu_affinity",
@@ -246,6 +256,7 @@ __all__ = [
     "is_complete_dataset",
     "iter_webdataset_tar",
     "list_media_folder",
+    "list_versions",
     "litdata_collate",
     "map",
     "merge_datasets",

@@ -10,6 +10,8 @@
   (see :mod:`litstream._cli._migrate_command`).
 * ``litstream simulate init|run|serve`` predicts a cluster's streaming (see :mod:`litstream._cli._simulate`).
 * ``litstream view DATASET`` shows what a dataset holds in the browser (see :mod:`litstream._view`).
+* ``litstream versions PATH`` lists a dataset's committed versions; ``litstream gc PATH`` removes what retention
+  no longer keeps (see :mod:`litstream._cli._versions`, ``docs/versions.md``).
 * ``litstream --version`` prints the version.
 
 It imports no torch (see ``docs/contributing.md``), so every command answers in well under a second.
@@ -32,6 +34,7 @@ from ._cache import add_cache_commands, run_cache
 from ._migrate_command import add_migrate_command, run_migrate
 from ._optimize import add_optimize_command, run_optimize
 from ._simulate import add_simulate_command, run_simulate
+from ._versions import add_version_commands, run_gc, run_versions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -150,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_migrate_command(commands)
     add_simulate_command(commands)
     add_view_command(commands)
+    add_version_commands(commands)
     args = parser.parse_args(argv)
     try:
         if args.command == "cache":
@@ -162,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = run_simulate(args)
         elif args.command == "view":
             code = run_view(args)
+        elif args.command == "versions":
+            code = run_versions(args)
+        elif args.command == "gc":
+            code = run_gc(args)
         else:
             code = _inspect(args.input_dir, args.json)
         sys.stdout.flush()  # here, so that a reader that left is handled below, not at interpreter exit

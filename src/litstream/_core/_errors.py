@@ -55,6 +55,7 @@ __all__ = [
     "RetriesExhaustedError",
     "SampleTypeError",
     "StorageError",
+    "VersionNotFoundError",
     "WorkerError",
     "collapse_exception_group",
     "raise_collapsed",
@@ -106,7 +107,13 @@ class PickleRefusedError(ConfigurationError):
 
 
 class DatasetNotFoundError(LitstreamError, FileNotFoundError):
-    """No ``index.json`` (and no partial indexes) where a dataset was expected."""
+    """No committed version (no ``index.json``) where a dataset was expected; the message names an interrupted
+    run's files when there are some."""
+
+
+class VersionNotFoundError(DatasetNotFoundError):
+    """The version asked for (``version=N``, a time, or the version a reader or a checkpoint pinned) is not in
+    the dataset's version log: never committed, or removed by retention (``docs/versions.md``)."""
 
 
 class OutputNotEmptyError(LitstreamError, RuntimeError):

@@ -24,6 +24,7 @@ from ._collate import loader_groups, shared_block
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Generator, Mapping, Sequence
+    from datetime import datetime
 
     from anyio.from_thread import BlockingPortal
 
@@ -101,10 +102,15 @@ class StreamingDataset(IterableDataset[Any]):
         max_memory: Bytes all readers of a loader may buffer (int or ``"800MB"``), ``"auto"`` or ``"off"``. ``None``
             (default): ``LITSTREAM_MAX_MEMORY``, else ``"auto"`` (half the cgroup or rlimit memory); prefetch depths
             shrink until every buffer fits (docs/storage.md).
+        version: The committed version read (docs/versions.md): ``None`` (default) the latest; an int, that version
+            number (``litstream versions PATH`` lists them); an aware ``datetime``, the version that was the latest
+            then; ``"partial"``, an interrupted run's partial indexes (never a committed version; warns). Whichever
+            it is, the version first opened is pinned: every worker and epoch serves it, whatever is committed since.
 
     Raises:
         ConfigurationError: a bad argument, at construction (a ``ValueError``, as in LitData).
         DatasetNotFoundError: no dataset at ``input_dir``: at construction locally, on first use remotely.
+            ``VersionNotFoundError`` (a ``DatasetNotFoundError``): ``version``, or the pinned version, is not kept.
         EncryptionError: on first use, when ``encryption`` is missing or wrong (a ``FormatError``).
     """
 
@@ -138,6 +144,7 @@ class StreamingDataset(IterableDataset[Any]):
         allow_pickle: bool | None = None,
         max_memory: int | str | bool | None = None,
         cache_chunks: bool | None = None,
+        version: int | datetime | str | None = None,
     ) -> None:
         check_read_params(session_options=session_options, force_override_state_dict=force_override_state_dict,
                           num_canonical_nodes=num_canonical_nodes, batch_decode=batch_decode,
@@ -150,6 +157,7 @@ class StreamingDataset(IterableDataset[Any]):
             storage_options=storage_options, cache_dir=cache_dir, max_cache_size=max_cache_size,
             hedge_delay=hedge_delay, subsample=subsample, index_path=index_path, encryption=encryption,
             item_shuffle_window=item_shuffle_window, allow_pickle=allow_pickle, cache_chunks=cache_chunks,
+            version=version,
         )  # fmt: skip
         check_cache_size(max_cache_size)  # warn under 25 GB, as LitData does
         self.current_epoch, self.batch_size, self.num_workers = 1, 1, 1

@@ -1,50 +1,107 @@
-"""Reading a dataset's index: ``index.json`` from its store (or its partial indexes merged), or a local index file."""
+"""Reading a dataset's index: a committed version's (``index.json``, or one from the version log), an interrupted
+run's partial indexes merged on request (``version="partial"``), or a local index file."""
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING
 
 import anyio
 
 from .._core._errors import DatasetNotFoundError, ObjectNotFoundError
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
+from ..format._version_log import index_digest
 from ..format.mds._index import read_index
 from ..storage._base import mapped_errors
 from ..storage._files import local_path
 from ..storage._listing import list_retrying
 from ..storage._safe_files import read_regular
+from ._versions import VersionLog
 
 if TYPE_CHECKING:
     from ..storage._store import Store
+    from ._versions import VersionRef
 
-__all__ = ["load_index", "load_local_index"]
+__all__ = ["load_index", "load_local_index", "load_versioned_index"]
 
 
-async def load_index(store: Store) -> Index:
-    """Read ``index.json``; without it, merge the partial indexes in memory (an unfinished optimize).
+async def load_index(store: Store, ref: VersionRef | None = None) -> Index:
+    """The index of the version ``ref`` names (``None``: the latest committed one, ``index.json``).
+
+    A run that died before its commit leaves partial indexes (``{rank}.index.json``) and no new ``index.json``:
+    they are never served as the dataset, except with ``version="partial"`` (``VersionRef(partial=True)``),
+    which merges them in memory and says so in a warning.
 
     Raises:
-        DatasetNotFoundError: neither ``index.json`` nor partial indexes exist.
+        DatasetNotFoundError: no ``index.json`` (naming an interrupted run's partial indexes, if any).
+        VersionNotFoundError: the version asked for, or pinned, is not in the version log.
         FormatError: the index is malformed.
     """
-    try:
-        path = local_path(store, INDEX_FILENAME)
-        if path is not None:  # one small local file: read on the loop, no thread hop
-            with mapped_errors("get", str(path)):
-                raw = read_regular(path)  # a regular file inside the dataset, never a FIFO
+    return (await load_versioned_index(store, ref))[0]
+
+
+async def load_versioned_index(store: Store, ref: VersionRef | None = None) -> tuple[Index, str | None]:
+    """:func:`load_index`, with the digest of the index's exact bytes (``None`` for merged partial indexes)."""
+    where = f"{store.url}/{INDEX_FILENAME}"
+    if ref is not None and ref.partial:
+        return await _merge_partials(store), None
+    if ref is None or ref.digest is not None:
+        try:
+            path = local_path(store, INDEX_FILENAME)
+            if path is not None:  # one small local file: read on the loop, no thread hop
+                with mapped_errors("get", str(path)):
+                    raw = read_regular(path)  # a regular file inside the dataset, never a FIFO
+            else:
+                raw = await store.get(INDEX_FILENAME)
+        except ObjectNotFoundError:
+            if ref is None:
+                raise await _not_found(store) from None
         else:
-            raw = await store.get(INDEX_FILENAME)
-        return read_index(raw, f"{store.url}/{INDEX_FILENAME}")
-    except ObjectNotFoundError:
-        pass
-    names = [m.path for m in await list_retrying(store) if "/" not in m.path and is_partial_index_name(m.path)]
+            digest = index_digest(raw)
+            if ref is None or digest == ref.digest:
+                return read_index(raw, where), digest
+    assert ref is not None
+    log = VersionLog(store)
+    if local_path(store, "") is not None:  # a few small local files, read like index.json above: no thread hop
+        raw, record = log.resolve(ref)
+    else:
+        raw, record = await anyio.to_thread.run_sync(log.resolve, ref)
+    return read_index(raw, f"{store.url} version {record.number}"), record.digest
+
+
+async def _partial_names(store: Store) -> list[str]:
+    return [m.path for m in await list_retrying(store) if "/" not in m.path and is_partial_index_name(m.path)]
+
+
+async def _not_found(store: Store) -> DatasetNotFoundError:
+    """No ``index.json``: say so, naming an interrupted run's partial indexes when there are some."""
+    names = await _partial_names(store)
     if not names:
-        raise DatasetNotFoundError(
+        return DatasetNotFoundError(
             f"{store.url} holds no index.json; is it the output_dir of optimize()? "
             "Run optimize(fn, inputs, output_dir=...) first"
         )
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return DatasetNotFoundError(
+        f"{store.url} holds no committed dataset: an interrupted run left partial indexes ({shown}) but never "
+        "committed index.json. Run the job again (it cleans up and starts over, or resumes with "
+        "use_checkpoint=True), commit what was written with complete_dataset(), or read the partial data anyway "
+        "with version='partial'"
+    )
+
+
+async def _merge_partials(store: Store) -> Index:
+    names = await _partial_names(store)
+    if not names:
+        raise DatasetNotFoundError(f"version='partial': {store.url} holds no partial indexes ({{rank}}.index.json)")
     partials = [(n, Index.from_json(await store.get(n), source=n)) for n in names]
+    warnings.warn(
+        f"{store.url}: serving the partial indexes of an uncommitted run ({len(names)} files), as version='partial' "
+        "asks: this is not a committed version, and may lack samples the run never finished",
+        UserWarning,
+        stacklevel=2,
+    )
     return merge_partial_indexes(partials)
 
 

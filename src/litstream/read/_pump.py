@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._face import Member
     from ._memory import MemoryLimit
     from ._spec import ReadSpec
+    from ._versions import VersionRef
     from .plan._pieces import Piece
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -85,6 +86,7 @@ def open_now(
     item_loader: Any,
     allow_pickle: bool | None = True,
     encryption: Any = None,
+    version: VersionRef | None = None,
 ) -> DatasetSource | None:
     """``DatasetSource.open`` of a dataset in local files (``storage/_files.py``) run to completion in this
     thread, without an event loop: with ``index.json`` present it awaits nothing. ``None`` when it would
@@ -94,7 +96,7 @@ def open_now(
     if index is None or not index.is_file():
         return None
     coroutine = DatasetSource.open(
-        store, serializers, None, item_loader, allow_pickle=allow_pickle, encryption=encryption
+        store, serializers, None, item_loader, allow_pickle=allow_pickle, encryption=encryption, version=version
     )
     try:
         coroutine.send(None)
@@ -111,7 +113,7 @@ def open_spec_now(spec: ReadSpec) -> DatasetSource | None:
     """:func:`open_now` of ``spec`` when it reads local files in place with their own index, else ``None``."""
     if spec.cache is not None or spec.index_path is not None:
         return None
-    return open_now(spec.store, spec.serializers, spec.item_loader, spec.pickle_choice, spec.encryption)
+    return open_now(spec.store, spec.serializers, spec.item_loader, spec.pickle_choice, spec.encryption, spec.version)
 
 
 def make_stream(buffer: int = 1) -> Any:
@@ -286,6 +288,7 @@ def face_source(face: Member, opened: DatasetSource | None) -> DatasetSource:
     if opened is not None:
         return opened
     source = open_spec_now(face._spec) or _bridge.call(face._spec.open)
+    face._spec = face._spec.pinned(source)  # this reader's other processes serve the version it opened
     fit_decoded_cache(source, face.max_memory, detect_worker().num_workers)
     return source
 

@@ -25,7 +25,7 @@ from ..format.mds._index import is_mds_config
 from ..storage._files import local_path, map_object, read_span_at
 from ._decoder_choice import choose_decoder
 from ._headers import OffsetTables
-from ._index_load import load_index, load_local_index
+from ._index_load import load_local_index, load_versioned_index
 from ._inplace import decompressed_in_place
 from ._sizes import check_local_sizes
 from ._verify import check_chunk, check_local_file, get_checked, has_checksum
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ..storage._memory_fetch import MemoryFetcher
     from ..storage._store import Store
     from ..storage._transfer import Downloader
+    from ._versions import VersionRef
     from .cache._cache import ChunkCache
 
 __all__ = ["DatasetSource"]
@@ -80,6 +81,7 @@ class DatasetSource:
     encryption_level: str | None = None
     unpack: Callable[[bytes | memoryview, str], bytes] = decompress  # whole-file decompression
     offset_tables: OffsetTables = field(default_factory=OffsetTables)  # remote single-item reads
+    digest: str | None = None  # the opened version's index digest (read/_versions.py); None: a local index_path
 
     @classmethod
     async def open(
@@ -91,6 +93,7 @@ class DatasetSource:
         index_path: str | os.PathLike[str] | None = None,
         allow_pickle: bool | None = True,
         encryption: Any = None,
+        version: VersionRef | None = None,
     ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
 
@@ -108,15 +111,22 @@ class DatasetSource:
                 unless ``index.json`` carries the trust marker (``format/_trust_marker.py``). Default ``True``.
             encryption: The ``FernetEncryption`` / ``RSAEncryption`` an encrypted dataset was written
                 with (``format/_encryption.py``); ``None`` for a plain dataset.
+            version: The committed version to open (``read/_versions.py``); ``None``: the latest. The opened
+                version's index digest is kept in ``digest``, so other processes can open the same one.
 
         Raises:
-            DatasetNotFoundError: no index. FormatError: an index litstream cannot decode.
+            DatasetNotFoundError: no index. VersionNotFoundError: ``version`` is not in the version log.
+            FormatError: an index litstream cannot decode.
             ConfigurationError: ``item_loader`` does not match the dataset.
             EncryptionError: an encrypted dataset without (or with a mismatched) ``encryption``.
             PickleRefusedError: ``allow_pickle=False`` and the dataset stores pickled leaves.
             FileNotFoundError: nothing at ``index_path``.
         """
-        index = await (load_index(store) if index_path is None else load_local_index(index_path))
+        digest: str | None = None
+        if index_path is None:
+            index, digest = await load_versioned_index(store, version)
+        else:
+            index = await load_local_index(index_path)
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
         if not is_mds_config(index.config):
@@ -130,6 +140,7 @@ class DatasetSource:
             source.compression = compression_from_config(index.config.to_json_obj())
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         source.encryption, source.encryption_level = encryption, level
+        source.digest = digest
         if cache is not None:  # the disk cache, or (cache_chunks) the fetcher into memory
             source.cache, source.downloader, source.fetcher = await anyio.to_thread.run_sync(
                 open_transfer, store, index, cache

@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from .._core._errors import ConfigurationError
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format.arrow._parquet import ParquetLoader
@@ -30,6 +31,7 @@ from ._params import check_read_params
 from ._source import DatasetSource
 from ._transform import Transform, check_transforms, compose
 from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
+from ._versions import VersionRef, check_version
 from .plan._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from .plan._compose import MemberSpec
 from .plan._pieces import ReadPlanArgs, ShuffleMode
@@ -39,6 +41,7 @@ from .plan._window import DEFAULT_SHUFFLE_WINDOW
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Mapping, Sequence
+    from datetime import datetime
 
     from ..format._encryption import Encryption
     from ..format._serializers import Serializer
@@ -89,6 +92,8 @@ class ReadSpec:
             dataset (``None``, the default; see ``StreamingDataset``).
         hub: ``(url, storage_options, item_loader as given)`` of an ``hf://`` location indexed on first
             :meth:`open`, else ``None``.
+        version: The committed version read (``read/_versions.py``): ``None`` for the latest until the first
+            :meth:`open`, after which a face pins the version it opened (:meth:`pinned`).
     """
 
     input_dir: Dir
@@ -113,6 +118,7 @@ class ReadSpec:
     plan_cache_bytes: int | None = None
     cache_chunks: bool | None = None
     hub: tuple[str, Mapping[str, Any] | None, Loader | None] | None = None
+    version: VersionRef | None = None
 
     @classmethod
     def build(
@@ -139,6 +145,7 @@ class ReadSpec:
         eager: bool = True,
         cache_by_default: bool = True,
         cache_chunks: bool | None = None,
+        version: int | datetime | str | None = None,
     ) -> ReadSpec:
         """Check LitData's read arguments and resolve them into a spec (see ``StreamingDataset`` for each).
 
@@ -163,6 +170,12 @@ class ReadSpec:
         check_read_loader(item_loader)
         check_reader_encryption(encryption)
         check_allow_pickle(allow_pickle)
+        ref = check_version(version)
+        if ref is not None and index_path is not None:
+            raise ConfigurationError(
+                f"version={version!r} with index_path={index_path!r}: an index kept apart from its data has no "
+                "versions; pass one of the two"
+            )
         place = resolve_location(
             input_dir, storage_options=storage_options, cache_dir=cache_dir, max_cache_size=max_cache_size,
             index_path=index_path, item_loader=item_loader, eager=eager, cache_by_default=cache_by_default,
@@ -191,6 +204,7 @@ class ReadSpec:
             plan_cache_bytes=plan_cache_bytes(max_cache_size, cache),
             cache_chunks=cache_chunks,
             hub=place.hub,
+            version=ref,
         )
 
     def replace(self, **changes: Any) -> ReadSpec:
@@ -228,7 +242,16 @@ class ReadSpec:
             index_path,
             self.pickle_choice,
             encryption=self.encryption,
+            version=self.version if index_path is None else None,
         )
+
+    def pinned(self, source: DatasetSource) -> ReadSpec:
+        """This spec pinned to the version ``source`` opened (itself when nothing is to pin): other processes of
+        the same reader (DataLoader workers, a re-opened source) then serve that version, whatever was committed
+        since (``docs/versions.md``)."""
+        if source.digest is None or (self.version is not None and self.version.digest == source.digest):
+            return self
+        return dataclasses.replace(self, version=VersionRef(digest=source.digest))
 
     @property
     def pickle_choice(self) -> bool | None:

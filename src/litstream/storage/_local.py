@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from .._core._crash import crash_point
 from .._core._errors import ConfigurationError, ObjectNotFoundError
 from ._base import ObjectMeta, loop_limiter, mapped_errors, put_size
 from ._files import read_span
@@ -150,6 +151,7 @@ class LocalFileStore:
                 else:
                     with open(tmp, "wb") as f:
                         f.write(data)
+                crash_point("store:written")
                 os.replace(tmp, full)
             except BaseException:
                 tmp.unlink(missing_ok=True)
@@ -178,6 +180,7 @@ class LocalFileStore:
                             else:
                                 views[i] = views[i][written:]
                                 written = 0
+                crash_point("store:written")  # the crash tests' "mid-chunk": a whole temporary, not yet renamed
                 os.replace(tmp, full)
             except BaseException:
                 tmp.unlink(missing_ok=True)

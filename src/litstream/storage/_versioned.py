@@ -26,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import random
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -33,8 +35,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._core._bridge import run_sync
 from .._core._errors import ObjectNotFoundError, StorageError
 from ._base import mapped_errors
+from ._faults import retries_exhausted
 from ._keys import check_key
-from ._listing import list_retrying
+from ._listing import list_retrying, transfer_of, transient
 from ._obstore import ObstoreStore
 from ._obstore_fork import note_used
 
@@ -43,11 +46,25 @@ if TYPE_CHECKING:
 
     from ._store import Store
 
-__all__ = ["VersionConflictError", "VersionedObjects", "versioned"]
+__all__ = ["ObjectTooLargeError", "VersionConflictError", "VersionedObjects", "versioned"]
 
 
 class VersionConflictError(StorageError):
     """The object exists although it should not, or was replaced since the version given (internal)."""
+
+
+class ObjectTooLargeError(StorageError):
+    """A small object (a lease, a version record) holds more bytes than its reader accepts (internal)."""
+
+
+def _too_large(where: str, size: int, limit: int) -> ObjectTooLargeError:
+    return ObjectTooLargeError(f"{where} holds {size} bytes, more than the {limit} accepted there; it was not read")
+
+
+def _split(prefix: str) -> tuple[str, str]:
+    """``("a/b", "c")`` for ``"a/b/c"``: the folder a prefix names and the start of the names in it."""
+    folder, _, start = prefix.rpartition("/")
+    return folder, start
 
 
 class VersionedObjects(Protocol):
@@ -55,8 +72,12 @@ class VersionedObjects(Protocol):
 
     url: str
 
-    def read(self, key: str) -> tuple[bytes, str] | None:
-        """The object's bytes and version, or ``None`` when it does not exist."""
+    def read(self, key: str, limit: int | None = None) -> tuple[bytes, str] | None:
+        """The object's bytes and version, or ``None`` when it does not exist.
+
+        Raises:
+            ObjectTooLargeError: ``limit`` is given and the object holds more bytes (nothing more is read).
+        """
         ...
 
     def version(self, key: str) -> str | None:
@@ -76,7 +97,8 @@ class VersionedObjects(Protocol):
         ...
 
     def names(self, prefix: str) -> list[str]:
-        """Keys at the top level of the root that start with ``prefix`` (hidden files included)."""
+        """Keys that start with ``prefix``, in the folder the prefix names (``"a/b"``: keys ``a/b*`` of folder
+        ``a``; ``""``: the top level), hidden files included, sorted; a cut listing is retried."""
         ...
 
 
@@ -116,13 +138,16 @@ class _LocalObjects:
     def _stamp(stat: os.stat_result) -> str:
         return f"{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_size}"
 
-    def read(self, key: str) -> tuple[bytes, str] | None:
+    def read(self, key: str, limit: int | None = None) -> tuple[bytes, str] | None:
         path = self._path(key)
         with mapped_errors("get", str(path)):
             try:
                 with open(path, "rb") as f:
-                    return f.read(), self._stamp(os.fstat(f.fileno()))
-            except FileNotFoundError:
+                    stat = os.fstat(f.fileno())
+                    if limit is not None and stat.st_size > limit:
+                        raise _too_large(str(path), stat.st_size, limit)
+                    return f.read(), self._stamp(stat)
+            except (FileNotFoundError, NotADirectoryError):
                 return None
 
     def version(self, key: str) -> str | None:
@@ -159,11 +184,14 @@ class _LocalObjects:
             return True
 
     def names(self, prefix: str) -> list[str]:
-        with mapped_errors("list", str(self._root)):
+        folder, start = _split(prefix)
+        where = self._root / check_key(folder, self.url) if folder else self._root
+        with mapped_errors("list", str(where)):
             try:
-                return sorted(n for n in os.listdir(self._root) if n.startswith(prefix))
-            except FileNotFoundError:
+                found = sorted(n for n in os.listdir(where) if n.startswith(start))
+            except (FileNotFoundError, NotADirectoryError):
                 return []
+        return [f"{folder}/{n}" if folder else n for n in found]
 
 
 class _ObstoreObjects:
@@ -178,11 +206,14 @@ class _ObstoreObjects:
         note_used(module)
         return module, client
 
-    def read(self, key: str) -> tuple[bytes, str] | None:
+    def read(self, key: str, limit: int | None = None) -> tuple[bytes, str] | None:
         obstore, client = self._client("get", key)
         try:
             with mapped_errors("get", f"{self.url}/{key}"):
                 result = obstore.get(client, key)
+                size = int(result.meta.get("size") or 0)
+                if limit is not None and size > limit:  # the body is dropped unread
+                    raise _too_large(f"{self.url}/{key}", size, limit)
                 return bytes(result.bytes()), str(result.meta.get("e_tag"))
         except ObjectNotFoundError:
             return None
@@ -220,9 +251,23 @@ class _ObstoreObjects:
         return True
 
     def names(self, prefix: str) -> list[str]:
-        obstore, client = self._client("list", prefix)
-        with mapped_errors("list", f"{self.url}/{prefix}"):
-            found = obstore.list_with_delimiter(client)
+        folder, _ = _split(prefix)
+        transfer = transfer_of(self._store)
+        first, attempt = time.monotonic(), 0
+        while True:  # a listing cut part way is asked for again, like every listing (storage/_listing.py)
+            obstore, client = self._client("list", prefix)
+            try:
+                with mapped_errors("list", f"{self.url}/{prefix}"):
+                    found = obstore.list_with_delimiter(client, folder or None)
+                break
+            except StorageError as exc:
+                elapsed = time.monotonic() - first
+                if not transient(exc) or attempt >= transfer.max_retries or elapsed >= transfer.retry_timeout:
+                    if attempt == 0 or not transient(exc):
+                        raise
+                    raise retries_exhausted("list", f"{self.url}/{prefix}", attempt + 1, elapsed, str(exc)) from exc
+            time.sleep(random.uniform(0, transfer.backoff(attempt)))
+            attempt += 1
         return sorted(str(m["path"]) for m in found["objects"] if str(m["path"]).startswith(prefix))
 
 
@@ -233,8 +278,10 @@ class _CheckThenWrite:
         self._store = store
         self.url = store.url
 
-    def read(self, key: str) -> tuple[bytes, str] | None:
+    def read(self, key: str, limit: int | None = None) -> tuple[bytes, str] | None:
         try:
+            if limit is not None and (size := run_sync(self._store.head, key).size) > limit:
+                raise _too_large(f"{self.url}/{key}", size, limit)
             data = run_sync(self._store.get, key)
         except ObjectNotFoundError:
             return None
@@ -258,5 +305,6 @@ class _CheckThenWrite:
         return True
 
     def names(self, prefix: str) -> list[str]:
+        folder, _ = _split(prefix)
         listing = run_sync(list_retrying, self._store, prefix)  # a cut listing is retried like a GET
-        return [m.path for m in listing if "/" not in m.path]
+        return sorted(m.path for m in listing if m.path.rpartition("/")[0] == folder)

@@ -12,21 +12,25 @@ without ``use_checkpoint`` the files of this run are removed, with it they stay 
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from .._core._bridge import run_sync
-from .._core._errors import ConfigurationError, FormatError, ObjectNotFoundError, OutputLockedError
+from .._core._crash import crash_point
+from .._core._errors import ConfigurationError, OutputLockedError
 from ..format._checksum import check_checksum_argument
 from ..format._compression import resolve_compression
 from ..format._encrypted import check_writer_encryption
-from ..format._index import INDEX_FILENAME, Index
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._trust_marker import untrusted_sources
 from ..format.arrow._chunk import pyarrow_module
 from ..format.arrow._write import check_chunk_format
+from ..read._versions import VersionLog
 from ..storage._files import remove_stale_temporaries
 from ._args import (
     check_align_chunking,
@@ -38,6 +42,7 @@ from ._args import (
 )
 from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
 from ._chunk_pack import check_chunking
+from ._gc import referenced_files
 from ._keys import check_append_keys, discard_rank_keys, keys_hook
 from ._output import Prepared, prepare_output
 from ._params import check_write_params
@@ -294,7 +299,9 @@ def optimize(
                 global_ranks=tuple(assignment.global_ranks),
                 inputs=tuple(inputs_digest(Picked(items, p)) for p in assignment.positions),
             )
-        prepared = run_sync(prepare_output, store, mode, assignment.global_ranks, plan.env, run_config)
+        prepare = functools.partial(prepare_output, sweep=lock.sweep)  # a killed run's leftovers go first
+        prepared = run_sync(prepare, store, mode, assignment.global_ranks, plan.env, run_config)
+        crash_point("run:prepared")  # the lease is held, the output prepared, no chunk written yet
         if plan.env.num_nodes == 1:  # on N nodes, every node's overwrite removes index.json: no fixed base
             lock.note_index()
         jobs = build_jobs(
@@ -369,14 +376,10 @@ def optimize(
 
 
 async def _discard(store: Store, ranks: list[int], prepared: Prepared) -> None:
-    """Remove this run's chunks and partials after a failure; never a chunk an ``index.json`` names."""
+    """Remove this run's chunks and partials after a failure; never a file that a kept version references."""
     keep = {c.filename for c in prepared.existing.chunks} if prepared.existing is not None else set()
-    try:
-        current = Index.from_json(await store.get(INDEX_FILENAME))
-    except (ObjectNotFoundError, FormatError):
-        current = None
-    if current is not None:
-        keep |= {c.filename for c in current.chunks}
+    log = VersionLog(store)
+    keep |= await anyio.to_thread.run_sync(lambda: referenced_files(log, log.records()))
     await sweep_orphans(store, ranks, keep)
     await discard_rank_keys(store, ranks)
 

@@ -4,13 +4,19 @@ Every check runs before the first write: a refused run leaves the output untouch
 
 * ``mode=None``: the output must hold none of this node's files (on one node: no files at all), except
   an interrupted run's checkpoints when ``use_checkpoint=True`` (then the run resumes).
-* ``mode="overwrite"``: the previous dataset goes, sidecars included: ``index.json``, partial indexes,
-  chunk files, ``keys/`` and ``*keys.parquet``, ``.checkpoints/``. Other files are kept. On N nodes each
-  node deletes its own ranks' files (node 0 also the shared ones), so nodes never delete each other's
-  new chunks.
-* ``mode="append"``: nothing of the dataset is deleted; the old ``index.json`` is read, each rank
-  continues its chunk numbering after its highest old chunk, and the old chunks come first in the
-  merged index.
+* ``mode="overwrite"``: the new dataset replaces the previous one when it is committed, as a new version
+  (``_commit.py``): the previous ``index.json`` and chunk files stay until retention expires them, so readers
+  of the previous version finish their epoch and a crash leaves it intact. The sidecars that are not
+  versioned go now: partial indexes, ``keys/`` and ``*keys.parquet``, ``.checkpoints/``. Other files are kept.
+  On N nodes each node removes its own ranks' sidecars (node 0 also the shared ones).
+* ``mode="append"``: nothing of the dataset is deleted; the old ``index.json`` is read and the old chunks
+  come first in the merged index.
+
+In every mode, each rank numbers its new chunk files after the highest number of that rank's chunk files
+in the output (of any kept version), so a new version never overwrites a file a committed version
+references. Before that, a single-node run removes what a run killed before its commit left
+(``_gc.sweep_leftovers``, with a log line), so such leftovers never block a run; an interrupted run that
+saved checkpoints is left alone (it can be resumed) unless ``mode="overwrite"`` discards it.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import anyio
+
 from .._core._errors import OutputNotEmptyError
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
+from ..format._version_log import parse_log_name
 from ..storage._files import remove_stale_temporaries
 from ..storage._listing import list_retrying
 from ._checkpoint import CHECKPOINT_DIR, RunConfig, WorkerCheckpoint, clear_checkpoints, load_checkpoints
@@ -27,7 +36,7 @@ from ._writer_lock import is_lock_name
 from .run._nodes import chunk_rank, node_index_name
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ..storage._store import Store
     from .run._env import OptimizerEnv
@@ -74,13 +83,20 @@ def _belongs_to_node(name: str, ranks: Sequence[int], env: OptimizerEnv) -> bool
     if env.num_nodes == 1 or name == INDEX_FILENAME:
         return True
     rank = chunk_rank(name)
-    if rank is None and name.endswith(".index.json") and name.split(".", 1)[0].isdigit():
-        rank = int(name.split(".", 1)[0])
+    if rank is None and name.endswith((".index.json", ".keys.parquet")) and name.split(".", 1)[0].isdigit():
+        rank = int(name.split(".", 1)[0])  # {rank}.index.json, {rank}.keys.parquet: a rank's own files
     if rank is not None:
         return rank in ranks or (env.node_rank == 0 and rank >= env.num_nodes * len(ranks))
     if is_partial_index_name(name):  # {k}-index.json
         return name == node_index_name(env.node_rank)
     return env.node_rank == 0  # keys sidecars
+
+
+def _unversioned_sidecar(name: str) -> bool:
+    """A dataset file that no version keeps, removed by an overwrite: partial indexes and key sidecars."""
+    if name == INDEX_FILENAME or chunk_rank(name) is not None or name.startswith(CHECKPOINT_DIR + "/"):
+        return False
+    return True
 
 
 def _remove_stale_temporaries(store: Store) -> None:
@@ -100,6 +116,7 @@ async def prepare_output(
     run_config: RunConfig | None,
     *,
     unlisted_chunks_ok: bool = False,
+    sweep: Callable[[], list[str]] | None = None,
 ) -> Prepared:
     """Check the output against ``mode`` / checkpoints, then clean or read it.
 
@@ -112,6 +129,8 @@ async def prepare_output(
         unlisted_chunks_ok: Accept chunk files that no ``index.json`` lists in append mode (the
             ``AsyncUploader``'s uploaded-but-uncommitted chunks). Default ``False``: ``optimize``
             refuses them rather than writing an index that leaves them out.
+        sweep: Removes what runs killed before their commit left (the writer lease's ``sweep``), called on
+            one node when no interrupted run is being resumed; ``None``: nothing is removed.
 
     Raises:
         OutputNotEmptyError: ``mode=None`` and the output holds files (of this node), or a finished
@@ -120,6 +139,11 @@ async def prepare_output(
     """
     names = [m.path for m in await list_retrying(store) if not is_lock_name(m.path)]  # writer leases are not data
     has_checkpoint = f"{CHECKPOINT_DIR}/config-{env.node_rank}.json" in names
+    resumable = any(n.startswith(CHECKPOINT_DIR + "/") for n in names)  # an interrupted run to resume: left alone
+    if sweep is not None and env.num_nodes == 1 and (mode == "overwrite" or not resumable):
+        if await anyio.to_thread.run_sync(sweep):
+            names = [m.path for m in await list_retrying(store) if not is_lock_name(m.path)]
+    names = [n for n in names if parse_log_name(n) is None]  # the version log is kept across every mode
     if mode is None:
         mine = names if env.num_nodes == 1 else [n for n in names if _belongs_to_node(n, ranks, env)]
         if INDEX_FILENAME in names:
@@ -155,9 +179,9 @@ async def prepare_output(
     if mode == "append" and INDEX_FILENAME in names:
         existing = Index.from_json(await store.get(INDEX_FILENAME))
     # Every check is done; from here on the output may change.
-    if mode == "overwrite":
+    if mode == "overwrite":  # index.json and chunks stay: the commit supersedes them (module docstring)
         for name in names:
-            if _belongs_to_node(name, ranks, env) and not name.startswith(CHECKPOINT_DIR + "/"):
+            if _belongs_to_node(name, ranks, env) and _unversioned_sidecar(name):
                 await store.delete(name)
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
     elif mode == "append" and not (run_config is not None and has_checkpoint):
@@ -166,12 +190,12 @@ async def prepare_output(
                 await store.delete(f"{rank}.index.json")
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
     start: dict[int, int] = {}
-    if existing is not None:
-        for chunk in existing.chunks:
-            owner = chunk_rank(chunk.filename)
-            if owner is not None:  # chunk-{rank}-{n}[.{compression}].bin
-                number = int(chunk.filename.split("-")[2].split(".")[0])
-                start[owner] = max(start.get(owner, 0), number + 1)
+    listed = names if existing is None else [*names, *(c.filename for c in existing.chunks)]
+    for name in listed:
+        owner = chunk_rank(name)
+        if owner is not None:  # chunk-{rank}-{n}[-uT][.{compression}].bin: continue after every kept file
+            number = int(name.split("-")[2].split(".")[0])
+            start[owner] = max(start.get(owner, 0), number + 1)
     if run_config is None:
         return Prepared(existing=existing, start_chunks=start)
     resuming, saved = await load_checkpoints(store, env.node_rank, run_config)

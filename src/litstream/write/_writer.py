@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from .._core._crash import crash_point
 from .._core._errors import ConfigurationError, FormatError, raise_collapsed
 from .._core._trace import CAT_WRITE, TRACER
 
@@ -309,6 +310,7 @@ class ChunkWriter:
                     digest = await self._digest([payload])
                     await self._store.put(name, payload)
                 self.written_files.append(name)
+                crash_point("chunk:stored")
                 if t0:
                     TRACER.async_span("write chunk", CAT_WRITE, t0, {"chunk": name, "items": count, "bytes": stored})
                 self.chunks_written += 1

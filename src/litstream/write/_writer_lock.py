@@ -27,7 +27,8 @@ runner polls it and kills the worker processes (:func:`~._runner.run_jobs` ``abo
 **The commit is guarded.** ``index.json`` is written with a conditional put too: only if the lease is still
 this run's (renewed just before) and ``index.json`` is still the version the run started from. A run whose
 lease was taken over, or whose output was changed by another writer meanwhile, fails at commit and
-reports no success.
+reports no success. The commit publishes a new version of the dataset (``_commit.py``: staged index copy,
+the conditional put, the version record), then expires what retention no longer keeps (``_gc.py``).
 
 **Several nodes.** A multi-node ``optimize`` (``DATA_OPTIMIZER_NUM_NODES``) takes one lease per node (the
 ``node_rank`` in the name) and refuses to run beside a lease of another node count (a single run is node
@@ -39,6 +40,7 @@ seconds have passed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -53,10 +55,15 @@ import anyio.to_thread
 
 from .._core._errors import OutputLockedError
 from ..format._index import INDEX_FILENAME
+from ..read._versions import VersionLog
 from ..storage._versioned import VersionConflictError, versioned
+from ._commit import commit_version
+from ._gc import expire_versions, sweep_leftovers
 from ._lease_holder import Holder, machine, start_time
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from ..storage._store import Store
 
 __all__ = ["DEFAULT_TTL", "LOCK_PREFIX", "WriterLock", "is_lock_name", "lock_name", "set_lease_ttl"]
@@ -67,6 +74,7 @@ DEFAULT_TTL = 60.0
 
 
 _TTL = [DEFAULT_TTL]
+_LOG = logging.getLogger("litstream")
 
 
 def set_lease_ttl(seconds: float | None) -> None:
@@ -130,6 +138,7 @@ class WriterLock:
         self, store: Store, operation: str, *, node_rank: int = 0, num_nodes: int = 1, ttl: float | None = None
     ) -> None:
         self._objects = versioned(store)
+        self._log = VersionLog(store)
         self._url = store.url
         self._key = lock_name(node_rank)
         now = time.time()
@@ -301,16 +310,18 @@ class WriterLock:
         self._index_noted = True
 
     def commit_index(self, data: bytes) -> None:
-        """Write ``index.json`` if the lease is still this run's and ``index.json`` is as the run found it.
+        """Publish ``data`` as the new ``index.json`` and version of the output (``_commit.commit_version``) if
+        the lease is still this run's and ``index.json`` is as the run found it; then expire what retention no
+        longer keeps (``_gc.expire_versions``; a failure there is logged, the commit stands).
 
         Raises:
-            OutputLockedError: the lease was lost, or ``index.json`` changed meanwhile; nothing was written.
+            OutputLockedError: the lease was lost, or ``index.json`` changed meanwhile; nothing was committed.
         """
         self._renew()
         if not self._index_noted:
             self._index_version = self._objects.version(INDEX_FILENAME)
         try:
-            self._index_version = self._objects.put(INDEX_FILENAME, data, self._index_version)
+            self._index_version = commit_version(self._log, data, self._index_version, self.holder)
             self._index_noted = True
         except VersionConflictError:
             raise OutputLockedError(
@@ -318,6 +329,14 @@ class WriterLock:
                 f"{self.holder.operation} run {self.holder.run_id} was writing; its commit is refused and its "
                 "samples are not in the dataset"
             ) from None
+        try:
+            expire_versions(self._log)
+        except Exception as exc:  # the version is committed; what retention removes waits for the next commit
+            _LOG.warning("%s: committed, but removing expired versions failed: %s", self._url, exc)
+
+    def sweep(self, ranks: Collection[int] | None = None) -> list[str]:
+        """Remove what runs that died before their commit left (``_gc.sweep_leftovers``); returns the keys."""
+        return sweep_leftovers(self._log, ranks)
 
     async def aacquire(self) -> WriterLock:
         """:meth:`acquire` from async code (in a worker thread)."""

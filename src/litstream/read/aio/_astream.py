@@ -13,6 +13,7 @@ from .._params import check_read_params
 from .._spec import ReadSpec
 from .._transform import Transform, check_transforms
 from .._trust import check_allow_pickle, resolve_allow_pickle
+from .._versions import check_version
 from ..plan._session import StreamPosition
 from ..plan._subset import Selection, check_subsample, subsample_selection
 from ..plan._window import DEFAULT_SHUFFLE_WINDOW
@@ -20,6 +21,7 @@ from ..plan._window import DEFAULT_SHUFFLE_WINDOW
 if TYPE_CHECKING:
     import os
     from collections.abc import Mapping, Sequence
+    from datetime import datetime
 
     from ...format._encryption import Encryption
     from ...format._loaders import PyTreeLoader, TokensLoader
@@ -59,6 +61,7 @@ def astream(
     max_cache_size: int | float | str | None = None,
     hedge_delay: float | None = None,
     cache_chunks: bool | None = None,
+    version: int | datetime | str | None = None,
 ) -> SampleStream:
     """Stream the samples of an optimized dataset into async code (asyncio or trio).
 
@@ -134,6 +137,10 @@ def astream(
             ``True`` always, ``False`` never (read into memory as they arrive). ``None`` (default): only
             when ``cache_dir`` or ``max_cache_size`` is given and the cache can hold the whole dataset.
             With a ``StreamingDataset`` input, its own.
+        version: The committed version streamed, as ``StreamingDataset``'s (docs/versions.md): ``None``
+            (default) the latest (with a ``StreamingDataset`` input: the version it pinned, if it was opened),
+            a version number, an aware ``datetime`` or ``"partial"``. The stream serves the version it opened
+            to its end, whatever is committed meanwhile.
 
     Returns:
         A :class:`SampleStream`. Nothing is read until iteration starts.
@@ -178,6 +185,8 @@ def astream(
         check_reader_encryption(encryption)
         if check_allow_pickle(allow_pickle) is not None:
             changes["allow_pickle"] = resolve_allow_pickle(allow_pickle, base.store.url)
+        if version is not None:
+            changes["version"] = check_version(version)
         spec = base.replace(**changes)
         chooses = base.select  # the dataset's own selection, with its own seed
     else:
@@ -200,6 +209,7 @@ def astream(
             encryption=encryption,
             item_shuffle_window=item_shuffle_window,
             allow_pickle=allow_pickle,
+            version=version,
             eager=False,
             cache_by_default=False,
         )

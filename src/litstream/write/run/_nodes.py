@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..._core._crash import crash_point
 from ..._core._errors import ObjectNotFoundError, StorageError, WorkerError
 from ...format._index import INDEX_FILENAME, Index, merge_partial_indexes, partial_index_name
 from ...storage._listing import list_retrying
@@ -94,12 +95,14 @@ async def finish_node(
         if existing is not None:
             keep |= {c.filename for c in existing.chunks}
         await sweep_orphans(store, ranks, keep)
+    crash_point("run:partials-written")  # every worker's partial index is stored; nothing is committed
     if env.num_nodes == 1:
         merged = await _with_extra(merge_partial_indexes(partials, existing=existing).stamped(), before_index)
         await _commit(store, merged, commit)
     else:
         await store.put(node_index_name(env.node_rank), merge_partial_indexes(partials).to_json().encode())
         merged = None
+    crash_point("run:committed")  # before the partial indexes are removed
     for name, _ in partials:
         await store.delete(name)
     return merged
