@@ -128,8 +128,10 @@ def chunk_names(face: Member) -> list[str]:
 
 
 def pin_distributed(face: Member) -> None:
-    """Record this process's rank and world size in ``face`` for the DataLoader workers about to start."""
+    """Record this process's rank and world size, and the dataset version, in ``face`` for the DataLoader workers
+    about to start (each worker opens the dataset again: the pinned version, whatever was committed since)."""
     face._parent_env = detect_distributed()
+    face._spec = face._spec.pin_now()  # opened here already: pinned then (read._pump.face_source)
 
 
 def distributed(face: Member) -> DistributedEnv:

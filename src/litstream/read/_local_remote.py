@@ -33,8 +33,9 @@ def local_remote_source(directory: Dir) -> str | None:
 def check_local_dataset(root: str) -> None:
     """Raise now, in the constructor, when local directory ``root`` holds no dataset.
 
-    A dataset is an ``index.json``, or the partial indexes (``{rank}.index.json``,
-    ``{node}-index.json``) of an unfinished ``optimize`` that the reader merges in memory.
+    A dataset is an ``index.json``, or the partial indexes (``{rank}.index.json``, ``{node}-index.json``) of
+    an unfinished run: opening those raises ``DatasetNotFoundError`` naming the run, unless
+    ``version="partial"`` asks for them (``read/_index_load.py``).
 
     Raises:
         DatasetNotFoundError: ``root`` does not exist, is not a directory, or holds no index.

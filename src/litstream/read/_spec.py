@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._core._errors import ConfigurationError
 from ..format._encrypted import check_reader_encryption
+from ..format._version_log import index_digest
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format.arrow._parquet import ParquetLoader
 from ._args import check_read_args, check_read_loader
@@ -31,7 +32,7 @@ from ._params import check_read_params
 from ._source import DatasetSource
 from ._transform import Transform, check_transforms, compose
 from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
-from ._versions import VersionRef, check_version
+from ._versions import VersionLog, VersionRef, check_version
 from .plan._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from .plan._compose import MemberSpec
 from .plan._pieces import ReadPlanArgs, ShuffleMode
@@ -244,6 +245,21 @@ class ReadSpec:
             encryption=self.encryption,
             version=self.version if index_path is None else None,
         )
+
+    def pin_now(self) -> ReadSpec:
+        """This spec pinned to the latest committed version, read now (``index.json``'s digest), unless it names a
+        version already or reads an index kept apart: what a loader does before it starts its workers, so that
+        every worker of every start method serves one version (``docs/versions.md``).
+
+        Raises:
+            DatasetNotFoundError: the dataset has no ``index.json`` (nothing is pinned for partial indexes).
+        """
+        if self.version is not None or self.index_path is not None or self.hub is not None:
+            return self
+        head = VersionLog(self.store).head()
+        if head is None:
+            return self  # the workers report the missing dataset, naming an interrupted run if there was one
+        return dataclasses.replace(self, version=VersionRef(digest=index_digest(head[0])))
 
     def pinned(self, source: DatasetSource) -> ReadSpec:
         """This spec pinned to the version ``source`` opened (itself when nothing is to pin): other processes of
