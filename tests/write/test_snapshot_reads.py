@@ -64,7 +64,8 @@ def test_a_dataset_finishes_its_epoch_and_keeps_its_version(backend: str, reques
     head = [next(it) for _ in range(5)]
     latest = _five_commits(target)
     assert head + list(it) == FIRST  # the epoch finishes on the version it opened
-    assert list(ds) == FIRST and len(ds) == len(FIRST)  # and so does the next one
+    assert list(ds) == FIRST
+    assert len(ds) == len(FIRST)
     assert [ds[i] for i in (0, 17, 29)] == [0, 17, 29]
     assert list(StreamingDataset(target.location, storage_options=target.options)) == latest  # a new reader
 
@@ -83,7 +84,8 @@ def test_loader_workers_serve_the_version_the_loader_opened(context: str, tmp_pa
     epoch1 = _flat(first + list(it))
     assert sorted(epoch1) == FIRST
     epoch2 = _flat(list(loader))  # new worker processes open the dataset again: the pinned version
-    assert sorted(epoch2) == FIRST and epoch2 != epoch1  # epoch 2's own order, same version
+    assert sorted(epoch2) == FIRST
+    assert epoch2 != epoch1
     assert sorted(_flat(list(StreamingDataLoader(StreamingDataset(location), batch_size=3, num_workers=2)))) == latest
 
 
@@ -137,6 +139,7 @@ def test_time_travel_by_number_and_time(tmp_path: Path) -> None:
     before = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
     with pytest.raises(VersionNotFoundError, match="the latest at 2000-01-01"):
         len(StreamingDataset(location, version=before))
+    bad: Any
     for bad in (0, -1, True, "latest", 1.5, datetime.datetime(2026, 1, 1)):
         with pytest.raises(ConfigurationError, match="version="):
             StreamingDataset(location, version=bad)
@@ -150,7 +153,8 @@ def test_a_pinned_version_removed_by_retention_is_named(tmp_path: Path) -> None:
     assert len(ds) == 30
     _write(target, [1, 2], "overwrite")
     report = litstream.collect_garbage(location, grace=0)
-    assert report.expired == [1] and report.kept == [2]
+    assert report.expired == [1]
+    assert report.kept == [2]
     fresh = StreamingDataset(location)
     fresh._spec = fresh._spec.replace(version=ds._spec.version)  # a process of the old reader, opened now
     with pytest.raises(VersionNotFoundError, match="the version this reader opened first"):

@@ -21,10 +21,14 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING
 
 import xxhash
 
 from .._core._errors import ConfigurationError, FormatError
+
+if TYPE_CHECKING:
+    import builtins
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -126,12 +130,12 @@ class VersionRecord:
     chunks: int = 0
     bytes: int = 0
 
-    def to_json(self) -> bytes:
+    def to_json(self) -> builtins.bytes:
         """The record's JSON bytes (sorted keys)."""
         return json.dumps(asdict(self), sort_keys=True).encode()
 
     @classmethod
-    def from_json(cls, data: bytes, source: str) -> VersionRecord:
+    def from_json(cls, data: builtins.bytes, source: str) -> VersionRecord:
         """Parse a record, checking every field.
 
         Raises:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._core._errors import ConfigurationError
 from ..format._encrypted import check_reader_encryption
-from ..format._version_log import index_digest
 from ..format._loaders import PyTreeLoader, TokensLoader
+from ..format._version_log import index_digest
 from ..format.arrow._parquet import ParquetLoader
 from ._args import check_read_args, check_read_loader
 from ._item_window import item_shuffle_window_value

@@ -109,7 +109,7 @@ def list_versions(
         FormatError: a file in the version log that litstream did not write.
     """
     log = VersionLog(output_store(path, storage_options))
-    found = run_sync(anyio.to_thread.run_sync, _versions, log)
+    found: list[VersionInfo] = run_sync(anyio.to_thread.run_sync, _versions, log)
     if not found:
         raise DatasetNotFoundError(f"{log.url} holds no committed version (no index.json, no version log)")
     return found
@@ -170,4 +170,5 @@ def collect_garbage(
         finally:
             lock.release()
 
-    return run_sync(anyio.to_thread.run_sync, collect)
+    report: GcReport = run_sync(anyio.to_thread.run_sync, collect)
+    return report
