@@ -30,6 +30,7 @@ READ_KNOBS = {
     "encryption": "encryption",
     "item_shuffle_window": "item_shuffle_window",
     "allow_pickle": "allow_pickle",
+    "version": "version",
 }
 
 # LitData's arguments that change nothing a reader serves (speed knobs, refused behaviour switches), and

@@ -15,9 +15,12 @@ import os
 import signal
 import threading
 
+from ._environ import environ
+
 __all__ = ["CRASH_ENV", "crash_point"]
 
 CRASH_ENV = "LITSTREAM_TEST_CRASH_AT"
+"""The variable that names the crash point (read through ``_environ.environ``)."""
 
 _hits: dict[str, int] = {}
 _lock = threading.Lock()
@@ -25,7 +28,7 @@ _lock = threading.Lock()
 
 def crash_point(name: str) -> None:
     """Kill this process group with ``SIGKILL`` if ``LITSTREAM_TEST_CRASH_AT`` names ``name`` (and this hit)."""
-    wanted = os.environ.get(CRASH_ENV)
+    wanted = environ().litstream_test_crash_at
     if not wanted:
         return
     point, _, count = wanted.partition("@")

@@ -102,6 +102,8 @@ class Environ:
     data_optimizer_num_nodes: str | None = None
     data_optimizer_node_rank: str | None = None
     data_optimizer_timeout: str | None = None
+    # the crash tests' hook (``_core/_crash.py``)
+    litstream_test_crash_at: str | None = None
     client_options: tuple[tuple[str, str], ...] = field(default=())
     """``(variable, value)`` of every set ``<prefix><OPTION>`` variable (see :data:`CLIENT_OPTION_PREFIXES`)."""
 
