@@ -148,3 +148,62 @@ def test_a_run_killed_while_retention_removes_files_keeps_its_commit(
     chunks = sorted(n for n in target.files() if n.startswith("chunk-"))
     assert len(chunks) == 10
     assert all(n.startswith(("chunk-0-",)) for n in chunks)
+
+
+# (node killed, crash point, whether the dataset commit happened): node 1, the last, commits for both
+NODE_POINTS = [
+    (0, "chunk:stored@2", False),  # node 0 mid-share
+    (0, "run:committed", False),  # node 0 stored its node index, before removing its partials
+    (1, "run:partials-written", False),  # node 0 done, node 1's workers done, nothing committed
+    (1, "commit:published", True),  # index.json replaced by the last node, no record yet
+]
+
+
+def _node_command(target: Target, mode: str | None, node: int, point: str | None) -> tuple[list[str], dict[str, str]]:
+    args = json.dumps({"inputs": NEW, "location": target.location, "mode": mode, "options": target.options})
+    env = {**os.environ, "DATA_OPTIMIZER_NUM_NODES": "2", "DATA_OPTIMIZER_NODE_RANK": str(node)}
+    env["DATA_OPTIMIZER_TIMEOUT"] = "120"
+    if point is not None:
+        env[CRASH_ENV] = point
+    return [sys.executable, "-c", _RUN, args], env
+
+
+def _run_node(target: Target, mode: str | None, node: int, point: str | None) -> subprocess.CompletedProcess[bytes]:
+    command, env = _node_command(target, mode, node, point)
+    return subprocess.run(command, env=env, start_new_session=True, capture_output=True, timeout=180)
+
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["fresh", "overwrite", "append"])
+@pytest.mark.parametrize(("victim", "point", "committed"), NODE_POINTS, ids=[f"node{v}-{p}" for v, p, _ in NODE_POINTS])
+@pytest.mark.parametrize("backend", TARGETS)
+def test_a_killed_node_of_two_leaves_exactly_one_committed_version(
+    backend: str, victim: int, point: str, committed: bool, mode: str, request: Any, tmp_path: Path
+) -> None:
+    target = make_target(backend, request, tmp_path)
+    given = None if mode == "fresh" else mode
+    if mode != "fresh":
+        _optimize(target, OLD, None)
+    for node in range(victim + 1):  # nodes in order; the victim dies at its point
+        proc = _run_node(target, given, node, point if node == victim else None)
+        expected_rc = -signal.SIGKILL if node == victim else 0
+        assert proc.returncode == expected_rc, proc.stderr.decode()[-2000:]
+
+    expected = _expected(mode, committed)
+    if expected is None:
+        with pytest.raises(DatasetNotFoundError):
+            _read(target)
+    else:
+        assert _read(target) == expected
+
+    # Both nodes run again, in order, and commit exactly their samples. A node whose earlier share was finished
+    # cannot tell a dead job from one whose last node has not started yet: a fresh write then needs
+    # mode="overwrite", as the last node's timeout message says.
+    again = "overwrite" if mode == "fresh" and (committed or victim == 1) else given
+    for node in (0, 1):
+        proc = _run_node(target, again, node, None)
+        assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    final = (expected or []) + NEW if mode == "append" else NEW
+    assert _read(target) == final
+    assert _dead_run_files(target, final) == []

@@ -174,6 +174,11 @@ class VersionLog:
         """``index.json``'s bytes and store version (ETag, or a local stamp), ``None`` when there is none."""
         return self.objects.read(INDEX_FILENAME)
 
+    def head_digest(self) -> str:
+        """The digest of ``index.json``'s bytes, or ``"none"`` when there is none: the version a run builds on."""
+        head = self.head()
+        return "none" if head is None else index_digest(head[0])
+
     def retention(self) -> Retention:
         """The dataset's retention setting (``.litstream/retention.json``), else the defaults.
 

@@ -133,9 +133,12 @@ def _own_kind(name: str) -> bool:
     return chunk_rank(name) is not None or is_partial_index_name(name)
 
 
-def sweep_leftovers(log: VersionLog, ranks: Collection[int] | None = None, dry_run: bool = False) -> list[str]:
-    """Remove what runs that died before their commit left: unreferenced chunk files and partial indexes (of
-    ``ranks`` only, when given: a node of a multi-node run), and staged index copies nobody recorded.
+def sweep_leftovers(
+    log: VersionLog, ranks: Collection[int] | None = None, dry_run: bool = False, also: Collection[str] = ()
+) -> list[str]:
+    """Remove what runs that died before their commit left: unreferenced chunk files and partial indexes, and
+    staged index copies nobody recorded. With ``ranks`` (a node of a multi-node run): only those ranks' chunk
+    files and the names in ``also`` (the node's own partial indexes); other nodes may be writing theirs.
 
     Call it only while holding the writer lease, and not when an interrupted run is to be resumed. Returns
     the keys removed (or, with ``dry_run``, to remove).
@@ -149,7 +152,7 @@ def sweep_leftovers(log: VersionLog, ranks: Collection[int] | None = None, dry_r
         if not _own_kind(name) or name in keep:
             continue
         rank = chunk_rank(name)
-        if ranks is not None and (rank is None or rank not in ranks):
+        if ranks is not None and (rank is None or rank not in ranks) and name not in also:
             continue
         doomed.append(name)
     if ranks is None:

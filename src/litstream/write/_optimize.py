@@ -299,9 +299,13 @@ def optimize(
                 global_ranks=tuple(assignment.global_ranks),
                 inputs=tuple(inputs_digest(Picked(items, p)) for p in assignment.positions),
             )
-        prepare = functools.partial(prepare_output, sweep=lock.sweep)  # a killed run's leftovers go first
+        # A killed run's leftovers go first (on a node of several: when its own previous run died, or when
+        # mode="overwrite" redoes its share; never the finished share of a job whose last node may merge it now).
+        sweep = lock.sweep if env.num_nodes == 1 or lock.took_over_dead or mode == "overwrite" else None
+        prepare = functools.partial(prepare_output, sweep=sweep)
         prepared = run_sync(prepare, store, mode, assignment.global_ranks, plan.env, run_config)
         crash_point("run:prepared")  # the lease is held, the output prepared, no chunk written yet
+        base = None if env.num_nodes == 1 else run_sync(anyio.to_thread.run_sync, VersionLog(store).head_digest)
         if plan.env.num_nodes == 1:  # on N nodes, every node's overwrite removes index.json: no fixed base
             lock.note_index()
         jobs = build_jobs(
@@ -350,12 +354,13 @@ def optimize(
                 expected,
                 before_index,
                 lock.acommit_index,
+                base,
             )
         except BaseException as exc:
             if not use_checkpoint and not isinstance(exc, OutputLockedError):  # never delete another run's files
                 run_sync(_discard, store, assignment.global_ranks, prepared)
             raise
-        run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint, before_index, lock)
+        run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint, before_index, lock, base)
         done = True
     finally:
         if not done or env.num_nodes == 1:
@@ -392,8 +397,14 @@ async def _finish(
     checkpoints: bool,
     before_index: BeforeIndex | None,
     lock: WriterLock,
+    base: str | None,
 ) -> None:
     if checkpoints:
         await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
     if env.num_nodes > 1 and env.is_last_node:
-        await merge_nodes(store, env, prepared.existing, before_index=before_index, commit=lock.acommit_index)
+        await merge_nodes(
+            store, env, prepared.existing, before_index=before_index, commit=lock.acommit_index, base=base
+        )
+        # Every node of this job is done and holds its lease until release_run: no file that no version references
+        # can be in use now, so what earlier runs of any node left goes (a node re-run cannot tell on its own).
+        await anyio.to_thread.run_sync(lock.sweep)

@@ -14,9 +14,10 @@ Every check runs before the first write: a refused run leaves the output untouch
 
 In every mode, each rank numbers its new chunk files after the highest number of that rank's chunk files
 in the output (of any kept version), so a new version never overwrites a file a committed version
-references. Before that, a single-node run removes what a run killed before its commit left
-(``_gc.sweep_leftovers``, with a log line), so such leftovers never block a run; an interrupted run that
-saved checkpoints is left alone (it can be resumed) unless ``mode="overwrite"`` discards it.
+references. Before that, a run removes what a run killed before its commit left (``_gc.sweep_leftovers``,
+with a log line; a node of a multi-node run only its own ranks' files), so such leftovers never block a
+run; an interrupted run that saved checkpoints is left alone (it can be resumed) unless ``mode="overwrite"``
+discards it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._core._errors import OutputNotEmptyError
-from ..format._index import INDEX_FILENAME, Index, is_partial_index_name
+from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, partial_index_name
 from ..format._version_log import parse_log_name
 from ..storage._files import remove_stale_temporaries
 from ..storage._listing import list_retrying
@@ -36,7 +37,7 @@ from ._writer_lock import is_lock_name
 from .run._nodes import chunk_rank, node_index_name
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from ..storage._store import Store
     from .run._env import OptimizerEnv
@@ -116,7 +117,7 @@ async def prepare_output(
     run_config: RunConfig | None,
     *,
     unlisted_chunks_ok: bool = False,
-    sweep: Callable[[], list[str]] | None = None,
+    sweep: Callable[[Collection[int] | None, Collection[str]], list[str]] | None = None,
 ) -> Prepared:
     """Check the output against ``mode`` / checkpoints, then clean or read it.
 
@@ -129,8 +130,9 @@ async def prepare_output(
         unlisted_chunks_ok: Accept chunk files that no ``index.json`` lists in append mode (the
             ``AsyncUploader``'s uploaded-but-uncommitted chunks). Default ``False``: ``optimize``
             refuses them rather than writing an index that leaves them out.
-        sweep: Removes what runs killed before their commit left (the writer lease's ``sweep``), called on
-            one node when no interrupted run is being resumed; ``None``: nothing is removed.
+        sweep: Removes what runs killed before their commit left (the writer lease's ``sweep``), unless an
+            interrupted run is to be resumed: on one node everything, on a node of several its own ranks'
+            files and partial indexes. ``None``: nothing is removed.
 
     Raises:
         OutputNotEmptyError: ``mode=None`` and the output holds files (of this node), or a finished
@@ -139,9 +141,11 @@ async def prepare_output(
     """
     names = [m.path for m in await list_retrying(store) if not is_lock_name(m.path)]  # writer leases are not data
     has_checkpoint = f"{CHECKPOINT_DIR}/config-{env.node_rank}.json" in names
-    resumable = any(n.startswith(CHECKPOINT_DIR + "/") for n in names)  # an interrupted run to resume: left alone
-    if sweep is not None and env.num_nodes == 1 and (mode == "overwrite" or not resumable):
-        if await anyio.to_thread.run_sync(sweep):
+    single = env.num_nodes == 1
+    resumable = any(n.startswith(CHECKPOINT_DIR + "/") for n in names) if single else has_checkpoint
+    if sweep is not None and (mode == "overwrite" or not resumable):  # an interrupted run to resume is left alone
+        own = [node_index_name(env.node_rank), *(partial_index_name(r) for r in ranks)]
+        if await anyio.to_thread.run_sync(sweep, None if single else ranks, () if single else own):
             names = [m.path for m in await list_retrying(store) if not is_lock_name(m.path)]
     names = [n for n in names if parse_log_name(n) is None]  # the version log is kept across every mode
     if mode is None:

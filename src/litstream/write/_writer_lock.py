@@ -165,6 +165,7 @@ class WriterLock:
         self._thread: threading.Thread | None = None
         self.lost: str | None = None
         self.took_over: str | None = None
+        self.took_over_dead = False  # the lease taken over was a running one whose run died (not a finished node's)
 
     # -- taking and giving back -------------------------------------------------------------------
 
@@ -202,6 +203,7 @@ class WriterLock:
             except VersionConflictError:
                 continue  # another run took it over first
             self.took_over = f"took over the lock of {other.describe()}: {reason}"
+            self.took_over_dead = other.state == "running"
             break
         else:
             raise OutputLockedError(f"output_dir {self._url}: other runs keep taking its writer lock; try again")
@@ -334,9 +336,10 @@ class WriterLock:
         except Exception as exc:  # the version is committed; what retention removes waits for the next commit
             _LOG.warning("%s: committed, but removing expired versions failed: %s", self._url, exc)
 
-    def sweep(self, ranks: Collection[int] | None = None) -> list[str]:
-        """Remove what runs that died before their commit left (``_gc.sweep_leftovers``); returns the keys."""
-        return sweep_leftovers(self._log, ranks)
+    def sweep(self, ranks: Collection[int] | None = None, also: Collection[str] = ()) -> list[str]:
+        """Remove what runs that died before their commit left (``_gc.sweep_leftovers``: everything, or on a node
+        of a multi-node run its ``ranks``' files and the names in ``also``); returns the keys."""
+        return sweep_leftovers(self._log, ranks, also=also)
 
     async def aacquire(self) -> WriterLock:
         """:meth:`acquire` from async code (in a worker thread)."""

@@ -67,6 +67,7 @@ async def finish_node(
     expected_chunks: Mapping[int, int] | None = None,
     before_index: BeforeIndex | None = None,
     commit: Commit | None = None,
+    base: str | None = None,
 ) -> Index | None:
     """Merge this node's partial indexes: into ``index.json`` on one node, else into ``{node_rank}-index.json``.
 
@@ -77,7 +78,9 @@ async def finish_node(
 
     ``before_index`` (single node) is awaited with the merged index before ``index.json`` is written; the
     mapping it returns is added to the index's top level (the ``keys`` sidecar section). ``commit`` writes
-    ``index.json`` (the writer lock's guarded put; default a plain put).
+    ``index.json`` (the writer lock's guarded put; default a plain put). ``base`` (several nodes): the version this
+    node started from (``VersionLog.head_digest``), recorded in its node index so that the last node never merges
+    a node index a killed earlier run left (:func:`merge_nodes`).
 
     Returns:
         The final index on a single node, else ``None``.
@@ -100,7 +103,10 @@ async def finish_node(
         merged = await _with_extra(merge_partial_indexes(partials, existing=existing).stamped(), before_index)
         await _commit(store, merged, commit)
     else:
-        await store.put(node_index_name(env.node_rank), merge_partial_indexes(partials).to_json().encode())
+        share = merge_partial_indexes(partials)
+        if base is not None:
+            share = replace(share, extra={BASE_KEY: base})
+        await store.put(node_index_name(env.node_rank), share.to_json().encode())
         merged = None
     crash_point("run:committed")  # before the partial indexes are removed
     for name, _ in partials:
@@ -137,8 +143,13 @@ async def merge_nodes(
     poll_interval: float = 0.2,
     before_index: BeforeIndex | None = None,
     commit: Commit | None = None,
+    base: str | None = None,
 ) -> Index:
     """On the last node: wait for every ``{k}-index.json``, merge them into ``index.json``, delete them.
+
+    With ``base`` (the version this node started from), a node index that records another base was left by a
+    killed earlier run (its last node died after its commit, before removing the node indexes): it is not
+    merged, and its node's fresh one is waited for (the node removes its stale one when it starts).
 
     Raises:
         FormatError: two nodes' configs differ.
@@ -146,26 +157,36 @@ async def merge_nodes(
             output is complete and kept.
     """
     wanted = [node_index_name(k) for k in range(env.num_nodes)]
+    nodes: list[tuple[str, Index]] = []
     with anyio.move_on_after(env.timeout):
         while True:
             present = {m.path for m in await list_retrying(store)}
             if all(name in present for name in wanted):
-                break
+                nodes = [(n, i) for n, i in await _read_partials(store, wanted) if _same_base(i, base)]
+                if len(nodes) == len(wanted):
+                    break
             await anyio.sleep(poll_interval)
-    present = {m.path for m in await list_retrying(store)}
-    missing = [name for name in wanted if name not in present]
+    missing = [name for name in wanted if name not in {n for n, _ in nodes}]
     if missing:
         raise StorageError(
             f"waited {env.timeout:g} s (DATA_OPTIMIZER_TIMEOUT) for {', '.join(missing)} in {store.url}: the "
             "other nodes have not finished. This node's share is written; once they have, re-run this node "
             "with mode='overwrite' (it redoes only its own share) to write index.json"
         )
-    nodes = await _read_partials(store, wanted)
     merged = await _with_extra(merge_partial_indexes(nodes, existing=existing).stamped(), before_index)
     await _commit(store, merged, commit)
     for name in wanted:
         await store.delete(name)
     return merged
+
+
+BASE_KEY = "litstream_base"
+"""The key of a node index recording the version its node started from (a key LitData ignores)."""
+
+
+def _same_base(index: Index, base: str | None) -> bool:
+    found = index.extra.get(BASE_KEY)
+    return base is None or found is None or found == base  # an index without it (older litstream) is merged
 
 
 def chunk_rank(name: str) -> int | None:
