@@ -1,4 +1,4 @@
-"""Two source trees of litstream, one interleaved run: is a change neutral for local reads?
+"""Two source trees of litstream, one interleaved run: is a change neutral for ``optimize`` and local reads?
 
     python bench/compare_trees.py BEFORE_SRC AFTER_SRC [--samples N] [--rounds R]
 
@@ -26,6 +26,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CASES: list[dict[str, Any]] = [
+    {"case": "optimize"},  # a fresh output each run (the versions work commits a version log beside it)
     {"case": "local_dataset"},
     {"case": "local_loader", "workers": 0},
     {"case": "local_loader", "workers": 2},
@@ -65,6 +66,8 @@ def main() -> int:
             for index, case in enumerate(CASES):
                 for name, src in (("before", args.before), ("after", args.after)):
                     spec = {**case, "library": "litstream", "data": data, "samples": args.samples}
+                    if case["case"] == "optimize":
+                        spec["output_dir"] = tempfile.mkdtemp(prefix="out-", dir=work)
                     record, process_cpu = _run(src, spec)
                     # the timed region's, every process (getrusage), when recorded; else the case process's
                     cpu = float(record.get("cpu_all_s") or record.get("cpu_s") or process_cpu)

@@ -115,6 +115,15 @@ class VersionLog:
         self.objects: VersionedObjects = versioned(store)
         self.url = store.url
 
+    def numbers(self) -> list[int]:
+        """The numbers of the recorded versions, oldest first (one listing of the log's folder, no record read).
+
+        Raises:
+            StorageError: the listing failed (a cut listing is retried first).
+        """
+        found = (parse_log_name(key) for key in self.objects.names(VERSIONS_DIR + "/"))
+        return sorted(p[0] for p in found if p is not None and p[1] == "record")
+
     def records(self) -> list[VersionRecord]:
         """Every committed version's record, oldest first (a record that is not ours raises).
 
@@ -122,15 +131,16 @@ class VersionLog:
             FormatError: a file in the log that litstream did not write (names it).
             StorageError: the listing or a read failed (a cut listing is retried first).
         """
-        out: list[VersionRecord] = []
-        for key in self.objects.names(VERSIONS_DIR + "/"):
-            parsed = parse_log_name(key)
-            if parsed is None or parsed[1] != "record":
-                continue
-            record = self.record(parsed[0])
+        out = [self.record(n) for n in self.numbers()]
+        return [r for r in out if r is not None]
+
+    def newest(self) -> VersionRecord | None:
+        """The newest version's record (one listing and one read), ``None`` for an empty log."""
+        for number in reversed(self.numbers()):
+            record = self.record(number)
             if record is not None:
-                out.append(record)
-        return sorted(out, key=lambda r: r.number)
+                return record
+        return None
 
     def record(self, number: int) -> VersionRecord | None:
         """Version ``number``'s record, ``None`` when there is none.

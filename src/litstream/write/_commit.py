@@ -68,19 +68,20 @@ def record_for(number: int, data: bytes, operation: str, holder: Holder | None, 
     )
 
 
-def adopt_head(log: VersionLog) -> list[VersionRecord]:
-    """Record ``index.json`` as a version if the log's newest record is not it; returns the records after.
+def adopt_head(log: VersionLog) -> VersionRecord | None:
+    """Record ``index.json`` as a version if the log's newest record is not it; returns the newest record after
+    (``None``: no ``index.json`` and an empty log). Reads one record, whatever the log's length.
 
     Call it only while holding the writer lease (it writes the log).
     """
-    records = log.records()
+    newest = log.newest()
     head = log.head()
     if head is None:
-        return records
+        return newest
     digest = index_digest(head[0])
-    if records and records[-1].digest == digest:
-        return records
-    number = records[-1].number + 1 if records else 1
+    if newest is not None and newest.digest == digest:
+        return newest
+    number = newest.number + 1 if newest is not None else 1
     staged = log.objects.read(index_key(number))
     if staged is None or index_digest(staged[0]) != digest:  # not a staged copy of this head: store one
         log.objects.put(index_key(number), head[0], None if staged is None else staged[1])
@@ -88,9 +89,9 @@ def adopt_head(log: VersionLog) -> list[VersionRecord]:
     try:
         log.objects.put(record_key(number), record.to_json(), None)
     except VersionConflictError:  # recorded meanwhile by a process that did not hold the lease
-        return log.records()
+        return log.newest()
     _LOG.info("%s: recorded the current index.json as version %d (%s)", log.url, number, "adopted")
-    return [*records, record]
+    return record
 
 
 def commit_version(log: VersionLog, data: bytes, expect: str | None, holder: Holder) -> str:
@@ -108,8 +109,8 @@ def commit_version(log: VersionLog, data: bytes, expect: str | None, holder: Hol
     Raises:
         VersionConflictError: ``index.json`` is not at ``expect`` any more; nothing was committed.
     """
-    records = adopt_head(log)
-    number = records[-1].number + 1 if records else 1
+    newest = adopt_head(log)
+    number = newest.number + 1 if newest is not None else 1
     staged_key = index_key(number)
     log.objects.put(staged_key, data, log.objects.version(staged_key))
     crash_point("commit:staged")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from .._core._crash import crash_point
 from .._core._errors import FormatError
 from ..format._index import Index, is_partial_index_name
-from ..format._version_log import Retention, VersionRecord, index_key, parse_log_name, record_key
+from ..format._version_log import VERSIONS_DIR, Retention, VersionRecord, index_key, parse_log_name, record_key
 from ..storage._versioned import VersionConflictError
 from ._commit import adopt_head
 from .run._nodes import chunk_rank
@@ -57,15 +57,14 @@ class GcReport:
 
 def kept_versions(records: Sequence[VersionRecord], retention: Retention, now: float) -> list[VersionRecord]:
     """The records ``retention`` keeps at ``now`` (Unix seconds): the newest ``keep``, and every version whose
-    successor was committed less than ``grace`` seconds ago. Pure."""
+    successor was committed less than ``grace`` seconds ago, with every version after it. Pure."""
     ordered = sorted(records, key=lambda r: r.number)
-    keep: list[VersionRecord] = []
-    for i, record in enumerate(ordered):
-        newest = i >= len(ordered) - retention.keep
-        successor = ordered[i + 1] if i + 1 < len(ordered) else None
-        if newest or successor is None or now - successor.committed_at < retention.grace:
-            keep.append(record)
-    return keep
+    first = max(0, len(ordered) - retention.keep)
+    for i in range(first):
+        if now - ordered[i + 1].committed_at < retention.grace:  # superseded recently: kept, and all after it
+            first = i
+            break
+    return ordered[first:]
 
 
 def _files_of(data: bytes, source: str) -> set[str]:
@@ -75,16 +74,21 @@ def _files_of(data: bytes, source: str) -> set[str]:
         return set()  # an index litstream cannot parse names no file it would remove
 
 
-def referenced_files(log: VersionLog, records: Sequence[VersionRecord]) -> set[str]:
-    """The data files ``index.json`` and the given versions reference (a version whose copy is gone: none)."""
-    names: set[str] = set()
+def _version_files(log: VersionLog, number: int) -> set[str]:
+    found = log.objects.read(index_key(number))
+    return set() if found is None else _files_of(found[0], index_key(number))
+
+
+def _head_files(log: VersionLog) -> set[str]:
     head = log.head()
-    if head is not None:
-        names |= _files_of(head[0], "index.json")
-    for record in records:
-        found = log.objects.read(index_key(record.number))
-        if found is not None:
-            names |= _files_of(found[0], index_key(record.number))
+    return set() if head is None else _files_of(head[0], "index.json")
+
+
+def referenced_files(log: VersionLog, numbers: Sequence[int]) -> set[str]:
+    """The data files ``index.json`` and the given versions reference (a version whose copy is gone: none)."""
+    names = _head_files(log)
+    for number in numbers:
+        names |= _version_files(log, number)
     return names
 
 
@@ -99,26 +103,40 @@ def expire_versions(
 ) -> GcReport:
     """Remove the versions ``retention`` (default: the dataset's setting) no longer keeps, and their files.
 
+    Reads only the records it needs (oldest first, up to the first version retention keeps): a commit costs
+    the same however many versions are kept. A file of an expired version is removed unless the oldest kept
+    version or ``index.json`` references it: a file, once left out of a version, is never referenced again
+    (new files get new names), so the versions that reference a file are consecutive.
+
     Call it only while holding the writer lease. Returns what was (or, with ``dry_run``, would be) removed.
     """
     retention = log.retention() if retention is None else retention
     now = time.time() if now is None else now
-    records = adopt_head(log) if not dry_run else log.records()
-    kept = kept_versions(records, retention, now)
-    expired = [r for r in records if r not in kept]
-    report = GcReport(expired=[r.number for r in expired], kept=[r.number for r in kept])
+    if not dry_run:
+        adopt_head(log)
+    numbers = log.numbers()
+    expired: list[int] = []
+    for i in range(max(0, len(numbers) - retention.keep)):
+        successor = log.record(numbers[i + 1])
+        if successor is None or now - successor.committed_at < retention.grace:
+            break  # commit times grow with the numbers: every later version is kept too
+        expired.append(numbers[i])
+    kept = numbers[len(expired) :]
+    report = GcReport(expired=expired, kept=kept)
     if not expired:
         return report
-    still = referenced_files(log, kept)
-    gone = referenced_files(log, expired) - still
-    report.removed = [record_key(r.number) for r in expired] + [index_key(r.number) for r in expired] + sorted(gone)
+    gone: set[str] = set()
+    for number in expired:
+        gone |= _version_files(log, number)
+    gone -= _head_files(log) | (_version_files(log, kept[0]) if kept else set())
+    report.removed = [record_key(n) for n in expired] + [index_key(n) for n in expired] + sorted(gone)
     if dry_run:
         return report
-    for record in expired:  # records first: from here on no reader can open these versions
-        _delete(log, record_key(record.number))
+    for number in expired:  # records first: from here on no reader can open these versions
+        _delete(log, record_key(number))
     crash_point("gc:records-removed")
-    for record in expired:
-        _delete(log, index_key(record.number))
+    for number in expired:
+        _delete(log, index_key(number))
     for name in sorted(gone):
         _delete(log, name)
         crash_point("gc:file-removed")
@@ -143,22 +161,29 @@ def sweep_leftovers(
     Call it only while holding the writer lease, and not when an interrupted run is to be resumed. Returns
     the keys removed (or, with ``dry_run``, to remove).
     """
-    records = adopt_head(log) if not dry_run else log.records()
-    keep = referenced_files(log, records)
-    recorded = {r.number for r in records}
-    newest = max(recorded, default=0)
-    doomed: list[str] = []
+    if not dry_run:
+        adopt_head(log)
+    numbers = log.numbers()
+    newest = numbers[-1] if numbers else 0
+    head = _head_files(log)
+    candidates: list[str] = []
     for name in log.objects.names(""):
-        if not _own_kind(name) or name in keep:
+        if not _own_kind(name) or name in head:
             continue
         rank = chunk_rank(name)
         if ranks is not None and (rank is None or rank not in ranks) and name not in also:
             continue
-        doomed.append(name)
+        candidates.append(name)
+    left = set(candidates)
+    for number in reversed(numbers):  # newest first; usually nothing is left to look for after one or two
+        if not left:
+            break
+        left -= _version_files(log, number)
+    doomed = [n for n in candidates if n in left]
     if ranks is None:
-        for key in log.objects.names(index_key(1).rpartition("/")[0] + "/"):
+        for key in log.objects.names(VERSIONS_DIR + "/"):
             parsed = parse_log_name(key)
-            if parsed is not None and parsed[1] == "index" and parsed[0] not in recorded and parsed[0] > newest:
+            if parsed is not None and parsed[1] == "index" and parsed[0] not in numbers and parsed[0] > newest:
                 doomed.append(key)
     if dry_run or not doomed:
         return doomed

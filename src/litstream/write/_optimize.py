@@ -384,7 +384,7 @@ async def _discard(store: Store, ranks: list[int], prepared: Prepared) -> None:
     """Remove this run's chunks and partials after a failure; never a file that a kept version references."""
     keep = {c.filename for c in prepared.existing.chunks} if prepared.existing is not None else set()
     log = VersionLog(store)
-    keep |= await anyio.to_thread.run_sync(lambda: referenced_files(log, log.records()))
+    keep |= await anyio.to_thread.run_sync(lambda: referenced_files(log, log.numbers()))
     await sweep_orphans(store, ranks, keep)
     await discard_rank_keys(store, ranks)
 

@@ -12,8 +12,9 @@ One object, shared by any number of tasks::
 ``index.json`` only ever lists chunks whose upload has finished, and it is replaced in one atomic put
 (temporary file + rename on disk, one PUT on object stores), so readers see the previous commit or
 the new one, and a crash (an exception, a cancellation, a killed process) loses at most the samples
-added since the last commit. Uncommitted chunk files stay invisible; a later session numbers its
-chunks after them.
+added since the last commit. Each commit is a new version of the dataset (``_commit.py``). Chunk files no
+commit lists are removed when the block ends however it ends (an exception, a cancellation), and those a
+killed process left by the next writer of the output.
 """
 
 from __future__ import annotations
@@ -175,7 +176,9 @@ class AsyncUploader:
 
     async def _open(self, lock: WriterLock) -> None:
         env = OptimizerEnv()
-        prepared = await prepare_output(self._store, self._mode, [self._rank], env, None, unlisted_chunks_ok=True)
+        prepared = await prepare_output(
+            self._store, self._mode, [self._rank], env, None, unlisted_chunks_ok=True, sweep=lock.sweep
+        )
         existing, starts = prepared.existing, prepared.start_chunks
         if existing is not None and existing.config is not None:
             self._check_existing(existing.config)
@@ -203,8 +206,12 @@ class AsyncUploader:
             raise RuntimeError("AsyncUploader.__aexit__ without __aenter__")
         try:
             return await self._close(uploader, exc_type, exc, tb)
-        finally:  # the writer lock is given back however the block ends
-            await self._wlock.arelease()
+        finally:  # however the block ends: chunks no commit lists are removed, then the writer lock is given back
+            with anyio.CancelScope(shield=True):
+                try:
+                    await anyio.to_thread.run_sync(self._wlock.sweep)
+                finally:
+                    await self._wlock.arelease()
 
     async def _close(
         self,
