@@ -30,7 +30,7 @@ from ._files import local_path
 if TYPE_CHECKING:
     from ._base import ObjectMeta, Store
 
-__all__ = ["list_retrying", "transfer_of", "transient"]
+__all__ = ["list_retrying", "transfer_of"]
 
 _FINAL = ("PermissionDenied", "Unauthenticated", "credentials", "does not exist")
 
@@ -41,8 +41,7 @@ def transfer_of(store: object) -> TransferConfig:
     return transfer if isinstance(transfer, TransferConfig) else TransferConfig()
 
 
-def transient(exc: StorageError) -> bool:
-    """Whether a listing that failed with ``exc`` may succeed when asked again."""
+def _transient(exc: StorageError) -> bool:
     if isinstance(exc, (ObjectNotFoundError, RetriesExhaustedError)) or type(exc).__name__ == "UnsafeFileError":
         return False
     return not any(word in str(exc) for word in _FINAL)
@@ -64,7 +63,7 @@ async def list_retrying(store: Store, prefix: str = "") -> list[ObjectMeta]:
         try:
             return await store.list(prefix)
         except StorageError as exc:
-            if not transient(exc):
+            if not _transient(exc):
                 raise
             elapsed = time.monotonic() - first
             if attempt >= t.max_retries or elapsed >= t.retry_timeout:

@@ -26,8 +26,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import random
-import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,9 +33,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._core._bridge import run_sync
 from .._core._errors import ObjectNotFoundError, StorageError
 from ._base import mapped_errors
-from ._faults import retries_exhausted
 from ._keys import check_key
-from ._listing import list_retrying, transfer_of, transient
+from ._listing import list_retrying
 from ._obstore import ObstoreStore
 from ._obstore_fork import note_used
 
@@ -59,6 +56,14 @@ class ObjectTooLargeError(StorageError):
 
 def _too_large(where: str, size: int, limit: int) -> ObjectTooLargeError:
     return ObjectTooLargeError(f"{where} holds {size} bytes, more than the {limit} accepted there; it was not read")
+
+
+def _listed(store: Store, prefix: str) -> list[str]:
+    """Keys in the folder ``prefix`` names that start with it, through the store's own listing: a cut listing is
+    retried like every listing (``storage/_listing.py``), and a store wrapper sees it (the fault-injection seam)."""
+    folder, _ = _split(prefix)
+    listing = run_sync(list_retrying, store, prefix)
+    return sorted(m.path for m in listing if m.path.rpartition("/")[0] == folder)
 
 
 def _split(prefix: str) -> tuple[str, str]:
@@ -251,24 +256,7 @@ class _ObstoreObjects:
         return True
 
     def names(self, prefix: str) -> list[str]:
-        folder, _ = _split(prefix)
-        transfer = transfer_of(self._store)
-        first, attempt = time.monotonic(), 0
-        while True:  # a listing cut part way is asked for again, like every listing (storage/_listing.py)
-            obstore, client = self._client("list", prefix)
-            try:
-                with mapped_errors("list", f"{self.url}/{prefix}"):
-                    found = obstore.list_with_delimiter(client, folder or None)
-                break
-            except StorageError as exc:
-                elapsed = time.monotonic() - first
-                if not transient(exc) or attempt >= transfer.max_retries or elapsed >= transfer.retry_timeout:
-                    if attempt == 0 or not transient(exc):
-                        raise
-                    raise retries_exhausted("list", f"{self.url}/{prefix}", attempt + 1, elapsed, str(exc)) from exc
-            time.sleep(random.uniform(0, transfer.backoff(attempt)))
-            attempt += 1
-        return sorted(str(m["path"]) for m in found["objects"] if str(m["path"]).startswith(prefix))
+        return _listed(self._store, prefix)
 
 
 class _CheckThenWrite:
@@ -305,6 +293,4 @@ class _CheckThenWrite:
         return True
 
     def names(self, prefix: str) -> list[str]:
-        folder, _ = _split(prefix)
-        listing = run_sync(list_retrying, self._store, prefix)  # a cut listing is retried like a GET
-        return sorted(m.path for m in listing if m.path.rpartition("/")[0] == folder)
+        return _listed(self._store, prefix)
