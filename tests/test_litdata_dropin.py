@@ -90,7 +90,12 @@ def test_missing_local_dataset_is_refused_by_the_constructor(tmp_path: Path) -> 
         litstream.StreamingDataset(str(tmp_path / "empty"))
     with pytest.raises(litstream.DatasetNotFoundError, match="does not exist"):
         litstream.StreamingDataset(litstream.Dir(path=str(tmp_path / "cache"), url=str(tmp_path / "missing")))
-    # Partial indexes of an unfinished run are a dataset (merged in memory), as before.
+    # The partial indexes of an unfinished run pass the constructor; opening them is refused, naming the run,
+    # unless version="partial" asks for them (merged in memory, with a warning).
     data = Path(_write(tmp_path / "ds"))
     (data / "index.json").rename(data / "0.index.json")
-    assert len(litstream.StreamingDataset(str(data))) == 6
+    unfinished = litstream.StreamingDataset(str(data))
+    with pytest.raises(litstream.DatasetNotFoundError, match=r"run left partial indexes \(0\.index\.json\)"):
+        len(unfinished)
+    with pytest.warns(UserWarning, match=r"serving the partial indexes of an uncommitted run \(1 files\)"):
+        assert len(litstream.StreamingDataset(str(data), version="partial")) == 6

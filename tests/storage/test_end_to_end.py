@@ -10,6 +10,7 @@ import anyio
 import pytest
 from storage_backends import unique
 
+from dataset_files import in_version_log
 from litstream import StreamingDataLoader, StreamingDataset, astream, optimize
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def _location(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> tupl
     optimize(
         fn=sample, inputs=range(N), output_dir=local, chunk_size=7, num_workers=1, verbose=False, chunk_format="pytree"
     )
-    files = {p.name: p.read_bytes() for p in local.iterdir()}
+    files = {p.name: p.read_bytes() for p in local.iterdir() if not in_version_log(p.name)}  # the data files
     if name == "gcs":
         gcs: GCSServer = request.getfixturevalue("gcs_server")
         for key, data in files.items():

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from dataset_files import without_version_log
 from litstream import ConfigurationError, OutputNotEmptyError, StreamingDataset, WorkerError, optimize
 from litstream.write._checkpoint import CommitTracker, WorkerCheckpoint
 
@@ -210,7 +211,7 @@ def test_kill_9_then_resume_local(tmp_path: Path, victim: str) -> None:
     ds = StreamingDataset(out)
     assert_resumed_exactly_once(calls, list(ds))
     assert [ds[i]["i"] for i in (0, 35, 71)] == [0, 11, 23]
-    assert sorted(p.name for p in out.iterdir()) == sorted(
+    assert sorted(without_version_log(p.name for p in out.iterdir())) == sorted(
         ["index.json", *(f"chunk-{r}-{n}.bin" for r in range(2) for n in range(9))]
     )
 
@@ -254,7 +255,10 @@ def test_kill_9_then_resume_s3(tmp_path: Path, victim: str, s3_server: S3Server)
     samples = list(StreamingDataset(url, storage_options=options))
     assert_resumed_exactly_once(calls, samples)
     keys = sorted(
-        o["Key"][len(prefix) + 1 :] for o in client.list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix)["Contents"]
+        without_version_log(
+            o["Key"][len(prefix) + 1 :]
+            for o in client.list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix)["Contents"]
+        )
     )
     assert keys == sorted(["index.json", *(f"chunk-{r}-{n}.bin" for r in range(2) for n in range(9))])
 
@@ -317,4 +321,7 @@ def test_append_with_checkpoints_resumes_after_a_failure(tmp_path: Path) -> None
     assert (state["inputs_done"], state["next_chunk_index"]) == (2, 4)
     optimize(lambda i: 100 + i, range(6), tmp_path, chunk_size=2, num_workers=1, mode="append", use_checkpoint=True)
     assert list(StreamingDataset(tmp_path)) == [0, 1, 2, 3, 4, 100, 101, 102, 103, 104, 105]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [*(f"chunk-0-{n}.bin" for n in range(6)), "index.json"]
+    assert sorted(without_version_log(p.name for p in tmp_path.iterdir())) == [
+        *(f"chunk-0-{n}.bin" for n in range(6)),
+        "index.json",
+    ]

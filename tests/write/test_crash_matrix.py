@@ -173,7 +173,6 @@ def _run_node(target: Target, mode: str | None, node: int, point: str | None) ->
     return subprocess.run(command, env=env, start_new_session=True, capture_output=True, timeout=180)
 
 
-
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fresh", "overwrite", "append"])
 @pytest.mark.parametrize(("victim", "point", "committed"), NODE_POINTS, ids=[f"node{v}-{p}" for v, p, _ in NODE_POINTS])

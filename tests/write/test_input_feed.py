@@ -21,6 +21,7 @@ import cloudpickle
 import pytest
 
 from clean_process import run_clean
+from dataset_files import without_version_log
 from litstream import WorkerError, optimize
 from litstream.write._args import plan_inputs
 from litstream.write.run._feed import END
@@ -139,7 +140,8 @@ def test_an_input_that_cannot_be_pickled_stops_the_run_naming_it(tmp_path: Path)
 
 
 def _written(root: Path) -> dict[str, Any]:
-    files = {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.name != "index.json"}
+    names = without_version_log(p.name for p in sorted(root.iterdir()))
+    files = {name: (root / name).read_bytes() for name in names if name != "index.json"}
     index = json.loads((root / "index.json").read_text())
     return {"files": files, "chunks": index["chunks"], "config": index["config"]}
 

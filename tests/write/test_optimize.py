@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from obstore.store import MemoryStore
 
+from dataset_files import without_version_log
 from litstream import (
     ChunkWriter,
     ConfigurationError,
@@ -51,7 +52,9 @@ def test_optimize_single_worker_round_trip(tmp_path: Path) -> None:
     assert index["config"]["data_format"] == ["int"]
     assert float(index["updated_at"]) > 0
     assert list(StreamingDataset(tmp_path)) == list(range(23))
-    assert sorted(os.listdir(tmp_path)) == sorted(["index.json", *(f"chunk-0-{k}.bin" for k in range(5))])
+    assert sorted(without_version_log(os.listdir(tmp_path))) == sorted(
+        ["index.json", *(f"chunk-0-{k}.bin" for k in range(5))]
+    )
 
 
 def gen_first_two(i: int) -> Iterator[dict[str, Any]]:
@@ -255,10 +258,14 @@ async def test_chunk_writer_on_an_obstore_memory_store(anyio_backend: str, obsto
         "chunk-3-1.bin",
         "chunk-3-2.bin",
     ]
-    # A dataset without index.json but with partials is read by merging them in memory.
-    from litstream import astream
+    # A dataset without index.json but with partials is no committed dataset; version="partial" reads it by
+    # merging them in memory, with a warning.
+    from litstream import DatasetNotFoundError, astream
 
-    assert [s["name"] async for s in astream(store)] == ["s0", "s1", "s2", "s3", "s4"]
+    with pytest.raises(DatasetNotFoundError, match=r"partial indexes \(3\.index\.json\) but never committed"):
+        [s async for s in astream(store)]
+    with pytest.warns(UserWarning, match=r"serving the partial indexes of an uncommitted run \(1 files\)"):
+        assert [s["name"] async for s in astream(store, version="partial")] == ["s0", "s1", "s2", "s3", "s4"]
 
 
 @pytest.mark.anyio

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from dataset_files import without_version_log
 from litstream import ConfigurationError, FormatError, OutputNotEmptyError, StreamingDataset, optimize
 from litstream.write.run._inputs import ALL_DONE, assign_inputs, pack_by_weight
 
@@ -115,8 +116,11 @@ def test_overwrite_replaces_the_dataset_and_its_sidecars(tmp_path: Path) -> None
     (tmp_path / "README.txt").write_text("mine")
     optimize(int, range(3), tmp_path, chunk_size=2, num_workers=1, mode="overwrite", verbose=False)
     assert list(StreamingDataset(tmp_path)) == [0, 1, 2]
-    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
-    assert left == ["README.txt", "chunk-0-0.bin", "chunk-0-1.bin", "index.json", "keys"]
+    # The new version's chunks are numbered after the old ones, which retention keeps for now (24 h).
+    assert _chunks(tmp_path) == ["chunk-0-3.bin", "chunk-0-4.bin"]
+    old = [f"chunk-{rank}-{n}.bin" for rank in range(2) for n in range(3)]
+    left = sorted(without_version_log(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")))
+    assert left == sorted(["README.txt", *old, "chunk-0-3.bin", "chunk-0-4.bin", "index.json", "keys"])
 
 
 def test_append_with_several_workers_continues_each_ranks_numbering(tmp_path: Path) -> None:
@@ -138,7 +142,11 @@ def test_append_with_another_format_is_refused_and_keeps_the_dataset(tmp_path: P
     with pytest.raises(FormatError, match=r"the config in 0\.index\.json differs from the one in index\.json"):
         optimize(str, range(3), tmp_path, chunk_size=2, num_workers=1, mode="append", verbose=False)
     assert (tmp_path / "index.json").read_text() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["chunk-0-0.bin", "chunk-0-1.bin", "index.json"]
+    assert sorted(without_version_log(p.name for p in tmp_path.iterdir())) == [
+        "chunk-0-0.bin",
+        "chunk-0-1.bin",
+        "index.json",
+    ]
     assert list(StreamingDataset(tmp_path)) == [0, 1, 2]
 
 

@@ -14,6 +14,7 @@ import anyio
 import pytest
 from write_targets import TARGETS, Target, make_target
 
+from dataset_files import without_version_log
 from litstream import AsyncUploader, complete_dataset
 
 if TYPE_CHECKING:
@@ -87,5 +88,7 @@ def test_sigkill_after_a_flush_keeps_exactly_the_committed_samples(target: Targe
 
     anyio.run(resume)
     index = json.loads(target.read("index.json"))
-    assert index["chunks"][-1]["filename"] == "chunk-0-5.bin"
+    # The next writer removed the killed process's uncommitted chunks first, then numbered its own after the rest.
+    assert index["chunks"][-1]["filename"] == "chunk-0-3.bin"
+    assert without_version_log(target.files()) == [*(f"chunk-0-{n}.bin" for n in range(4)), "index.json"]
     assert [s["i"] for s in target.dataset()] == [*range(10), 100]

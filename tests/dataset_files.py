@@ -1,0 +1,30 @@
+"""What a test that lists a dataset's files compares: every name but the version log's.
+
+Every commit writes a version log under ``.litstream/`` in the output (``.litstream/versions/{n}.json`` and
+``{n}.index.json``, see ``litstream.format._version_log``). Tests that assert the exact files a writer left
+(chunks, ``index.json``, sidecars) list the output through :func:`without_version_log`, which drops that
+folder and everything under it and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from litstream.format._version_log import LOG_DIR
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["LOG_DIR", "in_version_log", "without_version_log"]
+
+
+def in_version_log(name: str | os.PathLike[str]) -> bool:
+    """Whether ``name`` (a file name, a path relative to the dataset, or a store key) is the version log's
+    folder or under it."""
+    return os.fspath(name).replace(os.sep, "/").split("/", 1)[0] == LOG_DIR
+
+
+def without_version_log(names: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """``names`` (as strings, in their order) less :func:`in_version_log`'s."""
+    return [os.fspath(n) for n in names if not in_version_log(n)]
