@@ -217,6 +217,8 @@ async def test_cancelling_the_block_keeps_the_last_commit(target: Target) -> Non
     assert scope.cancelled_caught
     assert target.read("index.json") == committed
     assert await read_all(target) == list(range(6))
+    # the chunks of samples 6..19 that were uploaded but never committed are removed as the block ends
+    assert without_version_log(target.files()) == ["chunk-0-0.bin", "chunk-0-1.bin", "index.json"]
 
 
 async def test_a_cancelled_add_loses_no_other_sample(tmp_path: Path) -> None:
