@@ -116,7 +116,7 @@ def test_dataset_update_of_a_missing_or_unkeyed_dataset(tmp_path: Path) -> None:
 
 
 def test_encrypted_dataset_read_without_a_key(tmp_path: Path) -> None:
-    out = str(tmp_path / "enc")
+    out = str(tmp_path / "enc-litdata")  # LitData leaves a chunk open here (the ResourceWarning filter)
     encryption = litstream.FernetEncryption("pw", level="sample")
     litstream.optimize(
         fn=_sample, inputs=[1, 2], output_dir=out, chunk_size=2, num_workers=1, encryption=encryption, verbose=False
