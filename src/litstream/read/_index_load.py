@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from .._core._bridge import run_sync
 from .._core._errors import DatasetNotFoundError, ObjectNotFoundError
 from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
 from ..format._version_log import index_digest
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ..storage._store import Store
     from ._versions import VersionRef
 
-__all__ = ["load_index", "load_local_index", "load_versioned_index"]
+__all__ = ["load_index", "load_local_index", "load_versioned_index", "read_index_bytes"]
 
 
 async def load_index(store: Store, ref: VersionRef | None = None) -> Index:
@@ -50,8 +51,7 @@ async def load_versioned_index(store: Store, ref: VersionRef | None = None) -> t
         try:
             path = local_path(store, INDEX_FILENAME)
             if path is not None:  # one small local file: read on the loop, no thread hop
-                with mapped_errors("get", str(path)):
-                    raw = read_regular(path)  # a regular file inside the dataset, never a FIFO
+                raw = read_index_bytes(store)
             else:
                 raw = await store.get(INDEX_FILENAME)
         except ObjectNotFoundError:
@@ -68,6 +68,19 @@ async def load_versioned_index(store: Store, ref: VersionRef | None = None) -> t
     else:
         raw, record = await anyio.to_thread.run_sync(log.resolve, ref)
     return read_index(raw, f"{store.url} version {record.number}"), record.digest
+
+
+def read_index_bytes(store: Store) -> bytes:
+    """``index.json``'s bytes, read now from this thread (a local file in place, else one GET on a fresh loop).
+
+    Raises:
+        ObjectNotFoundError: there is none.
+    """
+    path = local_path(store, INDEX_FILENAME)
+    if path is None:
+        return run_sync(store.get, INDEX_FILENAME)
+    with mapped_errors("get", str(path)):
+        return read_regular(path)  # a regular file inside the dataset, never a FIFO
 
 
 async def _partial_names(store: Store) -> list[str]:

@@ -20,19 +20,20 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .._core._errors import ConfigurationError
+from .._core._errors import ConfigurationError, ObjectNotFoundError
 from ..format._encrypted import check_reader_encryption
 from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._version_log import index_digest
 from ..format.arrow._parquet import ParquetLoader
 from ._args import check_read_args, check_read_loader
+from ._index_load import read_index_bytes
 from ._item_window import item_shuffle_window_value
 from ._location import plan_cache_bytes, resolve_location
 from ._params import check_read_params
 from ._source import DatasetSource
 from ._transform import Transform, check_transforms, compose
 from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
-from ._versions import VersionLog, VersionRef, check_version
+from ._versions import VersionRef, check_version
 from .plan._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from .plan._compose import MemberSpec
 from .plan._pieces import ReadPlanArgs, ShuffleMode
@@ -256,10 +257,11 @@ class ReadSpec:
         """
         if self.version is not None or self.index_path is not None or self.hub is not None:
             return self
-        head = VersionLog(self.store).head()
-        if head is None:
+        try:
+            raw = read_index_bytes(self.store)
+        except ObjectNotFoundError:
             return self  # the workers report the missing dataset, naming an interrupted run if there was one
-        return dataclasses.replace(self, version=VersionRef(digest=index_digest(head[0])))
+        return dataclasses.replace(self, version=VersionRef(digest=index_digest(raw)))
 
     def pinned(self, source: DatasetSource) -> ReadSpec:
         """This spec pinned to the version ``source`` opened (itself when nothing is to pin): other processes of
