@@ -18,6 +18,7 @@ import pytest
 
 import litstream
 from clean_process import run_clean
+from dataset_files import without_version_log
 from litstream import ConfigurationError, DatasetNotFoundError, FernetEncryption
 from peer import require_peer
 
@@ -77,7 +78,9 @@ def test_both_caches_write_the_same_chunks_and_read_each_other(
     assert chunk_table(ours) == chunk_table(theirs)
     assert sum(n for _, n in chunk_table(ours)) == N
     assert sorted(os.path.basename(p) for p in written) == sorted(name for name, _ in chunk_table(ours))
-    assert sorted(os.listdir(ours)) == sorted(os.listdir(theirs))  # no partial index left on either side
+    # no partial index left on either side; ours also holds the version log of its commit
+    assert sorted(without_version_log(os.listdir(ours))) == sorted(os.listdir(theirs))
+    assert [v.number for v in litstream.list_versions(ours)] == [1]
 
     # LitData decompresses local chunks in place when it reads them: it reads copies.
     for path in (ours, theirs):  # each Cache reads both datasets
