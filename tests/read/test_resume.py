@@ -24,6 +24,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
+from litstream.format._version_log import index_digest
 from litstream.read.plan._pieces import ChunkWindow, ReadPlanArgs, plan_pieces
 from litstream.read.plan._plan import ChunkSlice
 from litstream.read.plan._resume import (
@@ -619,6 +620,7 @@ def test_state_dict_format(ints_100: Path) -> None:
         "rank": 0,
         "worker_samples_yielded": [12],
         "resume_levels": [],
+        "dataset_version": index_digest((ints_100 / "index.json").read_bytes()),  # the version it was saved on
     }
     json.dumps(state)  # plain values only
 

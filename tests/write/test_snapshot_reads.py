@@ -157,7 +157,7 @@ def test_a_pinned_version_removed_by_retention_is_named(tmp_path: Path) -> None:
     assert report.expired == [1]
     assert report.kept == [2]
     fresh = pickle.loads(pickle.dumps(ds))  # what a spawned worker of the old reader gets, opened now
-    with pytest.raises(VersionNotFoundError, match="the version this reader opened first"):
+    with pytest.raises(VersionNotFoundError, match="the version this reader or checkpoint pinned"):
         len(fresh)
 
 
@@ -172,3 +172,33 @@ def test_partial_indexes_are_served_only_on_request(tmp_path: Path) -> None:
         served = list(StreamingDataset(location, version="partial"))
     assert served == FIRST
     assert any("partial indexes of an uncommitted run" in str(w.message) for w in caught)
+
+
+def test_a_checkpoint_resumes_on_the_version_it_was_saved_on(tmp_path: Path) -> None:
+    location = str(tmp_path / "dataset")
+    target = Target("local", location, None, litstream.LocalFileStore(location))
+    _write(target, FIRST, None)
+    loader = StreamingDataLoader(StreamingDataset(location, shuffle=True), batch_size=4)
+    it = iter(loader)
+    seen = _flat([next(it) for _ in range(3)])
+    state = loader.state_dict()
+    it.close()
+    latest = _five_commits(target)
+    first_version = StreamingDataset(location, version=1)
+    len(first_version)
+    assert first_version._spec.version is not None
+    assert state["dataset"]["dataset_version"] == first_version._spec.version.digest
+    resumed = StreamingDataLoader(StreamingDataset(location, shuffle=True), batch_size=4)
+    resumed.load_state_dict(state)
+    rest = _flat(list(resumed))
+    assert sorted(seen + rest) == FIRST  # the rest of the epoch, on the version it was saved on, each sample once
+    assert sorted(_flat(list(resumed))) == FIRST  # and the dataset stays on that version
+    assert sorted(_flat(list(StreamingDataLoader(StreamingDataset(location), batch_size=4)))) == sorted(latest)
+
+    litstream.collect_garbage(location, grace=0)  # the saved-on version is retired
+    retired = StreamingDataLoader(StreamingDataset(location, shuffle=True), batch_size=4)
+    with pytest.raises(VersionNotFoundError, match="the version this reader or checkpoint pinned"):
+        retired.load_state_dict(state)
+    bad = {**state, "dataset": {**state["dataset"], "dataset_version": "v1"}}
+    with pytest.raises(ConfigurationError, match="checkpoint has dataset_version='v1'"):
+        StreamingDataLoader(StreamingDataset(location, shuffle=True), batch_size=4).load_state_dict(bad)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._core._distributed import detect_distributed, in_worker
 from .._core._errors import ConfigurationError
 from ._shuffler import make_shuffler
+from ._versions import VERSION_KEY, check_version_digest
 from .plan._checkpoint import DatasetCheckpoint
 from .plan._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .plan._plan import items_per_rank, worker_plan
@@ -270,6 +271,9 @@ def state_config(face: Member) -> dict[str, Any]:
     config["cache_dir_path"] = None if settings is None else settings.cache_dir
     config["num_canonical_nodes"] = face.num_canonical_nodes or saved.get("num_canonical_nodes")
     config["initial_num_nodes"] = saved.get("initial_num_nodes") or max(face._distributed().num_nodes, 1)
+    face._get_source()  # opened, so its version is pinned: a resume serves the same one (docs/versions.md)
+    pin = face._spec.version
+    config[VERSION_KEY] = None if pin is None else pin.digest
     return config
 
 
@@ -325,6 +329,7 @@ def load_state(face: Member, state: Mapping[str, Any]) -> None:
     Raises:
         ConfigurationError: as ``StreamingDataset.load_state_dict``.
     """
+    _resume_version(face, state.get(VERSION_KEY))
     if is_litdata_state(state):  # saved by LitData: see read._litdata_state
         state = from_litdata_state(state, dataset_config(face), layout=lambda: layout(face))
     elif state.get("shuffle") in (True, "full") and "item_shuffle_window" not in state:
@@ -340,6 +345,17 @@ def load_state(face: Member, state: Mapping[str, Any]) -> None:
     face._resume_state = dict(state)
     face._resume = None
     face.current_epoch = max(int(state.get("current_epoch", 1)), 1)
+
+
+def _resume_version(face: Member, saved: object) -> None:
+    """Pin ``face`` to the dataset version a checkpoint was saved on (``None``: saved without one, e.g. by
+    LitData); an opened dataset of another version is opened again on the checkpoint's."""
+    if saved is None:
+        return
+    ref = check_version_digest(saved, "dataset_version")
+    current = face._spec.version
+    if current is None or current.digest != ref.digest:
+        face._replace_spec(version=ref)
 
 
 def clear_resume(face: Member) -> None:

@@ -12,6 +12,7 @@ The calls are synchronous (small objects, a few requests): async code runs them 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from ..storage._store import Store
     from ..storage._versioned import VersionedObjects
 
-__all__ = ["PARTIAL", "VersionLog", "VersionRef", "check_version"]
+__all__ = ["PARTIAL", "VERSION_KEY", "VersionLog", "VersionRef", "check_version", "check_version_digest"]
 
 PARTIAL = "partial"
 """``version="partial"``: serve an interrupted run's partial indexes, merged (an explicit opt-in)."""
@@ -64,7 +65,7 @@ class VersionRef:
         if self.at is not None:
             return f"the version that was the latest at {_iso(self.at)}"
         if self.digest is not None:
-            return f"the version this reader opened first (index digest {self.digest})"
+            return f"the version this reader or checkpoint pinned (index digest {self.digest})"
         return "the partial indexes" if self.partial else "the latest version"
 
 
@@ -101,6 +102,26 @@ def check_version(version: object) -> VersionRef | None:
         "`litstream versions PATH`), an aware datetime (the version that was the latest then), or 'partial' "
         "(an interrupted run's partial indexes, never a committed version)"
     )
+
+
+VERSION_KEY = "dataset_version"
+"""The key of a checkpoint recording the version (index digest) it was saved on."""
+
+_DIGEST_TEXT = re.compile(r"^xxh3_128:[0-9a-f]{32}$")
+
+
+def check_version_digest(value: object, what: str) -> VersionRef:
+    """A checkpoint's recorded version as a :class:`VersionRef`.
+
+    Raises:
+        ConfigurationError: not a digest litstream records (names ``what`` and the value).
+    """
+    if not isinstance(value, str) or _DIGEST_TEXT.match(value) is None:
+        raise ConfigurationError(
+            f"checkpoint has {what}={value!r:.80}, which is not a dataset version litstream records "
+            "('xxh3_128:<32 hex digits>'); pass the state_dict() litstream saved, unchanged"
+        )
+    return VersionRef(digest=value)
 
 
 class VersionLog:
