@@ -1,7 +1,8 @@
 """Snapshot reads: a reader serves exactly the version it opened, across overwrites and appends by others.
 
-Every face (``StreamingDataset``, ``ds[i]``, ``StreamingDataLoader`` with fork / spawn workers, ``astream`` on
-asyncio and trio, ``CombinedStreamingDataset``) opens a dataset, reads part of an epoch, then three overwrites
+Every face (``StreamingDataset``, ``ds[i]``, ``StreamingDataLoader`` with fork / forkserver / spawn and persistent
+workers, ``astream`` on asyncio and trio, ``CombinedStreamingDataset``, ``ParallelStreamingDataset``, a token
+dataset) opens a dataset, reads part of an epoch, then three overwrites
 and two appends are committed by another writer; the reader finishes its epoch, and a second epoch (new worker
 processes, which open the dataset again) still serves exactly the version it opened. Local and S3. Then the
 version log: time travel by number and by time, the latest version, and clear errors.
@@ -16,6 +17,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import numpy as np
 import pytest
 from write_targets import TARGETS, Target, make_target
 
@@ -24,6 +26,7 @@ from litstream import (
     CombinedStreamingDataset,
     ConfigurationError,
     DatasetNotFoundError,
+    ParallelStreamingDataset,
     StreamingDataLoader,
     StreamingDataset,
     VersionNotFoundError,
@@ -72,12 +75,16 @@ def test_a_dataset_finishes_its_epoch_and_keeps_its_version(backend: str, reques
 
 
 @pytest.mark.forks
-@pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_loader_workers_serve_the_version_the_loader_opened(context: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("context", "persistent"), [("fork", False), ("forkserver", False), ("spawn", False), ("fork", True)]
+)
+def test_loader_workers_serve_the_version_the_loader_opened(context: str, persistent: bool, tmp_path: Path) -> None:
     location = str(tmp_path / "dataset")
     litstream.optimize(int, FIRST, location, chunk_size=4, num_workers=1, verbose=False)
     ds = StreamingDataset(location, shuffle=True, seed=7)
-    loader = StreamingDataLoader(ds, batch_size=3, num_workers=2, multiprocessing_context=context)
+    loader = StreamingDataLoader(
+        ds, batch_size=3, num_workers=2, multiprocessing_context=context, persistent_workers=persistent
+    )
     it = iter(loader)
     first = [next(it) for _ in range(2)]
     target = Target("local", location, None, litstream.LocalFileStore(location))
@@ -117,6 +124,41 @@ def test_combined_members_keep_their_versions(tmp_path: Path) -> None:
     _five_commits(Target("local", a, None, litstream.LocalFileStore(a)))
     litstream.optimize(int, [9], b, chunk_size=4, num_workers=1, mode="overwrite", verbose=False)
     assert sorted(head + list(it)) == sorted(FIRST + list(range(500, 510)))
+
+
+def test_parallel_members_keep_their_versions(tmp_path: Path) -> None:
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    litstream.optimize(int, FIRST, a, chunk_size=4, num_workers=1, verbose=False)
+    litstream.optimize(int, list(range(500, 530)), b, chunk_size=4, num_workers=1, verbose=False)
+    parallel = ParallelStreamingDataset([StreamingDataset(a), StreamingDataset(b)])
+    it = iter(parallel)
+    head = [next(it) for _ in range(4)]
+    _five_commits(Target("local", a, None, litstream.LocalFileStore(a)))
+    litstream.optimize(int, [9], b, chunk_size=4, num_workers=1, mode="overwrite", verbose=False)
+    assert [tuple(pair) for pair in head + list(it)] == list(zip(FIRST, range(500, 530), strict=True))
+
+
+def _tokens(i: int) -> Any:
+    return np.arange(i * 100, i * 100 + 8, dtype=np.int64)
+
+
+def test_a_token_dataset_keeps_its_version(tmp_path: Path) -> None:
+    location = str(tmp_path / "tokens")
+    litstream.optimize(
+        _tokens, list(range(6)), location, chunk_size=16, item_loader=litstream.TokensLoader(), num_workers=1,
+        verbose=False,
+    )  # fmt: skip
+    ds = StreamingDataset(location, item_loader=litstream.TokensLoader(4))
+    it = iter(ds)
+    first = next(it).tolist()
+    litstream.optimize(
+        _tokens, list(range(50, 53)), location, chunk_size=16, item_loader=litstream.TokensLoader(),
+        num_workers=1, mode="overwrite", verbose=False,
+    )  # fmt: skip
+    blocks = [first, *(b.tolist() for b in it)]
+    assert [t for block in blocks for t in block] == [t for i in range(6) for t in _tokens(i).tolist()]
+    latest = StreamingDataset(location, item_loader=litstream.TokensLoader(4))
+    assert [t for b in latest for t in b.tolist()] == [t for i in range(50, 53) for t in _tokens(i).tolist()]
 
 
 def test_time_travel_by_number_and_time(tmp_path: Path) -> None:
