@@ -244,3 +244,22 @@ def test_a_checkpoint_resumes_on_the_version_it_was_saved_on(tmp_path: Path) -> 
     bad = {**state, "dataset": {**state["dataset"], "dataset_version": "v1"}}
     with pytest.raises(ConfigurationError, match="checkpoint has dataset_version='v1'"):
         StreamingDataLoader(StreamingDataset(location, shuffle=True), batch_size=4).load_state_dict(bad)
+
+
+def test_keyed_lookup_on_an_older_version_is_refused_not_wrong(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    location = str(tmp_path / "keyed")
+    litstream.optimize(int, FIRST, location, chunk_size=4, num_workers=1, key_fn=lambda s: s, verbose=False)
+    old = StreamingDataset(location)
+    assert old.get_by_key(7) == 7
+    fresh = StreamingDataset(location)
+    assert len(fresh) == len(FIRST)  # opened (pinned) before the overwrite, no shard loaded yet
+    litstream.optimize(
+        lambda i: i + 1000, list(range(40)), location, chunk_size=4, num_workers=1, key_fn=lambda s: s - 1000,
+        mode="overwrite", verbose=False,
+    )  # fmt: skip
+    assert old.get_by_key(7) == 7  # its shard was loaded with its version: still right
+    with pytest.raises(litstream.KeyNotFoundError, match="serves an older version of the dataset"):
+        fresh.get_by_key(7)  # would be sample 1007's position in the new version
+    assert list(fresh)[:3] == [0, 1, 2]  # positions still serve its own version
+    assert StreamingDataset(location).get_by_key(7) == 1007

@@ -27,6 +27,8 @@ from ..format._keys import (
     shard_name,
     sorted_table,
 )
+from ..format._version_log import index_digest
+from ._index_load import read_index_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,6 +43,24 @@ __all__ = ["KeyReader", "read_by_keys"]
 
 _CONCURRENT_READS = 16
 """Item reads of one ``get_by_keys`` call in flight at once."""
+
+
+async def _check_latest(source: DatasetSource) -> None:
+    """The ``keys/`` sidecar is not versioned (docs/versions.md): it maps keys to the positions of the latest
+    version only, so a reader pinned to an older version refuses a keyed lookup rather than serve the sample at
+    the same position of another version."""
+    if source.digest is None:
+        return  # partial indexes or an index kept apart: no version to compare
+    try:
+        raw = await anyio.to_thread.run_sync(read_index_bytes, source.store)
+    except ObjectNotFoundError:
+        return
+    if index_digest(raw) != source.digest:
+        raise KeyNotFoundError(
+            f"{source.store.url}: this reader serves an older version of the dataset (a newer one was committed "
+            "since it opened it); the keys/ sidecar maps keys to the latest version's samples only, so looking a "
+            "key up here could return another sample. Open the dataset again for keyed lookups"
+        )
 
 
 class KeyReader:
@@ -84,6 +104,7 @@ class KeyReader:
                     "or build_keys_index(input_dir, key_fn)"
                 ) from None
             self._names, self._shards, shard, name = [LEGACY_KEYS_NAME], {}, 0, LEGACY_KEYS_NAME
+        await _check_latest(source)  # after the read: a writer replaces the sidecar before it commits
         where = f"{source.store.url}/{name}"
         keys, indices, _ = decode_key_table(raw, source=where, num_items=source.index.num_items)
         table = self._shards[shard] = sorted_table(keys, indices, source=where)
