@@ -15,8 +15,9 @@ from litstream.format._version_log import LOG_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from pathlib import Path
 
-__all__ = ["LOG_DIR", "in_version_log", "without_version_log"]
+__all__ = ["LOG_DIR", "data_files", "in_version_log", "without_version_log"]
 
 
 def in_version_log(name: str | os.PathLike[str]) -> bool:
@@ -28,3 +29,10 @@ def in_version_log(name: str | os.PathLike[str]) -> bool:
 def without_version_log(names: Iterable[str | os.PathLike[str]]) -> list[str]:
     """``names`` (as strings, in their order) less :func:`in_version_log`'s."""
     return [os.fspath(n) for n in names if not in_version_log(n)]
+
+
+def data_files(directory: Path) -> list[Path]:
+    """The files at the top of a local dataset ``directory`` (``index.json``, chunks, sidecar files), sorted:
+    what a test copies to serve the dataset elsewhere (a Hub folder, a bucket). The version log stays behind, as
+    LitData's files are all a reader needs."""
+    return sorted(p for p in directory.iterdir() if not in_version_log(p.name) and p.is_file())

@@ -107,7 +107,9 @@ def _prepare(cfg: dict[str, Any]) -> tuple[list[str], dict[str, Any] | None]:
             continue
         folder = Path(cfg["hub_root"]) / "static" / cfg["prefix"] / name
         folder.mkdir(parents=True)
-        for path in local.iterdir():
+        from dataset_files import data_files  # beside this script (on sys.path when run)
+
+        for path in data_files(local):
             (folder / path.name).write_bytes(path.read_bytes())
         urls.append(f"{cfg['hub_url']}/static/{cfg['prefix']}/{name}")
     return urls, s3_options if source == "s3" else None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import litstream
+from dataset_files import without_version_log
 from peer import require_peer
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def test_two_nodes_write_one_dataset_that_litdata_reads(
 
     client = boto3.client("s3", **options)
     listed = client.list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix + "/")["Contents"]
-    keys = sorted(o["Key"][len(prefix) + 1 :] for o in listed)
+    keys = sorted(without_version_log(o["Key"][len(prefix) + 1 :] for o in listed))
     # 30 inputs over 2 global ranks, 15 each in chunks of 4; the node partials are merged and removed.
     expected_chunks = [f"chunk-{r}-{n}.bin" for r in range(2) for n in range(4)]
     assert keys == sorted(["index.json", *expected_chunks])

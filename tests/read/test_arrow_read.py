@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import litstream
+from dataset_files import data_files
 from litstream import FormatError
 from litstream.format.arrow._write import pack_arrow_chunk
 
@@ -115,7 +116,7 @@ def test_unknown_pytree_format_with_types_still_reads_arrow(tmp_path: Path, arro
     litstream lacks must not stop the Arrow rows from being read (it would for a plain chunk)."""
     out = tmp_path / "copy"
     out.mkdir()
-    for path in arrow_dir.iterdir():
+    for path in data_files(arrow_dir):
         (out / path.name).write_bytes(path.read_bytes())
     index = json.loads((out / "index.json").read_text())
     index["config"]["data_format"] = ["made_up_serializer"] * len(index["config"]["data_format"])

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
+from dataset_files import data_files
 from hostile import write_dataset
 from litstream.format._chunk import pack_chunk
 from litstream.storage._resolver import store_for
@@ -92,7 +93,7 @@ def test_an_s3_claim_is_refused_naming_the_chunk(
     store = store_for(url, s3_server.options())
 
     async def upload() -> None:
-        for file in sorted((tmp_path / "ds").iterdir()):
+        for file in data_files(tmp_path / "ds"):
             await store.put(file.name, file.read_bytes())
 
     anyio.run(upload)

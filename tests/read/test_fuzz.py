@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dataset_files import data_files
 from hostile import write_dataset
 from litstream import FormatError, LitstreamError, StreamingDataset, astream
 from litstream.format._compression import compress, decompress
@@ -208,7 +209,7 @@ def _mutate(data: st.DataObject, original: dict[str, Any]) -> str:
 def _copy_of(source: Path, root: str) -> Path:
     target = Path(root) / "ds"
     target.mkdir()
-    for file in source.iterdir():
+    for file in data_files(source):
         os.link(file, target / file.name)
     return target
 

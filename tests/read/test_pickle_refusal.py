@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 import litstream
+from dataset_files import data_files
 from hostile import Marker, write_dataset
 from litstream import (
     CombinedStreamingDataset,
@@ -161,7 +162,7 @@ def test_hub_datasets_refuse_pickle_by_default(marked: tuple[Path, Path], tmp_pa
 
 def _check_hub(ds: Path, marker: Path, hub_server: Any) -> None:
     target = hub_server.dataset_dir("org/pickled")
-    for file in ds.iterdir():
+    for file in data_files(ds):
         (target / file.name).write_bytes(file.read_bytes())
     url = "hf://datasets/org/pickled"
     options = {"endpoint": hub_server.url}

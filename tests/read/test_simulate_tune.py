@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 import litstream
+from dataset_files import data_files
 from litstream._cli._main import main
 from litstream._core._bridge import run_sync
 from litstream._sim import _calibrate
@@ -213,7 +214,7 @@ def test_cli_init_run_tune_s3(s3_server: Any, obstore_in_process: None, tmp_path
 def test_cli_init_run_tune_hf(dataset: str, tmp_path: Path) -> None:
     with hub_http_server(tmp_path / "hub") as hub:
         target = hub.dataset_dir("org/simtune")
-        for file in Path(dataset).iterdir():
+        for file in data_files(Path(dataset)):
             (target / file.name).write_bytes(file.read_bytes())
         result = _cli_round("hf://datasets/org/simtune", tmp_path, {"endpoint": hub.url})
     assert result["config"]["dataset"] == "hf://datasets/org/simtune"

@@ -15,6 +15,7 @@ import anyio
 import pytest
 from obstore.store import MemoryStore
 
+from dataset_files import data_files
 from hostile import opened_files, outside, write_dataset
 from litstream import (
     CombinedStreamingDataset,
@@ -94,7 +95,7 @@ def test_local_read_paths_refuse_names_outside_the_dataset(tmp_path: Path, name:
 def _memory_dataset(tmp_path: Path, name: str) -> ObstoreStore:
     ds, target = _hostile(tmp_path, name)
     memory = MemoryStore()
-    for file in ds.iterdir():
+    for file in data_files(ds):
         memory.put(file.name, file.read_bytes())
     memory.put("outside.bin", target.read_bytes())  # a valid chunk beside the dataset's prefix
     return ObstoreStore(memory, url="mem://bucket/ds")  # not memory://: read through the chunk cache

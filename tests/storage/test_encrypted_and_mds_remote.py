@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from storage_backends import unique
 
+from dataset_files import data_files
 from litstream import EncryptionError, FernetEncryption, StreamingDataset, astream, optimize
 from litstream.storage._resolver import store_for
 from peer import require_installed
@@ -64,7 +65,7 @@ def test_mds_directory_on_s3(s3_server: S3Server, tmp_path: Path) -> None:
     store = store_for(url, s3_server.options())
 
     async def upload() -> None:
-        for path in sorted(local.iterdir()):
+        for path in data_files(local):
             await store.put(path.name, path.read_bytes())
 
     anyio.run(upload)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from test_transfer import ScriptedStore
 
+from dataset_files import data_files
 from litstream import StorageError, StreamingDataset, debugger, optimize
 from litstream.read._decode import work_batches
 from litstream.read._engine import ChunkWork, produce_chunks
@@ -64,7 +65,7 @@ class HoldingStore(ScriptedStore):
 def one_chunk(tmp_path: Path) -> dict[str, bytes]:
     out = tmp_path / "data"
     optimize(_sample, list(range(200)), str(out), chunk_bytes="2MB", num_workers=1, verbose=False)
-    objects = {p.name: p.read_bytes() for p in out.iterdir()}
+    objects = {p.name: p.read_bytes() for p in data_files(out)}
     assert sum(name.startswith("chunk-") for name in objects) == 1
     return objects
 

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from test_transfer import ScriptedStore
 
+from dataset_files import data_files
 from litstream import optimize
 from litstream.read._decode import work_batches
 from litstream.read._engine import ChunkWork, produce_chunks
@@ -49,7 +50,7 @@ def _sample(i: int) -> dict[str, Any]:
 def one_chunk(tmp_path: Path) -> dict[str, bytes]:
     out = tmp_path / "data"
     optimize(_sample, list(range(200)), str(out), chunk_bytes="2MB", num_workers=1, verbose=False)
-    return {p.name: p.read_bytes() for p in out.iterdir()}
+    return {p.name: p.read_bytes() for p in data_files(out)}
 
 
 class CancellingStore(ScriptedStore):

@@ -119,7 +119,6 @@ litstream.optimize(int, list(range(24)), sys.argv[1], chunk_size=4, num_workers=
 @pytest.mark.slow
 def test_nodes_with_key_fn_start_in_any_order(tmp_path: Path) -> None:
     """Node 1 (the last) writes its share and keys first; node 0 starts after that and is not refused."""
-    pytest.importorskip("pyarrow")
     out = tmp_path / "ds"
     env = {**os.environ, "DATA_OPTIMIZER_NUM_NODES": "2", "DATA_OPTIMIZER_TIMEOUT": "120"}
     last = subprocess.Popen(

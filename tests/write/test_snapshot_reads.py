@@ -247,7 +247,6 @@ def test_a_checkpoint_resumes_on_the_version_it_was_saved_on(tmp_path: Path) -> 
 
 
 def test_keyed_lookup_on_an_older_version_is_refused_not_wrong(tmp_path: Path) -> None:
-    pytest.importorskip("pyarrow")
     location = str(tmp_path / "keyed")
     litstream.optimize(int, FIRST, location, chunk_size=4, num_workers=1, key_fn=lambda s: s, verbose=False)
     old = StreamingDataset(location)
