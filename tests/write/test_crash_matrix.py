@@ -95,15 +95,20 @@ def _dead_run_files(target: Target, expected: list[int]) -> list[str]:
     ]  # fmt: skip
 
 
+_CASES = [
+    pytest.param(backend, point, committed, id=f"{backend}-{point}")
+    for backend in TARGETS
+    for point, committed, where in POINTS
+    if backend in where  # a point that only a local file system step reaches is not run on S3
+]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fresh", "overwrite", "append"])
-@pytest.mark.parametrize(("point", "committed", "where"), POINTS, ids=[p[0] for p in POINTS])
-@pytest.mark.parametrize("backend", TARGETS)
+@pytest.mark.parametrize(("backend", "point", "committed"), _CASES)
 def test_a_killed_optimize_leaves_exactly_one_committed_version(
-    backend: str, point: str, committed: bool, where: tuple[str, ...], mode: str, request: Any, tmp_path: Path
+    backend: str, point: str, committed: bool, mode: str, request: Any, tmp_path: Path
 ) -> None:
-    if backend not in where:
-        pytest.skip(f"{point} is a local file system step")
     target = make_target(backend, request, tmp_path)
     given = None if mode == "fresh" else mode
     if mode != "fresh":
