@@ -262,3 +262,24 @@ def test_keyed_lookup_on_an_older_version_is_refused_not_wrong(tmp_path: Path) -
         fresh.get_by_key(7)  # would be sample 1007's position in the new version
     assert list(fresh)[:3] == [0, 1, 2]  # positions still serve its own version
     assert StreamingDataset(location).get_by_key(7) == 1007
+
+
+def test_a_combined_checkpoint_resumes_each_member_on_its_version(tmp_path: Path) -> None:
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    litstream.optimize(int, FIRST, a, chunk_size=4, num_workers=1, verbose=False)
+    litstream.optimize(int, list(range(500, 510)), b, chunk_size=4, num_workers=1, verbose=False)
+
+    def combined() -> CombinedStreamingDataset:
+        return CombinedStreamingDataset([StreamingDataset(a), StreamingDataset(b)], iterate_over_all=True, seed=3)
+
+    loader = StreamingDataLoader(combined(), batch_size=4)
+    it = iter(loader)
+    seen = _flat([next(it) for _ in range(3)])
+    state = loader.state_dict()
+    it.close()
+    _five_commits(Target("local", a, None, litstream.LocalFileStore(a)))
+    litstream.optimize(int, [9], b, chunk_size=4, num_workers=1, mode="overwrite", verbose=False)
+    resumed = StreamingDataLoader(combined(), batch_size=4)
+    resumed.load_state_dict(state)
+    rest = _flat(list(resumed))
+    assert sorted(seen + rest) == sorted(FIRST + list(range(500, 510)))  # each member's saved-on version, once

@@ -9,16 +9,19 @@ The wrappers keep their counters and the loaded checkpoint; these functions driv
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
+from ._dataset_state import resume_version
+from ._versions import VERSION_KEY
 from .plan._checkpoint import CompositeCheckpoint, CycleCarry
 from .plan._compose_resume import CompositePlan, check_composite_state, resolve_composite
 from .plan._resume_types import Level, Topology
 from .plan._session_compose import composite_checkpoint
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from ._face import Composite
 
@@ -120,6 +123,10 @@ def load_composite_state(face: Composite, state: Mapping[str, Any]) -> None:
             ``seed``, ``shuffle``, input, ...). With ``force_override_state_dict=True`` a
             settings mismatch only warns and the current settings win.
     """
+    for i, member in enumerate(face._datasets):  # first: the weights and checks below count the saved-on versions
+        saved = state.get(str(i))
+        if isinstance(saved, Mapping):
+            resume_version(member, saved.get(VERSION_KEY))
     composite = checked_state(face, state)
     face._resume_state = dict(composite)
     face._resume = None

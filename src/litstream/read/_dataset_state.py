@@ -53,6 +53,7 @@ __all__ = [
     "resume_position",
     "selected",
     "set_loader_prefetch",
+    "resume_version",
     "state_config",
     "subset",
     "worker_lengths",
@@ -329,7 +330,7 @@ def load_state(face: Member, state: Mapping[str, Any]) -> None:
     Raises:
         ConfigurationError: as ``StreamingDataset.load_state_dict``.
     """
-    _resume_version(face, state.get(VERSION_KEY))
+    resume_version(face, state.get(VERSION_KEY))
     if is_litdata_state(state):  # saved by LitData: see read._litdata_state
         state = from_litdata_state(state, dataset_config(face), layout=lambda: layout(face))
     elif state.get("shuffle") in (True, "full") and "item_shuffle_window" not in state:
@@ -347,7 +348,7 @@ def load_state(face: Member, state: Mapping[str, Any]) -> None:
     face.current_epoch = max(int(state.get("current_epoch", 1)), 1)
 
 
-def _resume_version(face: Member, saved: object) -> None:
+def resume_version(face: Member, saved: object) -> None:
     """Pin ``face`` to the dataset version a checkpoint was saved on (``None``: saved without one, e.g. by
     LitData); an opened dataset of another version is opened again on the checkpoint's."""
     if saved is None:
