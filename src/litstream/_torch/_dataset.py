@@ -14,7 +14,8 @@ from ..read import _dataset_state as engine
 from ..read import _pump as pump
 from ..read._memory import check_max_memory
 from ..read._params import check_read_params
-from ..read._spec import Loader, ReadSpec, SpecAttribute
+from ..read._spec import Loader, ReadSpec
+from ..read._spec_attribute import SpecAttribute
 from ..read._transform import apply as apply_transforms
 from ..read._transform import transforms as transforms_of
 from ..read.plan._window import DEFAULT_SHUFFLE_WINDOW

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError, ObjectNotFoundError
 from ..format._encrypted import check_reader_encryption
@@ -54,9 +54,7 @@ if TYPE_CHECKING:
     from .plan._pieces import Piece
     from .plan._session import StreamPosition
 
-__all__ = ["Loader", "ReadSpec", "SpecAttribute"]
-
-T = TypeVar("T")
+__all__ = ["Loader", "ReadSpec"]
 
 Loader = PyTreeLoader | TokensLoader | ParquetLoader
 """The item loaders a reader accepts."""
@@ -378,29 +376,3 @@ class ReadSpec:
             select=select or self.select,
             max_pre_download=self.max_pre_download if max_pre_download is None else max_pre_download,
         )
-
-
-class SpecAttribute(Generic[T]):
-    """A facade attribute kept in its ``_spec`` (``ds.seed`` is ``ds._spec.seed``); setting it replaces the spec."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> SpecAttribute[T]: ...
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> T: ...
-    def __get__(self, obj: object, owner: type | None = None) -> T | SpecAttribute[T]:
-        if obj is None:
-            return self
-        spec = obj.__dict__.get("_spec")
-        if spec is None:
-            raise AttributeError(f"{type(obj).__name__} has no {self.name} before its __init__ ran")
-        value: T = getattr(spec, self.name)
-        return value
-
-    def __set__(self, obj: object, value: T) -> None:
-        spec = obj.__dict__.get("_spec")
-        if spec is None:  # a subclass setting it before calling __init__, which sets it again
-            return
-        obj.__dict__["_spec"] = dataclasses.replace(spec, **{self.name: value})

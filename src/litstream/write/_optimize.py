@@ -40,19 +40,19 @@ from ._args import (
     pickle_fn,
     plan_inputs,
 )
-from ._checkpoint import RunConfig, clear_checkpoints, inputs_digest
+from ._checkpoint import RunConfig, inputs_digest
 from ._chunk_pack import check_chunking
-from ._gc import referenced_files
-from ._keys import check_append_keys, discard_rank_keys, keys_hook
-from ._output import Prepared, prepare_output
+from ._keys import check_append_keys, keys_hook
+from ._output import prepare_output
 from ._params import check_write_params
 from ._readers import with_reader
+from ._run_end import discard_run, finish_run
 from ._summary import summarize
 from ._untrusted import marking_hook, reader_sources
 from ._writer_lock import WriterLock
 from .run._inputs import Picked, split_inputs
 from .run._jobs import build_jobs
-from .run._nodes import finish_node, merge_nodes, sweep_orphans
+from .run._nodes import finish_node
 from .run._runner import run_jobs
 
 if TYPE_CHECKING:
@@ -65,8 +65,6 @@ if TYPE_CHECKING:
     from ..storage._resolver import Dir
     from ..storage._store import Store
     from ._summary import RunSummary
-    from .run._env import OptimizerEnv
-    from .run._nodes import BeforeIndex
 
 __all__ = ["optimize", "split_inputs"]
 
@@ -358,9 +356,11 @@ def optimize(
             )
         except BaseException as exc:
             if not use_checkpoint and not isinstance(exc, OutputLockedError):  # never delete another run's files
-                run_sync(_discard, store, assignment.global_ranks, prepared)
+                run_sync(discard_run, store, assignment.global_ranks, prepared)
             raise
-        run_sync(_finish, store, assignment.global_ranks, plan.env, prepared, use_checkpoint, before_index, lock, base)
+        run_sync(
+            finish_run, store, assignment.global_ranks, plan.env, prepared, use_checkpoint, before_index, lock, base
+        )
         done = True
     finally:
         if not done or env.num_nodes == 1:
@@ -378,33 +378,3 @@ def optimize(
             flush=True,
         )
     return summary
-
-
-async def _discard(store: Store, ranks: list[int], prepared: Prepared) -> None:
-    """Remove this run's chunks and partials after a failure; never a file that a kept version references."""
-    keep = {c.filename for c in prepared.existing.chunks} if prepared.existing is not None else set()
-    log = VersionLog(store)
-    keep |= await anyio.to_thread.run_sync(lambda: referenced_files(log, log.numbers()))
-    await sweep_orphans(store, ranks, keep)
-    await discard_rank_keys(store, ranks)
-
-
-async def _finish(
-    store: Store,
-    ranks: list[int],
-    env: OptimizerEnv,
-    prepared: Prepared,
-    checkpoints: bool,
-    before_index: BeforeIndex | None,
-    lock: WriterLock,
-    base: str | None,
-) -> None:
-    if checkpoints:
-        await clear_checkpoints(store, None if env.num_nodes == 1 else env.node_rank, ranks)
-    if env.num_nodes > 1 and env.is_last_node:
-        await merge_nodes(
-            store, env, prepared.existing, before_index=before_index, commit=lock.acommit_index, base=base
-        )
-        # Every node of this job is done and holds its lease until release_run: no file that no version references
-        # can be in use now, so what earlier runs of any node left goes (a node re-run cannot tell on its own).
-        await anyio.to_thread.run_sync(lock.sweep)
