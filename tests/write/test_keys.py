@@ -23,9 +23,11 @@ from litstream import (
     KeyNotFoundError,
     OutputNotEmptyError,
     StreamingDataset,
+    VersionNotFoundError,
     WorkerError,
     build_keys_index,
     dataset_update,
+    list_versions,
     merge_datasets,
     optimize,
     train_test_split,
@@ -389,6 +391,10 @@ def test_dataset_update_of_a_compressed_checksummed_dataset(tmp_path: Path) -> N
     names = [c["filename"] for c in index["chunks"]]
     assert sum("-u" in n for n in names) == 1
     assert sorted(p.name for p in tmp_path.glob("chunk-*")) == sorted(names)  # the replaced file is gone
+    versions = list_versions(tmp_path)  # and with it every version that named it: none is left half readable
+    assert [(v.number, v.operation, v.latest) for v in versions] == [(2, "dataset_update", True)]
+    with pytest.raises(VersionNotFoundError, match="version 1"):
+        len(StreamingDataset(tmp_path, version=1))
     ds = StreamingDataset(tmp_path)
     assert_same(ds["id-8"], new)
     assert [s["id"] for s in ds] == [StreamingDataset(tmp_path)[i]["id"] for i in range(9)]

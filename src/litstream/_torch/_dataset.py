@@ -105,8 +105,9 @@ class StreamingDataset(IterableDataset[Any]):
             shrink until every buffer fits (docs/storage.md).
         version: The committed version read (docs/versions.md): ``None`` (default) the latest; an int, that version
             number (``litstream versions PATH`` lists them); an aware ``datetime``, the version that was the latest
-            then; ``"partial"``, an interrupted run's partial indexes (never a committed version; warns). Whichever
-            it is, the version first opened is pinned: every worker and epoch serves it, whatever is committed since.
+            then; ``"partial"``, an interrupted run's partial indexes (never a committed version; warns). ``None`` pins
+            the latest when the dataset is constructed: every worker (of any start method) and every epoch serves
+            that version, whatever is committed since.
 
     Raises:
         ConfigurationError: a bad argument, at construction (a ``ValueError``, as in LitData).
@@ -160,6 +161,7 @@ class StreamingDataset(IterableDataset[Any]):
             item_shuffle_window=item_shuffle_window, allow_pickle=allow_pickle, cache_chunks=cache_chunks,
             version=version,
         )  # fmt: skip
+        self._spec = self._spec.pin_now()  # the version committed now: every worker serves it, whatever comes next
         check_cache_size(max_cache_size)  # warn under 25 GB, as LitData does
         self.current_epoch, self.batch_size, self.num_workers = 1, 1, 1
         self._loader_prefetch = 0  # batches a DataLoader worker builds ahead, set by StreamingDataLoader

@@ -7,7 +7,8 @@ written whole under a new name, ``chunk-{rank}-{n}-u{token}[.{compression}].bin`
 at the new chunks: that put is the commit. A crash before it leaves the old dataset (plus unlisted new
 chunk files, which no reader looks at), after it the new one; never a mix. The replaced chunk files are
 kept by default, so a reader that opened the dataset before the update still reads its old, consistent
-view; ``delete_replaced=True`` removes them after the commit.
+view, and expire with the dataset's retention like every superseded version's files (``docs/versions.md``);
+``delete_replaced=True`` retires every earlier version at the commit and removes the files only they named.
 
 One writer at a time: a commit holds the dataset's writer lease (``write/_writer_lock.py``), as ``optimize``
 does, and replaces ``index.json`` only while the lease is its own and ``index.json`` is the version it read;
@@ -39,6 +40,7 @@ from ..format._compression import compress, decompress
 from ..format._index import INDEX_FILENAME, ChunkInfo, Index
 from ..format._keys import KEYS_DIR, normalize_key
 from ..format._loaders import SampleDecoder, SampleEncoder
+from ..format._version_log import Retention
 from ..format.arrow._chunk import ArrowChunk, read_chunk_view
 from ..format.arrow._write import ArrowEncoder, pack_arrow_chunk
 from ..storage._files import local_path
@@ -271,17 +273,16 @@ class DatasetUpdate:
                 await store.put(name, payload)
                 chunks[position] = replace(old, filename=name, chunk_bytes=size, extra=extra)
             new_index = replace(index, chunks=tuple(chunks)).stamped()
-            # the commit point: only while the lease is ours and index.json is the version read above
-            await lock.acommit_index(new_index.to_json().encode())
+            # the commit point: only while the lease is ours and index.json is the version read above;
+            # delete_replaced retires every earlier version at once, so no version names a removed file
+            retire = Retention(keep=1, grace=0.0) if self._delete_replaced else None
+            await lock.acommit_index(new_index.to_json().encode(), retire)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 for name in written:
                     with contextlib.suppress(ObjectNotFoundError):
                         await store.delete(name)
             raise
-        if self._delete_replaced:
-            for position in by_chunk:
-                await store.delete(index.chunks[position].filename)
 
 
 def dataset_update(
@@ -306,8 +307,10 @@ def dataset_update(
         updates: litstream's shortcut: ``{key: sample}`` staged and committed at once.
         storage_options: Credentials for object stores.
         serializers: Extra serializers by registry key (for samples that need them).
-        delete_replaced: Delete the replaced chunk files after the commit. Default ``False``: they stay, so
-            readers that opened the dataset before keep reading a consistent old view (delete them later).
+        delete_replaced: Retire every earlier version at the commit (retention ``keep=1, grace=0`` for this
+            commit) and delete the files only they named, the replaced chunks among them. Default ``False``:
+            they stay for the dataset's retention, so readers that opened the dataset before keep reading a
+            consistent old view and ``version=`` still opens them.
 
     Returns:
         The session (already committed when ``updates`` was given).

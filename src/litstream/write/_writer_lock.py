@@ -64,6 +64,7 @@ from ._lease_holder import Holder, machine, start_time
 if TYPE_CHECKING:
     from collections.abc import Collection
 
+    from ..format._version_log import Retention
     from ..storage._store import Store
 
 __all__ = ["DEFAULT_TTL", "LOCK_PREFIX", "WriterLock", "is_lock_name", "lock_name", "set_lease_ttl"]
@@ -311,10 +312,14 @@ class WriterLock:
         self._index_version = self._objects.version(INDEX_FILENAME)
         self._index_noted = True
 
-    def commit_index(self, data: bytes) -> None:
+    def commit_index(self, data: bytes, retention: Retention | None = None) -> None:
         """Publish ``data`` as the new ``index.json`` and version of the output (``_commit.commit_version``) if
         the lease is still this run's and ``index.json`` is as the run found it; then expire what retention no
         longer keeps (``_gc.expire_versions``; a failure there is logged, the commit stands).
+
+        Args:
+            data: The new ``index.json``'s bytes.
+            retention: The retention applied after this commit. Default ``None``: the dataset's setting.
 
         Raises:
             OutputLockedError: the lease was lost, or ``index.json`` changed meanwhile; nothing was committed.
@@ -332,7 +337,7 @@ class WriterLock:
                 "samples are not in the dataset"
             ) from None
         try:
-            expire_versions(self._log)
+            expire_versions(self._log, retention)
         except Exception as exc:  # the version is committed; what retention removes waits for the next commit
             _LOG.warning("%s: committed, but removing expired versions failed: %s", self._url, exc)
 
@@ -350,9 +355,9 @@ class WriterLock:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self.release)
 
-    async def acommit_index(self, data: bytes) -> None:
+    async def acommit_index(self, data: bytes, retention: Retention | None = None) -> None:
         """:meth:`commit_index` from async code (in a worker thread, waited for even when cancelled)."""
-        await anyio.to_thread.run_sync(self.commit_index, data)
+        await anyio.to_thread.run_sync(self.commit_index, data, retention)
 
     def __enter__(self) -> WriterLock:
         return self
