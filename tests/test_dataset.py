@@ -184,7 +184,7 @@ def test_dataset_pickles_as_configuration(ints_1000: Path) -> None:
     ds = StreamingDataset(ints_1000, shuffle=True, seed=5)
     assert len(ds) == 1000  # loads the index in this process
     clone = pickle.loads(pickle.dumps(ds))
-    assert clone._source is None
+    assert clone._reader.opened is None
     assert list(clone) == list(ds)
 
 

@@ -196,19 +196,20 @@ def test_a_pickled_dataset_holds_the_spec_and_a_few_ints(datasets: dict[str, tup
     ds = _dataset(path, kwargs)
     ds.set_epoch(3)
     len(ds)  # opens the source in this process: it must not travel
-    state = ds.__getstate__()
-    assert isinstance(state["_spec"], ReadSpec)
+    assert set(ds.__getstate__()) == {"_reader"}  # the dataset holds its reader, nothing else
+    state = ds._reader.__getstate__()
+    assert isinstance(state["spec"], ReadSpec)
     assert set(state) == {
-        "_spec",  # what to read and how
-        "current_epoch", "batch_size", "num_workers", "_loader_prefetch", "max_memory",  # counters and budget
-        "num_canonical_nodes", "_force_override_state_dict",  # how a checkpoint is written and loaded
-        "_resume_state", "_parent_env",  # the loaded checkpoint; the rank of the process that starts workers
+        "spec",  # what to read and how
+        "current_epoch", "batch_size", "num_workers", "loader_prefetch", "max_memory",  # counters and budget
+        "num_canonical_nodes", "force_override_state_dict",  # how a checkpoint is written and loaded
+        "resume_state", "parent_env",  # the loaded checkpoint; the rank of the process that starts workers
     }  # fmt: skip
     blob = pickle.dumps(ds)
-    assert len(blob) < len(pickle.dumps(state["_spec"])) + 1024  # the spec, and a few small values besides
+    assert len(blob) < len(pickle.dumps(state["spec"])) + 1024  # the spec, and a few small values besides
     copy = pickle.loads(blob)
-    assert copy._source is None
-    assert copy._spec.config() == ds._spec.config()
+    assert copy._reader.opened is None
+    assert copy._reader.spec.config() == ds._reader.spec.config()
     assert copy.current_epoch == 3
     assert [_plain(s) for s in copy] == [_plain(s) for s in ds]
 

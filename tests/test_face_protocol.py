@@ -27,7 +27,7 @@ FACE_MODULES = (
     "_torch/_split.py",
     "_torch/_litdata_cache.py",
     "read/aio/_astream.py",
-    "read/_dataset_state.py",
+    "read/_reader.py",
     "read/_pump.py",
     "read/_transform.py",
 )
@@ -66,7 +66,7 @@ def _crossings(path: Path) -> dict[str, set[int]]:
 
 def test_the_protocols_declare_the_calls_between_faces() -> None:
     declared = _declared()
-    assert {"_read_spec", "_get_source", "_serve", "_resume_plan", "_clear_resume"} <= declared
+    assert {"_reader", "_open_reader", "_resume_plan", "_clear_resume"} <= declared
     undeclared = {
         f"{module}:{sorted(lines)[0]} ._{name.lstrip('_')}"
         for module in FACE_MODULES

@@ -4,8 +4,8 @@ Ranks are simulated with ``WORLD_SIZE``/``GLOBAL_RANK`` (read when iteration or 
 one loader per rank in sequence; one test runs two real ``torch.distributed`` (gloo) processes.
 
 DataLoader workers are simulated in-process where a grid would be too slow: the dataset is pickled
-(as torch hands a copy to each worker) and ``litstream.read._pump.detect_worker`` is patched to report
-worker ``w`` of ``K``; each worker's items are then batched as torch does for an ``IterableDataset``
+(as torch hands a copy to each worker) and torch's own worker info (what ``get_worker_info()`` returns in a
+worker) is set to worker ``w`` of ``K``; each worker's items are then batched as torch does for an ``IterableDataset``
 (``B`` at a time, a short batch at the end of each worker). ``test_simulated_workers_match_real_ones``
 checks that this simulation reproduces real workers item for item.
 
@@ -38,13 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
+import torch.utils.data._utils.worker as torch_worker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.utils.data import get_worker_info
 
-import litstream.read._pump as pump_module
 from litstream import StreamingDataLoader, StreamingDataset, optimize
-from litstream._core._distributed import WorkerEnv
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -178,7 +177,7 @@ def simulate_workers(loader: StreamingDataLoader, mp: pytest.MonkeyPatch, epoch:
     out = []
     for w in range(k):
         copy = pickle.loads(blob)
-        mp.setattr(pump_module, "detect_worker", lambda w=w: WorkerEnv(w, k))
+        mp.setattr(torch_worker, "_worker_info", torch_worker.WorkerInfo(id=w, num_workers=k, seed=w, dataset=copy))
         out.append([int(v) for v in copy])
     return out
 

@@ -97,7 +97,7 @@ def test_dataset_knobs_and_switches(tmp_path: Path) -> None:
 def test_item_shuffle_window_values_are_litdatas(tmp_path: Path, value: Any, window: int) -> None:
     """The values LitData 0.2.76 accepts, resolved to its block size (see read._assign)."""
     ds = litstream.StreamingDataset(_write(tmp_path / "ds"), shuffle=True, item_shuffle_window=value)
-    assert ds._spec.item_shuffle_window == window
+    assert ds._reader.spec.item_shuffle_window == window
     assert ds.state_dict(0, 1, 1)["item_shuffle_window"] == window
     assert sorted(s["x"] for s in ds) == list(range(6))
 

@@ -177,7 +177,7 @@ def test_the_automatic_choice_caches_only_what_the_cache_can_hold(
     url, options = s3_dataset
     cache = tmp_path / "cache"
     ds = _dataset(url, options, cache, None, max_cache_size=max_cache_size)
-    assert ds._spec.cache_chunks is None
+    assert ds._reader.spec.cache_chunks is None
     assert sorted(_key(s) for s in ds) == EXPECTED
     assert any(name.endswith(".bin") for name in _files(cache)) is cached
 
@@ -190,7 +190,7 @@ def test_chunks_arrive_in_ranged_gets_in_plan_order(
     with RequestCounter(options["endpoint_url"]) as counter:
         ds = _dataset(url, {**options, "endpoint_url": counter.url}, tmp_path / "cache", False, max_pre_download=4)
         assert [s["i"] for s in ds] == list(range(N))
-        assert ds._get_source().fetcher is not None
+        assert ds._reader.source().fetcher is not None
         assert counter.errors == []
     chunks = [r for r in counter.requests if r.path.rsplit("/", 1)[-1].startswith("chunk-") and r.method == "GET"]
     names = [r.path.rsplit("/", 1)[-1] for r in chunks]

@@ -86,7 +86,7 @@ def _dead_run_files(target: Target, expected: list[int]) -> list[str]:
         assert v.number is not None
         ds = StreamingDataset(target.location, storage_options=target.options, version=v.number)
         len(ds)
-        referenced |= {c.filename for c in ds._get_source().index.chunks}
+        referenced |= {c.filename for c in ds._reader.source().index.chunks}
     return [
         n
         for n in target.files()

@@ -379,7 +379,7 @@ def test_a_pickled_dataset_loads_its_own_key_shard(tmp_path: Path) -> None:
     ds = StreamingDataset(tmp_path)
     assert_same(ds["id-2"], sample(2))
     copy = pickle.loads(pickle.dumps(ds))
-    assert copy.__dict__.get("_key_reader") is not ds.__dict__["_key_reader"]
+    assert copy._reader._key_reader is not ds._reader._key_reader
     assert_same(copy["id-5"], sample(5))
 
 

@@ -249,8 +249,8 @@ def test_a_checkpoint_resumes_on_the_version_it_was_saved_on(tmp_path: Path) -> 
     latest = _five_commits(target)
     first_version = StreamingDataset(location, version=1)
     len(first_version)
-    assert first_version._spec.version is not None
-    assert state["dataset"]["dataset_version"] == first_version._spec.version.digest
+    assert first_version._reader.spec.version is not None
+    assert state["dataset"]["dataset_version"] == first_version._reader.spec.version.digest
     resumed = StreamingDataLoader(StreamingDataset(location, shuffle=True), batch_size=4)
     resumed.load_state_dict(state)
     rest = _flat(list(resumed))

@@ -117,11 +117,11 @@ Loader = litstream.StreamingDataLoader  # imports torch, as a training script ha
 if spec["kind"] == "open":  # what one read session does before its first chunk request, timed alone
     from litstream._core import _bridge
     from litstream._core._distributed import detect_worker
-    from litstream.read import _dataset_state as engine
     t1 = time.perf_counter()
-    ds._get_source()
-    engine.ensure_shuffler(ds)
-    engine.open_epoch(ds, detect_worker())
+    reader = ds._open_reader()
+    reader.source()
+    reader.ensure_shuffler()
+    reader.open_epoch(detect_worker())
     with _bridge.daemon_portal():
         pass
     print(json.dumps({"seconds": time.perf_counter() - t1, "workers_running": 0}))

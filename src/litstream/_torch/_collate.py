@@ -26,6 +26,7 @@ from torch.utils.data import default_collate, get_worker_info
 
 from ..format._batch_decode import ColumnBatch, rows_from_columns, rows_of
 from ..format.media._graph import Graph, is_pyg_data
+from ..read._pump import SHARED_ALLOC
 from ._loader_profile import after_batch
 
 if TYPE_CHECKING:
@@ -77,6 +78,9 @@ def shared_block(nbytes: int) -> np.ndarray[Any, Any]:
     storage = torch.UntypedStorage._new_shared(nbytes)  # type: ignore[no-untyped-call]
     tensor = torch.empty(0, dtype=torch.uint8).set_(storage)
     return tensor.numpy()
+
+
+SHARED_ALLOC[0] = shared_block  # where DataLoader workers decode arrays by default (read/_pump.py)
 
 
 def _leaf(values: Sequence[Any]) -> Any:

@@ -98,7 +98,7 @@ class CombinedStreamingDataset(CompositeDataset):
         if self._explicit_weights is not None:
             return self._explicit_weights
         if self._default_weights is None:
-            sizes = [len(d._get_source()) for d in self._datasets]
+            sizes = [len(d._reader.source()) for d in self._datasets]
             total = sum(sizes)
             self._default_weights = tuple(n / total if total else 1 / len(sizes) for n in sizes)
         return self._default_weights
@@ -120,7 +120,10 @@ class CombinedStreamingDataset(CompositeDataset):
         composer = self._composer()
         order = composer.order(streams, self.batch_size)
         pieces = member_pieces(composer, streams, count, self.batch_size)
-        members = [d._serve(p, portal, len(self._datasets)) for d, p in zip(self._datasets, pieces, strict=True)]
+        members = [
+            d._open_reader().samples(p, portal, len(self._datasets))
+            for d, p in zip(self._datasets, pieces, strict=True)
+        ]
         try:
             for member in order[count:]:
                 try:

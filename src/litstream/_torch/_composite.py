@@ -71,7 +71,7 @@ class CompositeDataset(IterableDataset[Any]):
                 raise ConfigurationError(
                     f"datasets[{i}] is a {type(d).__name__}; every dataset must be a StreamingDataset"
                 )
-            if d._spec.selection is not None or d.subsample != 1.0:
+            if d._reader.spec.selection is not None or d.subsample != 1.0:
                 raise ConfigurationError(
                     f"datasets[{i}] serves a selection (subsample, subset or train_test_split part); "
                     f"{type(self).__name__} mixes whole datasets only in this version: write the part out "
@@ -82,8 +82,8 @@ class CompositeDataset(IterableDataset[Any]):
         override = check_allow_pickle(allow_pickle)
         if override is not None:
             for d in datasets:  # one switch for every member (docs/security.md)
-                if d._spec.pickle_choice != override:
-                    d._replace_spec(allow_pickle=override, pickle_from_marker=False)
+                if d._reader.spec.pickle_choice != override:
+                    d._reader.replace_spec(allow_pickle=override, pickle_from_marker=False)
         self._datasets: list[Member] = list(datasets)
         self._force_override_state_dict = force_override_state_dict
         self.current_epoch = 1
@@ -136,7 +136,7 @@ class CompositeDataset(IterableDataset[Any]):
             d._pin_distributed()
 
     def _env(self) -> DistributedEnv:
-        env = self._datasets[0]._distributed()
+        env = self._datasets[0]._reader.distributed()
         if env.num_nodes > 1:
             raise ConfigurationError(
                 f"{type(self).__name__} does not support num_nodes={env.num_nodes} yet; run on one node (unset NNODES)"
@@ -170,7 +170,7 @@ class CompositeDataset(IterableDataset[Any]):
         return None if carry is None or not self._cycles() else carry.at(epoch, topology)
 
     def _members(self) -> tuple[MemberSpec, ...]:
-        return tuple(d._spec.member(d._get_source().chunk_sizes) for d in self._datasets)
+        return tuple(d._reader.spec.member(d._reader.source().chunk_sizes) for d in self._datasets)
 
     def _topology(self, num_workers: int, batch_size: int | None = None) -> Topology:
         return Topology(self._env().world_size, max(num_workers, 1), batch_size or self.batch_size)
@@ -305,7 +305,7 @@ class CompositeDataset(IterableDataset[Any]):
                 composer, epoch=chosen, rank=rank, worker=0, topology=topology, plan=plan, carry=carry
             )
             members = [  # each member read as its own spec says (loader, index, cache, ...), these pieces only
-                d._read_spec().stream(pieces=pieces, max_pre_download=max_pre_download)
+                d._open_reader().read_spec().stream(pieces=pieces, max_pre_download=max_pre_download)
                 for d, pieces in zip(
                     self._datasets, member_pieces(composer, session.streams, session.count, batch_size), strict=True
                 )

@@ -228,8 +228,8 @@ class StreamingDataLoader(DataLoader[Any]):
         if self._grouped:
             assert isinstance(dataset, StreamingDataset)
             assert self.batch_size is not None
-            if self.num_workers > 0 and _forks(self.multiprocessing_context) and not opens_remote(dataset._read_spec()):
-                dataset._get_source()  # opened once here (local files, no client), not again in every forked worker
+            if self.num_workers > 0 and _forks(self.multiprocessing_context) and not opens_remote(dataset._reader.spec):
+                dataset._reader.source()  # opened once here (local files, no client), not again in every forked worker
             collate = self.collate_fn
             columns = isinstance(collate, _TaggingCollate) and collate.collate is litdata_collate
             dataset._loader_group = (self.batch_size, columns)
@@ -372,7 +372,7 @@ class StreamingDataLoader(DataLoader[Any]):
         dataset: StreamingDataset | CompositeDataset = self.dataset  # type: ignore[assignment]
         if isinstance(dataset, CompositeDataset) and is_litdata_composite_state(state):  # see read._litdata_state
             members = [d._config() for d in dataset.datasets]
-            layouts = [d._litdata_layout for d in dataset.datasets]
+            layouts = [d._reader.layout for d in dataset.datasets]
             state = from_litdata_combined(
                 state, kind=dataset._kind, config=dataset._config(), members=members, layouts=layouts
             )

@@ -1,44 +1,40 @@
-"""``StreamingDataset``: the torch ``IterableDataset`` facade over the async read engine (``read/_pump.py``
-serves its batches, ``read/_dataset_state.py`` its plan and checkpoints). It pickles as configuration only.
+"""``StreamingDataset``: the torch ``IterableDataset`` facade over a :class:`~litstream.read._reader.DatasetReader`
+(which owns the read: spec, pinned version, source, checkpoint, shuffler). It pickles as configuration only.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.utils.data import IterableDataset
 
-from .._core._distributed import DistributedEnv, detect_distributed
-from ..read import _dataset_state as engine
-from ..read import _pump as pump
 from ..read._memory import check_max_memory
 from ..read._params import check_read_params
+from ..read._pump import SampleChain
+from ..read._reader import DatasetReader
 from ..read._spec import Loader, ReadSpec
 from ..read._spec_attribute import SpecAttribute
-from ..read._transform import apply as apply_transforms
-from ..read._transform import transforms as transforms_of
+from ..read._transform import check_transforms
 from ..read.plan._window import DEFAULT_SHUFFLE_WINDOW
 from ..storage._cache_dirs import check_cache_size
-from ._collate import loader_groups, shared_block
+from ._collate import loader_groups
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Generator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from datetime import datetime
-
-    from anyio.from_thread import BlockingPortal
 
     from ..format._encryption import Encryption
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
     from ..format.arrow._parquet import ParquetLoader
+    from ..read._limits import MaxMemory
     from ..read._memory import MemoryLimit
     from ..read._shuffler import Shuffle
-    from ..read._source import DatasetSource
     from ..read._transform import Transform
     from ..read.cache._source_cache import CacheSettings
-    from ..read.plan._pieces import Piece, ShuffleMode
+    from ..read.plan._pieces import ShuffleMode
     from ..read.plan._resume import ResumePlan
     from ..read.plan._resume_types import Level
     from ..storage._resolver import Dir
@@ -47,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["StreamingDataset"]
 
-_PROCESS_LOCAL = frozenset({"_source", "_resume", "_key_reader", "shuffler"})  # rebuilt in each process, never pickled
 D = TypeVar("D", bound="StreamingDataset")
 
 
@@ -151,9 +146,9 @@ class StreamingDataset(IterableDataset[Any]):
         check_read_params(session_options=session_options, force_override_state_dict=force_override_state_dict,
                           num_canonical_nodes=num_canonical_nodes, batch_decode=batch_decode,
                           window_direct_io=window_direct_io)  # fmt: skip
-        self.max_memory = check_max_memory(max_memory)
-        # Everything that decides what is read and in which order, checked once (read/_spec.py).
-        self._spec = ReadSpec.build(
+        # Everything that decides what is read and in which order, checked once (read/_spec.py), pinned to the
+        # version committed now: every worker serves it, whatever is committed next (docs/versions.md).
+        spec = ReadSpec.build(
             input_dir, shuffle=shuffle, seed=seed, drop_last=drop_last, max_pre_download=max_pre_download,
             transform=transform, serializers=serializers, item_loader=item_loader, shuffle_window=shuffle_window,
             storage_options=storage_options, cache_dir=cache_dir, max_cache_size=max_cache_size,
@@ -161,16 +156,66 @@ class StreamingDataset(IterableDataset[Any]):
             item_shuffle_window=item_shuffle_window, allow_pickle=allow_pickle, cache_chunks=cache_chunks,
             version=version,
         )  # fmt: skip
-        self._spec = self._spec.pin_now()  # the version committed now: every worker serves it, whatever comes next
+        self._reader = DatasetReader(
+            spec.pin_now(), max_memory=check_max_memory(max_memory),
+            force_override_state_dict=force_override_state_dict, num_canonical_nodes=num_canonical_nodes,
+        )  # fmt: skip
         check_cache_size(max_cache_size)  # warn under 25 GB, as LitData does
-        self.current_epoch, self.batch_size, self.num_workers = 1, 1, 1
-        self._loader_prefetch = 0  # batches a DataLoader worker builds ahead, set by StreamingDataLoader
-        self._force_override_state_dict = force_override_state_dict
-        self.num_canonical_nodes = num_canonical_nodes
-        self._resume_state: dict[str, Any] | None = None  # a loaded checkpoint, until its epoch ends
-        self._parent_env: DistributedEnv | None = None  # rank/world of the process that started the workers
-        self._source: DatasetSource | None = None  # per process: the opened dataset
-        self._resume: ResumePlan | None = None  # per process: _resume_state resolved for one rank and topology
+
+    def _open_reader(self) -> DatasetReader:
+        """The reader, with this dataset's transforms (a subclass's ``transform`` too) as they are now."""
+        reader = self._reader
+        reader.transforms = tuple(self.transforms)
+        return reader
+
+    # -- LitData's attributes, kept by the reader ----------------------------------------------------------
+    @property
+    def current_epoch(self) -> int:
+        """The 1-based epoch that drives the shuffle order."""
+        return self._reader.current_epoch
+
+    @current_epoch.setter
+    def current_epoch(self, value: int) -> None:
+        self._reader.current_epoch = value
+
+    @property
+    def batch_size(self) -> int:
+        """The loader's batch size (1 outside a loader)."""
+        return self._reader.batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: int) -> None:
+        self._reader.batch_size = value
+
+    @property
+    def num_workers(self) -> int:
+        """The loader's worker count (at least 1)."""
+        return self._reader.num_workers
+
+    @num_workers.setter
+    def num_workers(self, value: int) -> None:
+        self._reader.num_workers = value
+
+    @property
+    def shuffler(self) -> Shuffle | None:
+        """LitData's ``dataset.shuffler`` (``read/_shuffler.py``): ``None`` until the first ``len()`` or
+        iteration, then a ``NoShuffle`` / ``FullShuffle`` / ``WindowShuffle`` for this dataset's plan;
+        ``set_shuffle`` / ``set_drop_last`` (or assigning ``None``) reset it."""
+        return self._reader.shuffler
+
+    @shuffler.setter
+    def shuffler(self, value: Shuffle | None) -> None:
+        self._reader.shuffler = value
+
+    @property
+    def max_memory(self) -> MaxMemory:
+        """The checked ``max_memory``: what all readers of a loader may buffer."""
+        return self._reader.max_memory
+
+    @property
+    def num_canonical_nodes(self) -> int | None:
+        """LitData's first-run node count recorded in ``state_dict()``."""
+        return self._reader.num_canonical_nodes
 
     # -- the spec's values, as LitData's attributes ------------------------------------------------
     input_dir: SpecAttribute[Dir] = SpecAttribute("input_dir")
@@ -186,25 +231,19 @@ class StreamingDataset(IterableDataset[Any]):
     allow_pickle: SpecAttribute[bool] = SpecAttribute("allow_pickle")
     subsample: SpecAttribute[float] = SpecAttribute("subsample")
     _cache_settings: SpecAttribute[CacheSettings | None] = SpecAttribute("cache")  # None for a local dataset
-    # LitData's dataset.shuffler (read/_shuffler.py): None until the first len() or iteration, then a NoShuffle/
-    # FullShuffle/WindowShuffle for this dataset's plan; set_shuffle/set_drop_last (or assigning None) reset it.
-    shuffler: Shuffle | None = None
     _loader_group: tuple[int, bool] | None = None  # set by StreamingDataLoader while it starts, see __iter__
 
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:
         """Set the 1-based epoch that drives the shuffle order (ignored while a resume is pending)."""
-        if self._resume_state is None:
+        if self._reader.resume_state is None:
             self.current_epoch = current_epoch
 
-    def _replace_spec(self, **changes: Any) -> None:
-        self._spec, self._source = self._spec.replace(**changes), None
-
     def set_shuffle(self, shuffle: ShuffleMode) -> None:
-        engine.replace_order(self, shuffle=shuffle)
+        self._reader.replace_order(shuffle=shuffle)
 
     def set_drop_last(self, drop_last: bool) -> None:
-        engine.replace_order(self, drop_last=drop_last)
+        self._reader.replace_order(drop_last=drop_last)
 
     def set_batch_size(self, batch_size: int) -> None:
         self.batch_size = batch_size
@@ -212,37 +251,26 @@ class StreamingDataset(IterableDataset[Any]):
     def set_num_workers(self, num_workers: int) -> None:
         self.num_workers = num_workers or 1
 
-    def __getstate__(self) -> dict[str, Any]:
-        """The spec, the counters and the loaded checkpoint; nothing opened in this process."""
-        state = {k: v for k, v in self.__dict__.items() if k not in _PROCESS_LOCAL}
-        state["_parent_env"] = detect_distributed()  # a spawned worker may not see the process group
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _source=None, _resume=None)
-
-    # -- the opened dataset, topology and lengths ---------------------------------------------------
-    def _get_source(self) -> DatasetSource:
-        self._source = pump.face_source(self, self._source)
-        return self._source
-
+    # -- lengths ----------------------------------------------------------------------------------------------
     def get_len(self, num_workers: int, batch_size: int) -> int:
         """Items this rank serves per epoch with ``num_workers`` workers and ``batch_size``."""
-        engine.ensure_shuffler(self)
-        return engine.rank_length(self, num_workers, batch_size)
+        self._reader.ensure_shuffler()
+        return self._reader.rank_length(num_workers, batch_size)
 
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
         """Items each worker of this rank serves per epoch (index = worker id)."""
-        return engine.worker_lengths(self, num_workers, batch_size)
+        return self._reader.worker_lengths(num_workers, batch_size)
 
     def __len__(self) -> int:
         return self.get_len(self.num_workers, self.batch_size)
 
-    # -- random access and transforms (read/_pump.py, read/_dataset_state.py) -------------------------
+    # -- random access and transforms ----------------------------------------------------------------------------
     def __getitem__(self, index: int | slice | str) -> Any:
         """Sample ``index`` (0-based, index order; ``IndexError`` outside ``[-len, len)``), a list for a slice,
         or for a ``str`` the sample with that key (:meth:`get_by_key`)."""
-        return pump.get_item(self, index)
+        if isinstance(index, str):
+            return self.get_by_keys([index])[0]
+        return self._open_reader().get_item(index)
 
     def get_by_key(self, key: str | int) -> Any:
         """The sample whose ``key_fn`` value is ``key`` (``ds["id"]`` for ``str`` keys; ``ds[5]`` stays position 5),
@@ -252,54 +280,58 @@ class StreamingDataset(IterableDataset[Any]):
 
     def get_by_keys(self, keys: Sequence[str | int]) -> list[Any]:
         """The samples of ``keys``, in that order, in one call to the read engine (see :meth:`get_by_key`)."""
-        return pump.get_by_keys(self, keys)
+        return self._open_reader().get_by_keys(keys)
 
     @property
     def transforms(self) -> list[Callable[[Any], Any]]:
         """The callables applied to each sample, in order: ``transform=``, else a ``transform`` attribute
         (LitData's README subclasses define a ``transform`` method or set ``self.transform`` in ``__init__``)."""
-        return transforms_of(self)
+        given = self._reader.spec.transforms
+        if given:
+            return list(given)
+        own = getattr(self, "transform", None)
+        return [] if own is None else check_transforms(own)
 
     @transforms.setter
     def transforms(self, value: list[Callable[[Any], Any]]) -> None:
-        self._spec = dataclasses.replace(self._spec, transforms=tuple(value))
+        self._reader.replace_spec(transforms=tuple(check_transforms(value)))
 
-    _apply = apply_transforms
+    # -- iteration: one epoch of the reader ---------------------------------------------------------------------
+    def __iter__(self) -> SampleChain | Iterator[Any]:
+        group = self._loader_group  # read now: StreamingDataLoader sets it only while it starts its workers
+        batches = self._open_reader().epoch(None if group is None else group[1])
+        return SampleChain.over(batches) if group is None else loader_groups(batches, group[0])  # type: ignore[arg-type]
 
-    # -- iteration: the portal pump (read/_pump.py) -----------------------------------------------------
-    def __iter__(self) -> pump.SampleStream | Generator[Any, None, None]:
-        # _loader_group read now: StreamingDataLoader sets it only while it starts
-        return pump.iterate(self, self._loader_group, shared_block, loader_groups)
-
-    def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1) -> Generator[Any, None, None]:
-        """The samples of ``pieces``, fetched on ``portal``'s loop; also for the Combined / Parallel wrappers, which
-        share one portal per worker (``members``: the datasets a worker reads at once, sharing its memory budget)."""
-        return pump.face_samples(self, pieces, portal, members, shared_block)
-
-    # -- selection and checkpoints (read/_dataset_state.py) ---------------------------------------------
+    # -- selection and checkpoints --------------------------------------------------------------------------
     @property
     def cache(self) -> Cache:
         """LitData's ``ds.cache``: a :class:`~litstream.Cache` over the local directory this dataset reads."""
         from ._litdata_cache import dataset_cache
 
-        return dataset_cache(self._spec, self._get_source())
+        return dataset_cache(self._reader.spec, self._reader.source())
 
     @property
     def subsampled_files(self) -> list[str]:
         """The chunk files this dataset reads, in selection order (LitData's attribute): every chunk of
         ``index.json`` unless ``subsample``, ``subset()`` or a split selects fewer. Reads the index."""
-        return engine.chunk_names(self)
+        return self._reader.chunk_names()
 
     @property
     def region_of_interest(self) -> list[tuple[int, int]]:
         """``(start, end)`` items served of each of :attr:`subsampled_files` (LitData's attribute; end exclusive)."""
-        return engine.plan_inputs(self)[0]
+        return self._reader.plan_inputs()[0]
+
+    def _with_reader(self: D, reader: DatasetReader) -> D:
+        """A copy of this dataset reading with ``reader``."""
+        new = copy.copy(self)
+        new._reader = reader
+        return new
 
     def subset(self: D, indices: Sequence[int] | slice) -> D:
         """A copy of this dataset (same arguments, epoch 1) serving only ``indices`` (LitData's ``subset``): 0-based
         ``ds[i]`` positions in serving order, or a ``slice``; the copy is shuffled, sharded and resumable like any
         dataset. Raises ``ConfigurationError`` (a ``ValueError``) for an index outside ``[0, len)`` or not an int."""
-        return engine.subset(self, indices)
+        return self._with_reader(self._open_reader().subset(indices))
 
     def state_dict(
         self, num_samples_yielded: int, num_workers: int, batch_size: int, *, current_epoch: int | None = None,
@@ -308,8 +340,8 @@ class StreamingDataset(IterableDataset[Any]):
         """Checkpoint of this rank's position in the current epoch: LitData's keys plus three, plain values.
         :class:`StreamingDataLoader` fills every argument; by hand, the first three do (samples this rank delivered
         in the epoch, workers, batch size). ``read.plan._resume`` gives the meaning of every key and argument."""
-        return engine.dataset_state(self, num_samples_yielded, num_workers, batch_size, current_epoch,
-                                   worker_samples_yielded, resume_levels)  # fmt: skip
+        return self._reader.state(num_samples_yielded, num_workers, batch_size, current_epoch,
+                                  worker_samples_yielded, resume_levels)  # fmt: skip
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch. Another world
@@ -317,22 +349,26 @@ class StreamingDataset(IterableDataset[Any]):
         a checkpoint taken at an epoch's end starts the next epoch; a LitData 0.2.71-0.2.76 state resumes where
         LitData would (``read.plan._litdata_state``). Raises ``ConfigurationError`` for a checkpoint taken with another
         ``shuffle``, ``seed``, ``drop_last``, input or item loader, or whose counts its epoch cannot hold."""
-        engine.load_state(self, state)
+        self._reader.load_state(state)
 
-    # the Face / Member protocol's private calls (read/_face.py), each one engine function
-    _selected = engine.selected
-    _config = engine.dataset_config
-    _state_config = engine.state_config
-    _litdata_layout = engine.layout
-    _resume_plan = engine.resume_position
-    _clear_resume = engine.clear_resume
-    _read_spec = engine.read_spec
-    _set_loader_prefetch = engine.set_loader_prefetch
-    _pin_distributed = engine.pin_distributed
-    _distributed = engine.distributed
+    # -- the Face protocol (read/_face.py): what StreamingDataLoader calls, each one call on the reader -----------
+    def _config(self) -> dict[str, Any]:
+        return self._reader.config()
+
+    def _pin_distributed(self) -> None:
+        self._reader.pin_distributed()
+
+    def _resume_plan(self, num_workers: int) -> ResumePlan | None:
+        return self._reader.resume_position(num_workers)
+
+    def _clear_resume(self) -> None:
+        self._reader.clear_resume()
+
+    def _set_loader_prefetch(self, prefetch_factor: int) -> None:
+        self._reader.loader_prefetch = prefetch_factor
 
     def _epoch_served(self, epoch: int, own: Sequence[int], levels: Sequence[Level], num_workers: int) -> None:
         """A single dataset keeps nothing across epochs (a cycling Parallel does)."""
 
     def _fit_loader_prefetch(self, limit: MemoryLimit, num_workers: int) -> int | None:
-        return pump.face_prefetch(self, self._source, limit, num_workers)
+        return self._reader.fit_prefetch(limit, num_workers)

@@ -195,7 +195,10 @@ class ParallelStreamingDataset(CompositeDataset):
         else:
             steps = run_length(streams[0]) if streams else 0
             pieces = member_pieces(self._composer(), streams, count, where.topology.batch_size)
-            members = [d._serve(p, portal, len(self._datasets)) for d, p in zip(self._datasets, pieces, strict=True)]
+            members = [
+                d._open_reader().samples(p, portal, len(self._datasets))
+                for d, p in zip(self._datasets, pieces, strict=True)
+            ]
         finish = self._finisher(where, count)
         try:
             for _ in range(steps - count):
@@ -217,7 +220,7 @@ class ParallelStreamingDataset(CompositeDataset):
         d: Member, cycles: Iterator[list[Run]], portal: BlockingPortal, members: int
     ) -> Generator[Any, None, None]:
         for stream in cycles:
-            yield from d._serve(to_pieces(stream), portal, members)
+            yield from d._open_reader().samples(to_pieces(stream), portal, members)
 
     def astream(
         self,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._core._errors import ConfigurationError
-from ..read._dataset_state import restricted
 from ..read.plan._subset import Selection, check_splits, split_selection
 from ._dataset import StreamingDataset
 
@@ -54,6 +53,7 @@ def train_test_split(
         raise ConfigurationError(f"seed must be an int in [0, 2**32), got {seed!r}")
     if not isinstance(shuffle, bool):
         raise ConfigurationError(f"shuffle must be True or False, got {shuffle!r}")
-    base = streaming_dataset._selected() or Selection.full(streaming_dataset._get_source().chunk_sizes)
+    reader = streaming_dataset._open_reader()
+    base = reader.selected() or Selection.full(reader.source().chunk_sizes)
     parts = split_selection(base, fractions, seed=seed, shuffle=shuffle)
-    return [restricted(streaming_dataset, part) for part in parts]
+    return [streaming_dataset._with_reader(reader.restricted(part)) for part in parts]

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
-from ._dataset_state import resume_version
 from ._versions import VERSION_KEY
 from .plan._checkpoint import CompositeCheckpoint, CycleCarry
 from .plan._compose_resume import CompositePlan, check_composite_state, resolve_composite
@@ -42,7 +41,7 @@ def composite_state(
         face._composer(),
         kind=face._kind,
         config=face._config(),
-        members=[d._state_config() for d in face._datasets],
+        members=[d._reader.state_config() for d in face._datasets],
         epoch=epoch,
         rank=env.rank,
         topology=topology,
@@ -126,7 +125,7 @@ def load_composite_state(face: Composite, state: Mapping[str, Any]) -> None:
     for i, member in enumerate(face._datasets):  # first: the weights and checks below count the saved-on versions
         saved = state.get(str(i))
         if isinstance(saved, Mapping):
-            resume_version(member, saved.get(VERSION_KEY))
+            member._reader.resume_version(saved.get(VERSION_KEY))
     composite = checked_state(face, state)
     face._resume_state = dict(composite)
     face._resume = None

@@ -6,13 +6,15 @@
 
 * :class:`Face`: what ``StreamingDataLoader`` calls on the dataset it loads (a ``StreamingDataset`` or a
   Combined / Parallel wrapper): its position in the epoch and its checkpoint.
-* :class:`Member`: what the other faces call on a ``StreamingDataset``: its spec, its opened source, its
-  selection and the pump that serves given pieces on a shared portal.
+* :class:`Member`: what the other faces call on a ``StreamingDataset``: its
+  :class:`~litstream.read._reader.DatasetReader` (spec, pinned version, source, selection, the samples of given
+  pieces on a shared portal), nothing else.
 * :class:`Composite`: what ``read/_composite_state.py`` (the wrappers' checkpoints) calls on a Combined /
   Parallel wrapper.
 
-The engine modules that hold a face's logic (``read/_dataset_state.py``, ``read/_composite_state.py``) drive
-it through these protocols too; ``astream`` tells a dataset from a location with ``isinstance(x, Member)``.
+A ``StreamingDataset``'s logic is its reader's; the wrappers' checkpoints are ``read/_composite_state.py``'s,
+which drives them through :class:`Composite`; ``astream`` tells a dataset from a location with
+``isinstance(x, Member)``.
 """
 
 from __future__ import annotations
@@ -20,22 +22,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Sequence
-
-    from anyio.from_thread import BlockingPortal
+    from collections.abc import Sequence
 
     from .._core._distributed import DistributedEnv
-    from ._limits import MaxMemory
     from ._memory import MemoryLimit
-    from ._shuffler import Shuffle
-    from ._source import DatasetSource
-    from ._spec import ReadSpec
+    from ._reader import DatasetReader
     from .plan._checkpoint import CycleCarry
     from .plan._compose import Composer
     from .plan._compose_resume import CompositePlan
-    from .plan._pieces import Piece, ShuffleMode
+    from .plan._pieces import ShuffleMode
     from .plan._resume_types import Level, Topology
-    from .plan._subset import Selection
 
 __all__ = ["Composite", "Face", "Member", "ResumePosition"]
 
@@ -90,52 +86,17 @@ class Face(Protocol):
 
 @runtime_checkable
 class Member(Face, Protocol):
-    """What the other faces (and ``read/_dataset_state.py``) call on a ``StreamingDataset``."""
+    """What the other faces (and ``read/_composite_state.py``) call on a ``StreamingDataset``: its reader."""
 
-    _spec: ReadSpec
-    _resume_state: dict[str, Any] | None
-    _resume: Any
-    _force_override_state_dict: bool
-    num_canonical_nodes: int | None
-    batch_size: int
-    max_memory: MaxMemory
-    shuffler: Shuffle | None
+    _reader: DatasetReader  # the read's state and operations; its transforms as last set by the dataset
+
     _loader_group: tuple[int, bool] | None  # StreamingDataLoader's batch size and column batches, while it starts
-    _loader_prefetch: int  # batches a DataLoader worker builds ahead (0: not in a loader)
-    _parent_env: DistributedEnv | None  # rank and world size of the process that started the workers
 
-    @property
-    def transforms(self) -> list[Callable[[Any], Any]]:
-        """The callables applied to each sample, in order."""
+    def _open_reader(self) -> DatasetReader:
+        """The reader, with the dataset's transforms (a subclass's ``transform`` too) as they are now."""
 
-    def __getitem__(self, index: int | slice | str) -> Any: ...
-
-    def _read_spec(self) -> ReadSpec:
-        """The spec of what this dataset serves: its transforms (a subclass's too) and its selection."""
-
-    def _get_source(self) -> DatasetSource:
-        """The opened dataset (index, decoder) in this process."""
-
-    def _selected(self) -> Selection | None:
-        """The items served (subset, split or the resolved subsample), ``None`` for every item once."""
-
-    def _distributed(self) -> DistributedEnv:
-        """Rank and world size (in a DataLoader worker, those of the process that started it)."""
-
-    def _state_config(self) -> dict[str, Any]:
-        """``_config()`` plus the keys LitData writes into a dataset state."""
-
-    def _litdata_layout(self) -> tuple[Sequence[int], Sequence[tuple[int, int]] | None]:
-        """Chunk sizes and regions of what is served, as LitData's states count them."""
-
-    def _serve(self, pieces: Sequence[Piece], portal: BlockingPortal, members: int = 1) -> Generator[Any, None, None]:
-        """The samples of ``pieces``, fetched on ``portal``'s loop (``members``: readers sharing the memory)."""
-
-    def _replace_spec(self, **changes: Any) -> None:
-        """Replace the spec's ``changes`` (checked); the dataset is opened again in this process."""
-
-    def _apply(self, sample: Any) -> Any:
-        """``sample`` after this dataset's transforms."""
+    def _with_reader(self, reader: DatasetReader) -> Member:
+        """A copy of the dataset reading with ``reader`` (a subset or split of it)."""
 
 
 class Composite(Face, Protocol):

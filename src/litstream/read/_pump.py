@@ -1,10 +1,9 @@
-"""What a sync facade's pump needs from the engine: a local dataset opened without an event loop, the calls
-it makes on its portal (one chunk per call), and how deep a reader of a spec prefetches; and, driving a
-``StreamingDataset`` through the ``Member`` protocol (``read/_face.py``), its item access and its iteration."""
+"""What a sync reader's pump needs from the engine: a local dataset opened without an event loop, the calls
+it makes on its portal (one chunk per call), how deep a reader of a spec prefetches, and the decode batches
+of a worker's pieces (:func:`serve_batches`); ``read/_reader.py``'s ``DatasetReader`` drives it."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import sys
 from concurrent.futures import CancelledError
@@ -13,16 +12,12 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import sniffio
 
-from .._core import _bridge
-from .._core._distributed import detect_worker, in_worker
 from .._core._errors import LitstreamError, collapse_exception_group, raise_collapsed
 from ..format._index import INDEX_FILENAME
 from ..storage._files import local_path
-from . import _dataset_state as state
-from ._decode import work_batches, work_parts
-from ._engine import ChunkWork, produce_chunks, split_head
-from ._keys import KeyReader, read_by_keys
-from ._memory import REMOTE_MIN_PRE_DOWNLOAD, budget_for, fit_decoded_cache, reader_depth
+from ._decode import work_parts
+from ._engine import ChunkWork, produce_chunks
+from ._memory import REMOTE_MIN_PRE_DOWNLOAD, budget_for, reader_depth
 from ._source import DatasetSource
 from .plan._plan import ChunkSlice
 
@@ -36,7 +31,6 @@ if TYPE_CHECKING:
     from ..format._chunk import ChunkView
     from ..format._serializers import Serializer
     from ..storage._base import Store
-    from ._face import Member
     from ._memory import MemoryLimit
     from ._spec import ReadSpec
     from ._versions import VersionRef
@@ -46,17 +40,12 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
-    "SampleStream",
+    "SHARED_ALLOC",
     "WORKER_ALLOC",
+    "SampleChain",
     "close",
-    "face_batches",
-    "face_prefetch",
-    "face_samples",
-    "face_source",
-    "get_by_keys",
-    "get_item",
     "get_item_at",
-    "iterate",
+    "in_place",
     "loader_prefetch",
     "make_stream",
     "open_now",
@@ -64,9 +53,8 @@ __all__ = [
     "opens_remote",
     "receive",
     "serve_batches",
+    "worker_alloc",
 ]
-
-HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
 
 # Set in a DataLoader worker whose batches go through litstream._torch._slots (by the loader's worker_init_fn):
@@ -74,6 +62,15 @@ HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event lo
 # fresh shared memory, carry them to the main process; [1]: for column batches (no user code sees them
 # before they are packed), straight into the next slot where possible (_slots.SlotAlloc).
 WORKER_ALLOC: list[Callable[[int], Any] | None] = [None, None]
+# Where a DataLoader worker decodes arrays by default: torch's shared memory (``_torch/_collate.shared_block``,
+# registered when ``litstream._torch`` is imported: the only room that imports torch), so a batch is not copied
+# to be shared with the main process.
+SHARED_ALLOC: list[Callable[[int], Any] | None] = [None]
+
+
+def worker_alloc(columns: bool) -> Callable[[int], Any] | None:
+    """Where a DataLoader worker's batches (``columns``: column batches) decode their arrays."""
+    return WORKER_ALLOC[1 if columns else 0] or SHARED_ALLOC[0]
 
 
 async def get_item_at(source: DatasetSource, chunk: int, item: int) -> Any:
@@ -281,37 +278,7 @@ def serve_batches(
             portal.call(close, received)
 
 
-# -- a StreamingDataset driven through the Member protocol (read/_face.py) -----------------------------------
-def face_source(face: Member, opened: DatasetSource | None) -> DatasetSource:
-    """``opened``, else ``face``'s dataset opened now (in place when local, else on a portal); under a memory
-    limit, ``ds[i]``'s cache of decompressed chunks fits this reader's share."""
-    if opened is not None:
-        return opened
-    source = open_spec_now(face._spec) or _bridge.call(face._spec.open)
-    face._spec = face._spec.pinned(source)  # this reader's other processes serve the version it opened
-    fit_decoded_cache(source, face.max_memory, detect_worker().num_workers)
-    return source
-
-
-def get_item(face: Member, index: int | slice | str) -> Any:
-    """``face[index]``: see ``StreamingDataset.__getitem__``."""
-    if isinstance(index, str):
-        return get_by_keys(face, [index])[0]
-    at, source = state.address(face, index), face._get_source()
-    if isinstance(at, range):
-        return [face[i] for i in at]
-    at_item = (source.get_item, at) if isinstance(at, int) else (get_item_at, source, *at)
-    return face._apply(_bridge.call(*at_item))
-
-
-def get_by_keys(face: Member, keys: Sequence[str | int]) -> list[Any]:
-    """``face.get_by_keys(keys)``: one call to the read engine, each sample transformed as ``face[i]``."""
-    reader = vars(face).setdefault("_key_reader", KeyReader())  # per process: never pickled
-    samples = _bridge.call(read_by_keys, face._get_source(), reader, list(keys), face._selected())
-    return [face._apply(sample) for sample in samples]
-
-
-class SampleStream(itertools.chain):  # type: ignore[type-arg]
+class SampleChain(itertools.chain):  # type: ignore[type-arg]
     """The samples of an iterator of sample lists, one by one: ``next()`` takes them from the current list
     in C (``itertools.chain``); the Python generator ``batches`` resumes only once per list. :meth:`close`
     closes ``batches`` (what a generator's ``close()`` would do), as does garbage collection."""
@@ -320,80 +287,10 @@ class SampleStream(itertools.chain):  # type: ignore[type-arg]
     batches: Generator[list[Any], None, None]
 
     @classmethod
-    def over(cls, batches: Generator[list[Any], None, None]) -> SampleStream:
-        stream = cast("SampleStream", cls.from_iterable(batches))  # an instance of cls
+    def over(cls, batches: Generator[list[Any], None, None]) -> SampleChain:
+        stream = cast("SampleChain", cls.from_iterable(batches))  # an instance of cls
         stream.batches = batches
         return stream
 
     def close(self) -> None:
         self.batches.close()
-
-
-def iterate(
-    face: Member, group: tuple[int, bool] | None, shared: Callable[[int], Any], grouping: Callable[..., Any]
-) -> SampleStream | Generator[Any, None, None]:
-    """An epoch of ``face``'s samples; with ``group`` (StreamingDataLoader's batch size, columns allowed) one
-    ``grouping(batches, batch_size)`` item per batch. ``shared``: a worker's shared-memory allocator."""
-    parts = _epoch(face, group, shared, grouping)
-    return parts if group is not None else SampleStream.over(parts)
-
-
-def _epoch(
-    face: Member, group: tuple[int, bool] | None, shared: Callable[[int], Any], grouping: Callable[..., Any]
-) -> Generator[Any, None, None]:
-    """:func:`iterate`'s items: lists of samples without ``group``, else the groups."""
-    source = face._get_source()
-    state.ensure_shuffler(face)
-    pieces = state.open_epoch(face, detect_worker())
-    transform = face._apply if face.transforms else None
-    local = in_place(source, pieces)  # no event loop needed: no engine thread, no hand-over per chunk
-    if not local and face.batch_size <= 1 and group is None:  # the head of a local chunk before the loop starts
-        head, pieces = split_head(source, pieces, HEAD_ITEMS)
-        if head is not None:
-            yield from work_batches(source, head, transform)
-    with contextlib.nullcontext(None) if local else _bridge.daemon_portal() as portal:
-        if group is None:
-            with contextlib.closing(face_batches(face, pieces, portal, 1, shared)) as batches:
-                yield from batches
-        else:  # grouping closes the batches (the engine's tasks) when it is closed
-            yield from grouping(face_batches(face, pieces, portal, 1, shared, columns=group[1]), group[0])
-    face._clear_resume()
-    # In every process, as LitData: a persistent DataLoader worker keeps this copy, so its next epoch reshuffles.
-    face.current_epoch += 1
-
-
-def face_samples(
-    face: Member, pieces: Sequence[Piece], portal: BlockingPortal, members: int, shared: Callable[[int], Any]
-) -> Generator[Any, None, None]:
-    """The samples of :func:`face_batches` (see ``Member._serve``)."""
-    with contextlib.closing(face_batches(face, pieces, portal, members, shared)) as batches:
-        for batch in batches:
-            yield from batch  # type: ignore[misc]  # lists: face_batches without columns
-
-
-def face_batches(
-    face: Member,
-    pieces: Sequence[Piece],
-    portal: BlockingPortal | None,
-    members: int,
-    shared: Callable[[int], Any],
-    columns: bool = False,
-) -> Generator[list[Any] | ColumnBatch, None, None]:
-    """Decode batches of ``face``'s ``pieces`` (``ColumnBatch`` es with ``columns``) fetched on ``portal``'s loop;
-    ``members``: datasets a worker reads at once, sharing its memory budget."""
-    inside = in_worker()  # a worker's batches (torch's prefetch_factor, 2 by default) count in its share
-    # In a worker, decode arrays into shared memory (no copy to share the batch), or into reused private memory
-    # when the loader sends batches through its slots (litstream._torch._slots); [1]: column batches.
-    alloc = (WORKER_ALLOC[1 if columns else 0] or shared) if face.batch_size > 1 and inside else None
-    return serve_batches(
-        portal, face._spec, face._get_source(), pieces, face._apply if face.transforms else None,
-        max_memory=face.max_memory, readers=detect_worker().num_workers * members, batch_size=face.batch_size,
-        prefetch_factor=(face._loader_prefetch or 2) if inside else 0, alloc=alloc, columns=columns,
-    )  # fmt: skip
-
-
-def face_prefetch(face: Member, opened: DatasetSource | None, limit: MemoryLimit, num_workers: int) -> int | None:
-    """``Face._fit_loader_prefetch`` of ``face`` (``opened``: its source if already open in this process)."""
-    # Not when opening a remote index here would use its client in this process before the workers fork.
-    source = face._get_source() if opened is not None or not opens_remote(face._spec) else None
-    return loader_prefetch(face._spec, source, limit, num_workers, face.batch_size)

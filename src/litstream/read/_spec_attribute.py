@@ -1,12 +1,12 @@
-"""``SpecAttribute``: a face's attribute kept in its frozen :class:`~litstream.read._spec.ReadSpec`.
+"""``SpecAttribute``: a face's attribute kept in its reader's frozen :class:`~litstream.read._spec.ReadSpec`.
 
-``ds.seed`` reads ``ds._spec.seed``; setting it replaces the spec (LitData's public attributes on a spec-backed
-face).
+``ds.seed`` reads ``ds._reader.spec.seed``; setting it replaces the spec through its checks
+(``DatasetReader.replace_spec``): LitData's public attributes on a face that holds a
+:class:`~litstream.read._reader.DatasetReader`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Generic, TypeVar, overload
 
 __all__ = ["SpecAttribute"]
@@ -15,7 +15,8 @@ T = TypeVar("T")
 
 
 class SpecAttribute(Generic[T]):
-    """A facade attribute kept in its ``_spec`` (``ds.seed`` is ``ds._spec.seed``); setting it replaces the spec."""
+    """A facade attribute kept in its reader's spec (``ds.seed`` is ``ds._reader.spec.seed``); setting it replaces
+    the spec through ``ReadSpec.replace``'s checks (``ConfigurationError`` naming a bad value)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -27,14 +28,14 @@ class SpecAttribute(Generic[T]):
     def __get__(self, obj: object, owner: type | None = None) -> T | SpecAttribute[T]:
         if obj is None:
             return self
-        spec = obj.__dict__.get("_spec")
-        if spec is None:
+        reader = obj.__dict__.get("_reader")
+        if reader is None:
             raise AttributeError(f"{type(obj).__name__} has no {self.name} before its __init__ ran")
-        value: T = getattr(spec, self.name)
+        value: T = getattr(reader.spec, self.name)
         return value
 
     def __set__(self, obj: object, value: T) -> None:
-        spec = obj.__dict__.get("_spec")
-        if spec is None:  # a subclass setting it before calling __init__, which sets it again
+        reader = obj.__dict__.get("_reader")
+        if reader is None:  # a subclass setting it before calling __init__, which sets it again
             return
-        obj.__dict__["_spec"] = dataclasses.replace(spec, **{self.name: value})
+        reader.replace_spec(**{self.name: value})

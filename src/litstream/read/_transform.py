@@ -1,17 +1,13 @@
-"""``transform=``: one callable or a list of callables applied to every decoded sample, in order; and a
-``StreamingDataset``'s transforms (``transform=`` or a subclass's ``transform``), through the ``Member`` protocol."""
+"""``transform=``: one callable or a list of callables applied to every decoded sample, in order."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._core._errors import ConfigurationError
 
-if TYPE_CHECKING:
-    from ._face import Member
-
-__all__ = ["Transform", "apply", "check_transforms", "compose", "transforms"]
+__all__ = ["Transform", "check_transforms", "compose"]
 
 Transform = Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None
 """What ``transform=`` accepts: ``None``, a callable, or a list/tuple of callables (applied in order)."""
@@ -57,18 +53,3 @@ def compose(transforms: Sequence[Callable[[Any], Any]]) -> Callable[[Any], Any] 
         return sample
 
     return apply
-
-
-def transforms(face: Member) -> list[Callable[[Any], Any]]:
-    """``face.transforms``: the spec's, else a ``transform`` attribute (a LitData subclass's method or value)."""
-    if face._spec.transforms:
-        return list(face._spec.transforms)
-    own = getattr(face, "transform", None)
-    return [] if own is None else check_transforms(own)
-
-
-def apply(face: Member, sample: Any) -> Any:
-    """``sample`` after ``face``'s transforms, in order."""
-    for t in face.transforms:
-        sample = t(sample)
-    return sample

@@ -161,7 +161,7 @@ def astream(
                 "cache_dir, max_cache_size, hedge_delay and cache_chunks are the StreamingDataset's own when "
                 "astream() reads a StreamingDataset; set them when constructing it, or pass its input_dir instead"
             )
-        base = input_dir._read_spec()
+        base = input_dir._open_reader().read_spec()
         changes: dict[str, Any] = {
             "shuffle": shuffle,
             "shuffle_window": shuffle_window,
