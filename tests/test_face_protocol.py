@@ -81,3 +81,58 @@ def test_the_old_private_reaches_are_gone(name: str) -> None:
     """What the faces used to read on each other directly (the spec now carries it, or a protocol call)."""
     reached = {module for module in FACE_MODULES if name in _crossings(PACKAGE / module)}
     assert reached == set()
+
+
+FACE_TYPES = frozenset({"Member", "Face", "Composite"})
+
+
+def _face_writes(tree: ast.AST) -> list[int]:
+    """Lines where a function assigns an attribute of a face it was given (a parameter annotated ``Member``,
+    ``Face`` or ``Composite``) or of a member it walks (``for d in face._datasets``)."""
+    found: list[int] = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        faces = {
+            a.arg
+            for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
+            if a.annotation is not None and ast.unparse(a.annotation).strip("'\"") in FACE_TYPES
+        }
+        for node in ast.walk(fn):
+            if (
+                isinstance(node, ast.For)
+                and isinstance(node.target, ast.Name)
+                and "_datasets" in ast.unparse(node.iter)
+            ):
+                faces.add(node.target.id)
+        for node in ast.walk(fn):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, ast.AugAssign | ast.AnnAssign) else []  # fmt: skip
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id in faces:
+                        found.append(part.lineno)
+    return found
+
+
+def test_read_never_writes_an_attribute_of_a_face() -> None:
+    """The read side owns its state (``DatasetReader``, ``CompositeResume``): code in ``read/`` reads a face
+    through the protocols and writes nothing of it."""
+    writes = {
+        f"{path.relative_to(PACKAGE).as_posix()}:{line}"
+        for path in sorted((PACKAGE / "read").rglob("*.py"))
+        for line in _face_writes(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    assert writes == set()
+
+
+def test_the_face_write_scan_finds_a_write() -> None:
+    source = (
+        "def load(face: Composite, state):\n"
+        "    face._resume_state = dict(state)\n"
+        "    for d in face._datasets:\n"
+        "        d.current_epoch += 1\n"
+        "def fine(face: 'Member'):\n"
+        "    x = face._reader\n"
+    )
+    assert _face_writes(ast.parse(source)) == [2, 4]

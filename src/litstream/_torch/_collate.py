@@ -166,7 +166,9 @@ def collate_columns(batch: ColumnBatch) -> dict[Any, Any] | None:
     return out
 
 
-def loader_groups(batches: Generator[list[Any] | ColumnBatch, None, None], size: int) -> Iterator[LoaderGroup]:
+def loader_groups(
+    batches: Generator[list[Any] | ColumnBatch, None, None], size: int
+) -> Generator[LoaderGroup, None, None]:
     """Cut a stream of decode batches into loader batches of ``size`` samples (the last may be short), as
     torch's fetcher cuts a stream of samples. A loader batch within one decode batch keeps its form; one
     that spans decode batches (a chunk boundary) is their columns joined when every piece is a

@@ -14,8 +14,8 @@ from torch.utils.data import IterableDataset
 from .._core import _bridge
 from .._core._distributed import DistributedEnv, detect_worker
 from .._core._errors import ConfigurationError
-from ..read import _composite_state as engine
 from ..read._args import check_reader_args
+from ..read._composite_state import CompositeResume, checked_state, loader_state
 from ..read._trust import check_allow_pickle
 from ..read.plan._checkpoint import CompositeCheckpoint, CycleCarry
 from ..read.plan._compose import MemberSpec, level_streams
@@ -89,9 +89,7 @@ class CompositeDataset(IterableDataset[Any]):
         self.current_epoch = 1
         self.batch_size = 1
         self.num_workers = 1
-        self._resume_state: dict[str, Any] | None = None  # the "composite" entry of a loaded checkpoint
-        self._resume: CompositePlan | None = None
-        self._carry: CycleCarry | None = None  # where a cycling Parallel's next epochs start
+        self._checkpoints = CompositeResume()  # a loaded checkpoint, its plan, a cycling Parallel's carry
 
     @property
     def datasets(self) -> list[StreamingDataset]:
@@ -101,7 +99,7 @@ class CompositeDataset(IterableDataset[Any]):
     # -- configuration, pushed into every member (LitData's setters) ------------------------------
     def set_epoch(self, current_epoch: int) -> None:
         """Set the 1-based epoch (ignored while a loaded checkpoint is pending)."""
-        if self._resume_state is None:
+        if self._checkpoints.saved is None:
             self.current_epoch = current_epoch
             for d in self._datasets:
                 d.set_epoch(current_epoch)
@@ -166,8 +164,7 @@ class CompositeDataset(IterableDataset[Any]):
 
     def _carry_for(self, epoch: int, topology: Topology) -> tuple[int, ...] | None:
         """The cycle bases of ``epoch`` on ``topology`` when known (cycling Parallel), else ``None``."""
-        carry = self._carry
-        return None if carry is None or not self._cycles() else carry.at(epoch, topology)
+        return self._checkpoints.carry_for(self._cycles(), epoch, topology)
 
     def _members(self) -> tuple[MemberSpec, ...]:
         return tuple(d._reader.spec.member(d._reader.source().chunk_sizes) for d in self._datasets)
@@ -205,10 +202,10 @@ class CompositeDataset(IterableDataset[Any]):
             worker=worker.worker,
             topology=self._topology(worker.num_workers),
             plan=self._resume_plan(worker.num_workers),
-            carry=self._carry,
+            carry=self._checkpoints.carry,
         )
         if session.restarted:
-            self._carry = session.carry
+            self._checkpoints.carry = session.carry
             self._clear_resume()
             self.current_epoch = session.epoch
         where = Position(session.worker, session.epoch, len(session.levels), session.topology, session.bases)
@@ -222,9 +219,9 @@ class CompositeDataset(IterableDataset[Any]):
         at its current level: a cycling Parallel's next epoch continues from there."""
         if not self._cycles():
             return
-        self._carry = carry_after_epoch(
+        self._checkpoints.carry = carry_after_epoch(
             self._composer(),
-            self._carry,
+            self._checkpoints.carry,
             epoch=epoch,
             topology=self._topology(num_workers),
             rank=self._env().rank,
@@ -232,7 +229,7 @@ class CompositeDataset(IterableDataset[Any]):
             levels=levels,
         )
 
-    # -- checkpoints (read/_composite_state.py) ------------------------------------------------------------
+    # -- checkpoints (read/_composite_state.CompositeResume) ------------------------------------------------
     def state_dict(
         self,
         num_samples_yielded: int,
@@ -251,7 +248,7 @@ class CompositeDataset(IterableDataset[Any]):
             LitData's layout (one ``StreamingDataset`` state per member, holding that member's
             share of the counts) plus the wrapper's own entry, which is what resume uses.
         """
-        return engine.composite_state(
+        return self._checkpoints.state(
             self, num_samples_yielded, num_workers, batch_size, current_epoch, worker_samples_yielded, resume_levels
         )
 
@@ -259,7 +256,7 @@ class CompositeDataset(IterableDataset[Any]):
         """``StreamingDataLoader.state_dict()`` of this wrapper from its :meth:`state_dict`, in LitData 0.2.76's
         layout (member states under ``"dataset"``, per-worker member counts, a Parallel's ``"num_cycles"``) with
         litstream's own ``"composite"`` entry beside them (LitData ignores it; ``load_state_dict`` reads it)."""
-        return engine.loader_state(self, state, current_epoch=current_epoch, latest_worker_idx=latest_worker_idx)
+        return loader_state(self, state, current_epoch=current_epoch, latest_worker_idx=latest_worker_idx)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict` (see ``StreamingDataLoader.load_state_dict``).
@@ -270,13 +267,18 @@ class CompositeDataset(IterableDataset[Any]):
                 ``seed``, ``shuffle``, input, ...). With ``force_override_state_dict=True`` a
                 settings mismatch only warns and the current settings win.
         """
-        engine.load_composite_state(self, state)
+        epoch = self._checkpoints.load(self, state)
+        self.current_epoch = epoch
+        for d in self._datasets:
+            d._clear_resume()
+            d.current_epoch = epoch
+        self._checkpoints.settle(self)
 
     def _resume_plan(self, num_workers: int) -> CompositePlan | None:
-        return engine.composite_resume_plan(self, num_workers)
+        return self._checkpoints.plan(self, num_workers)
 
     def _clear_resume(self) -> None:
-        self._resume_state = self._resume = None
+        self._checkpoints.clear()
 
     # -- async ------------------------------------------------------------------------------------------
     def _async_session(
@@ -295,10 +297,10 @@ class CompositeDataset(IterableDataset[Any]):
         topology = Topology(world_size, 1, batch_size)
 
         def prepare() -> AsyncSession:
-            saved = None if state is None else CompositeCheckpoint.from_state(engine.checked_state(self, state))
+            saved = None if state is None else CompositeCheckpoint.from_state(checked_state(self, state))
             composer = self._composer()
             plan = None if saved is None else resolve_composite(composer, saved, rank=rank, topology=topology)
-            carry = self._carry
+            carry = self._checkpoints.carry
             if saved is not None and saved.carry is not None and self._cycles():
                 carry = CycleCarry(saved.current_epoch, saved.first_topology, saved.carry)
             session = open_composite(

@@ -22,7 +22,7 @@ from ._collate import loader_groups
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Mapping, Sequence
     from datetime import datetime
 
     from ..format._encryption import Encryption
@@ -236,7 +236,7 @@ class StreamingDataset(IterableDataset[Any]):
     # -- configuration (LitData's setters) -------------------------------------------------------
     def set_epoch(self, current_epoch: int) -> None:
         """Set the 1-based epoch that drives the shuffle order (ignored while a resume is pending)."""
-        if self._reader.resume_state is None:
+        if self._reader.resume.saved is None:
             self.current_epoch = current_epoch
 
     def set_shuffle(self, shuffle: ShuffleMode) -> None:
@@ -297,7 +297,7 @@ class StreamingDataset(IterableDataset[Any]):
         self._reader.replace_spec(transforms=tuple(check_transforms(value)))
 
     # -- iteration: one epoch of the reader ---------------------------------------------------------------------
-    def __iter__(self) -> SampleChain | Iterator[Any]:
+    def __iter__(self) -> SampleChain | Generator[Any, None, None]:
         group = self._loader_group  # read now: StreamingDataLoader sets it only while it starts its workers
         batches = self._open_reader().epoch(None if group is None else group[1])
         return SampleChain.over(batches) if group is None else loader_groups(batches, group[0])  # type: ignore[arg-type]

@@ -1,9 +1,8 @@
-"""Checkpoints of ``CombinedStreamingDataset`` / ``ParallelStreamingDataset``: their ``state_dict``,
-``load_state_dict``, LitData's loader layout and the loaded checkpoint resolved into a resume plan.
-
-The wrappers keep their counters and the loaded checkpoint; these functions drive them through the
-:class:`~litstream.read._face.Composite` protocol (the logic is ``read._compose_resume`` and
-``read._session_compose``).
+"""Checkpoints of ``CombinedStreamingDataset`` / ``ParallelStreamingDataset``: :class:`CompositeResume` owns a
+wrapper's checkpoint state (the loaded entry, its resume plan, where a cycling Parallel's next epochs start)
+and makes its ``state_dict``; :func:`loader_state` gives LitData's loader layout and :func:`checked_state` checks
+a state. They read the wrapper through the :class:`~litstream.read._face.Composite` protocol and write nothing
+of it (the logic is ``read/plan/_compose_resume.py`` and ``read/plan/_session_compose.py``).
 """
 
 from __future__ import annotations
@@ -24,32 +23,100 @@ if TYPE_CHECKING:
 
     from ._face import Composite
 
-__all__ = ["checked_state", "composite_resume_plan", "composite_state", "load_composite_state", "loader_state"]
+__all__ = ["CompositeResume", "checked_state", "loader_state"]
 
 
-def composite_state(
-    face: Composite, num_samples_yielded: int, num_workers: int, batch_size: int, current_epoch: int | None,
-    worker_samples_yielded: Sequence[int] | None, resume_levels: Sequence[Level],
-) -> dict[str, Any]:  # fmt: skip
-    """``CombinedStreamingDataset.state_dict`` / ``ParallelStreamingDataset.state_dict`` (arguments and result
-    there): LitData's member states plus a ``CompositeCheckpoint.to_state()`` of this rank's position."""
-    env = face._env()
-    epoch = face.current_epoch if current_epoch is None else max(current_epoch, 1)
-    levels = tuple(resume_levels)
-    topology = Topology(env.world_size, max(num_workers, 1), batch_size)
-    return composite_checkpoint(
-        face._composer(),
-        kind=face._kind,
-        config=face._config(),
-        members=[d._reader.state_config() for d in face._datasets],
-        epoch=epoch,
-        rank=env.rank,
-        topology=topology,
-        levels=levels,
-        bases=_state_carry(face, epoch, levels[0].topology if levels else topology),
-        own=worker_samples_yielded,
-        num_samples_yielded=num_samples_yielded,
-    ).to_state()
+class CompositeResume:
+    """A Combined / Parallel wrapper's checkpoint state.
+
+    Attributes:
+        saved: The ``"composite"`` entry of a loaded checkpoint, until its epoch ends (``None``: none pending).
+        carry: Where a cycling Parallel's next epochs start (``None``: the default bases).
+    """
+
+    def __init__(self) -> None:
+        self.saved: dict[str, Any] | None = None
+        self.carry: CycleCarry | None = None
+        self._plan: CompositePlan | None = None  # ``saved`` resolved for one rank and topology
+
+    def clear(self) -> None:
+        """Forget the loaded checkpoint (its epoch was served or abandoned)."""
+        self.saved = self._plan = None
+
+    def carry_for(self, cycles: bool, epoch: int, topology: Topology) -> tuple[int, ...] | None:
+        """The cycle bases of ``epoch`` on ``topology`` when known (``cycles``: a cycling Parallel), else ``None``."""
+        carry = self.carry
+        return None if carry is None or not cycles else carry.at(epoch, topology)
+
+    def state(
+        self, face: Composite, num_samples_yielded: int, num_workers: int, batch_size: int, current_epoch: int | None,
+        worker_samples_yielded: Sequence[int] | None, resume_levels: Sequence[Level],
+    ) -> dict[str, Any]:  # fmt: skip
+        """``CombinedStreamingDataset.state_dict`` / ``ParallelStreamingDataset.state_dict`` (arguments and result
+        there): LitData's member states plus a ``CompositeCheckpoint.to_state()`` of this rank's position."""
+        env = face._env()
+        epoch = face.current_epoch if current_epoch is None else max(current_epoch, 1)
+        levels = tuple(resume_levels)
+        topology = Topology(env.world_size, max(num_workers, 1), batch_size)
+        first = levels[0].topology if levels else topology
+        if self.saved is not None and self.saved.get("current_epoch") == epoch:
+            raw = self.saved.get("carry")
+            bases = None if raw is None else tuple(raw)
+        else:
+            bases = self.carry_for(face._cycles(), epoch, first)
+        return composite_checkpoint(
+            face._composer(),
+            kind=face._kind,
+            config=face._config(),
+            members=[d._reader.state_config() for d in face._datasets],
+            epoch=epoch,
+            rank=env.rank,
+            topology=topology,
+            levels=levels,
+            bases=bases,
+            own=worker_samples_yielded,
+            num_samples_yielded=num_samples_yielded,
+        ).to_state()
+
+    def load(self, face: Composite, state: Mapping[str, Any]) -> int:
+        """Check ``state`` (see ``load_state_dict``) and keep its entry for the next epoch; each member is pinned
+        to the version its state was saved on first (the weights and checks count those). Returns the epoch the
+        wrapper (and each member) resumes in; then call :meth:`settle`.
+
+        Raises:
+            ConfigurationError: as :func:`checked_state`.
+            VersionNotFoundError: a member's saved-on version is no longer kept.
+        """
+        for i, member in enumerate(face._datasets):
+            saved = state.get(str(i))
+            if isinstance(saved, Mapping):
+                member._reader.resume_version(saved.get(VERSION_KEY))
+        composite = checked_state(face, state)
+        self.saved, self._plan, self.carry = dict(composite), None, None
+        return max(int(composite.get("current_epoch", 1)), 1)
+
+    def settle(self, face: Composite) -> None:
+        """After :meth:`load`, once the wrapper is in the loaded epoch: where a cycling Parallel continues."""
+        if self.saved is None or not face._cycles():
+            return
+        saved = CompositeCheckpoint.from_state(self.saved)
+        if saved.carry is not None:
+            self.carry = CycleCarry(face.current_epoch, saved.first_topology, saved.carry)
+        plan = self.plan(face, face.num_workers)
+        if plan is not None and plan.finished:
+            self.carry = plan.following
+
+    def plan(self, face: Composite, num_workers: int) -> CompositePlan | None:
+        """The loaded checkpoint resolved for this rank, ``num_workers`` and the wrapper's batch size."""
+        if self.saved is None:
+            return None
+        env = face._env()
+        topology = face._topology(num_workers)
+        plan = self._plan
+        if plan is None or plan.topology != topology or plan.rank != env.rank:
+            plan = resolve_composite(face._composer(), self.saved, rank=env.rank, topology=topology)
+            self._plan = plan
+        return plan
 
 
 def loader_state(
@@ -106,43 +173,6 @@ def _cycle_rows(
     return samples, cycles
 
 
-def _state_carry(face: Composite, epoch: int, first: Topology) -> tuple[int, ...] | None:
-    if face._resume_state is not None and face._resume_state.get("current_epoch") == epoch:
-        raw = face._resume_state.get("carry")
-        return None if raw is None else tuple(raw)
-    return face._carry_for(epoch, first)
-
-
-def load_composite_state(face: Composite, state: Mapping[str, Any]) -> None:
-    """Resume from :meth:`state_dict` (see ``StreamingDataLoader.load_state_dict``).
-
-    Raises:
-        ConfigurationError: ``state`` is not a state of this kind of wrapper, holds another
-            number of datasets, or was saved with other settings (the wrapper's or a member's:
-            ``seed``, ``shuffle``, input, ...). With ``force_override_state_dict=True`` a
-            settings mismatch only warns and the current settings win.
-    """
-    for i, member in enumerate(face._datasets):  # first: the weights and checks below count the saved-on versions
-        saved = state.get(str(i))
-        if isinstance(saved, Mapping):
-            member._reader.resume_version(saved.get(VERSION_KEY))
-    composite = checked_state(face, state)
-    face._resume_state = dict(composite)
-    face._resume = None
-    face.current_epoch = max(int(composite.get("current_epoch", 1)), 1)
-    for d in face._datasets:
-        d._clear_resume()
-        d.current_epoch = face.current_epoch
-    face._carry = None
-    if face._cycles():
-        saved = CompositeCheckpoint.from_state(composite)
-        if saved.carry is not None:
-            face._carry = CycleCarry(face.current_epoch, saved.first_topology, saved.carry)
-        plan = composite_resume_plan(face, face.num_workers)
-        if plan is not None and plan.finished:
-            face._carry = plan.following
-
-
 def checked_state(face: Composite, state: Mapping[str, Any]) -> Mapping[str, Any]:
     """The ``"composite"`` entry of ``state`` once checked against this wrapper (see ``load_state_dict``)."""
     composite, problems = check_composite_state(
@@ -161,16 +191,3 @@ def checked_state(face: Composite, state: Mapping[str, Any]) -> Mapping[str, Any
         for problem in problems:
             warnings.warn(f"force_override_state_dict: {problem}; using the current value", stacklevel=4)
     return composite
-
-
-def composite_resume_plan(face: Composite, num_workers: int) -> CompositePlan | None:
-    """The loaded checkpoint resolved for this rank, ``num_workers`` and ``face.batch_size``."""
-    if face._resume_state is None:
-        return None
-    env = face._env()
-    topology = face._topology(num_workers)
-    plan = face._resume
-    if plan is None or plan.topology != topology or plan.rank != env.rank:
-        plan = resolve_composite(face._composer(), face._resume_state, rank=env.rank, topology=topology)
-        face._resume = plan
-    return plan

@@ -27,9 +27,7 @@ if TYPE_CHECKING:
     from .._core._distributed import DistributedEnv
     from ._memory import MemoryLimit
     from ._reader import DatasetReader
-    from .plan._checkpoint import CycleCarry
     from .plan._compose import Composer
-    from .plan._compose_resume import CompositePlan
     from .plan._pieces import ShuffleMode
     from .plan._resume_types import Level, Topology
 
@@ -100,13 +98,10 @@ class Member(Face, Protocol):
 
 
 class Composite(Face, Protocol):
-    """What ``read/_composite_state.py`` calls on a Combined / Parallel wrapper."""
+    """What ``read/_composite_state.py`` reads of a Combined / Parallel wrapper (it writes none of it)."""
 
     _datasets: list[Member]
     _force_override_state_dict: bool
-    _resume_state: dict[str, Any] | None
-    _resume: CompositePlan | None
-    _carry: CycleCarry | None
     num_workers: int
 
     def _env(self) -> DistributedEnv:

@@ -16,13 +16,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from .._core import _bridge
 from .._core._distributed import detect_distributed, detect_worker, in_worker
-from .._core._errors import ConfigurationError
 from . import _pump as pump
+from ._dataset_resume import DatasetResume
 from ._decode import work_batches
 from ._engine import split_head
 from ._keys import KeyReader, read_by_keys
@@ -31,12 +30,9 @@ from ._shuffler import make_shuffler
 from ._transform import compose
 from ._versions import VERSION_KEY, check_version_digest
 from .plan._checkpoint import DatasetCheckpoint
-from .plan._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .plan._plan import items_per_rank, worker_plan
-from .plan._resume import ResumePlan, Topology
-from .plan._resume_config import check_config, config_mismatches
-from .plan._session import open_session, resume_plan
-from .plan._subset import Selection, check_selection_state, subset_selection
+from .plan._session import open_session
+from .plan._subset import Selection, subset_selection
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Mapping, Sequence
@@ -51,6 +47,7 @@ if TYPE_CHECKING:
     from ._source import DatasetSource
     from ._spec import ReadSpec
     from .plan._pieces import Piece
+    from .plan._resume import ResumePlan
     from .plan._resume_types import Level
 
 __all__ = ["DatasetReader"]
@@ -58,7 +55,7 @@ __all__ = ["DatasetReader"]
 HEAD_ITEMS = 8
 """Samples of a local dataset served before the engine's event loop starts."""
 
-_PROCESS_LOCAL = ("_source", "_resume", "_key_reader", "shuffler", "transforms")
+_PROCESS_LOCAL = ("_source", "_key_reader", "shuffler", "transforms")
 """Rebuilt in each process, never pickled (``transforms`` is set again by the face at each use)."""
 
 
@@ -78,7 +75,7 @@ class DatasetReader:
         num_workers: The loader's worker count (at least 1).
         transforms: The callables applied to each sample, in order, as the face last set them.
         shuffler: LitData's ``shuffler`` for this plan: ``None`` until the first length or epoch.
-        resume_state: A loaded checkpoint (``None`` when none is pending), until its epoch ends.
+        resume: The loaded checkpoint (``resume.saved``: ``None`` when none is pending), until its epoch ends.
         parent_env: Rank and world size of the process that started the DataLoader workers.
         loader_prefetch: Batches a DataLoader worker builds ahead (0: not in a loader).
     """
@@ -98,11 +95,10 @@ class DatasetReader:
         self.current_epoch, self.batch_size, self.num_workers = 1, 1, 1
         self.transforms: tuple[Callable[[Any], Any], ...] = spec.transforms
         self.shuffler: Shuffle | None = None
-        self.resume_state: dict[str, Any] | None = None
+        self.resume = DatasetResume()
         self.parent_env: DistributedEnv | None = None
         self.loader_prefetch = 0
         self._source: DatasetSource | None = None  # per process: the opened dataset
-        self._resume: ResumePlan | None = None  # per process: resume_state resolved for one rank and topology
         self._key_reader: KeyReader | None = None  # per process: the keys/ shards loaded
 
     # -- pickling: the spec, counters and checkpoint; nothing opened in this process ----------------------------
@@ -114,7 +110,7 @@ class DatasetReader:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.transforms = self.spec.transforms
-        self.shuffler = self._source = self._resume = self._key_reader = None
+        self.shuffler = self._source = self._key_reader = None
 
     # -- the spec and the opened source ------------------------------------------------------------------------
     def source(self) -> DatasetSource:
@@ -170,10 +166,9 @@ class DatasetReader:
 
     def restricted(self, selection: Selection) -> DatasetReader:
         """A copy serving ``selection`` only, at epoch 1 with no pending checkpoint."""
-        new = copy.copy(self)
+        new = copy.copy(self)  # pickled state only: nothing opened, no shuffler (another plan: made on first use)
         new.spec = dataclasses.replace(self.read_spec(), selection=selection)
-        new.current_epoch = 1
-        new.resume_state = new._resume = new.shuffler = None  # another plan: made again on first use
+        new.current_epoch, new.resume = 1, DatasetResume()
         return new
 
     def subset(self, indices: Sequence[int] | slice) -> DatasetReader:
@@ -237,32 +232,30 @@ class DatasetReader:
             return [(0, size) for size in source.chunk_sizes], chunk_bytes
         return list(selection.regions), [chunk_bytes[c] for c in selection.chunks]
 
+    def _plan_keywords(self) -> dict[str, Any]:
+        """What this rank's plan depends on besides the regions, the workers and the batch size."""
+        env, spec = self.distributed(), self.spec
+        return {
+            "rank": env.rank, "world_size": env.world_size, "drop_last": spec.resolved_drop_last(env.world_size),
+            "shuffle": spec.shuffle is not False, "seed": spec.seed, "epoch": self.current_epoch,
+            "num_nodes": env.num_nodes, "max_cache_size": spec.plan_cache_bytes,
+        }  # fmt: skip
+
     def worker_lengths(self, num_workers: int, batch_size: int) -> list[int]:
         """Items each worker of this rank serves in the current epoch (index = worker id)."""
-        env, spec = self.distributed(), self.spec
         regions, chunk_bytes = self.plan_inputs()
-        workers = max(num_workers, 1)
-        out = []
-        for worker in range(workers):
-            plan = worker_plan(
-                regions, rank=env.rank, world_size=env.world_size, worker=worker, num_workers=workers,
-                batch_size=batch_size, drop_last=spec.resolved_drop_last(env.world_size),
-                shuffle=spec.shuffle is not False, seed=spec.seed, epoch=self.current_epoch, num_nodes=env.num_nodes,
-                chunk_bytes=chunk_bytes, max_cache_size=spec.plan_cache_bytes,
-            )  # fmt: skip
-            out.append(sum(p.end - p.start for p in plan))
-        return out
+        workers, keywords = max(num_workers, 1), self._plan_keywords()
+        return [
+            sum(p.end - p.start for p in worker_plan(regions, worker=worker, num_workers=workers, batch_size=batch_size,
+                                                     chunk_bytes=chunk_bytes, **keywords))
+            for worker in range(workers)
+        ]  # fmt: skip
 
     def rank_length(self, num_workers: int, batch_size: int) -> int:
         """Items this rank serves in the current epoch with ``num_workers`` workers and ``batch_size``."""
-        env, spec = self.distributed(), self.spec
         regions, chunk_bytes = self.plan_inputs()
-        return items_per_rank(
-            regions, rank=env.rank, world_size=env.world_size, num_workers=max(num_workers, 1),
-            batch_size=batch_size, drop_last=spec.resolved_drop_last(env.world_size), num_nodes=env.num_nodes,
-            shuffle=spec.shuffle is not False, seed=spec.seed, epoch=self.current_epoch, chunk_bytes=chunk_bytes,
-            max_cache_size=spec.plan_cache_bytes,
-        )  # fmt: skip
+        return items_per_rank(regions, num_workers=max(num_workers, 1), batch_size=batch_size,
+                              chunk_bytes=chunk_bytes, **self._plan_keywords())  # fmt: skip
 
     def ensure_shuffler(self) -> None:
         """Make LitData's ``shuffler`` (``read/_shuffler.py``) for this plan unless it is already there."""
@@ -369,7 +362,7 @@ class DatasetReader:
         source = self.source()  # opened, so its version is pinned: a resume serves the same one (docs/versions.md)
         if "region_of_interest" not in config:
             config.update(Selection.full(source.chunk_sizes).state([c.filename for c in source.index.chunks]))
-        saved = self.resume_state or {}
+        saved = self.resume.saved or {}
         settings = self.spec.cache
         config["cache_dir_path"] = None if settings is None else settings.cache_dir
         config["num_canonical_nodes"] = self.num_canonical_nodes or saved.get("num_canonical_nodes")
@@ -379,65 +372,31 @@ class DatasetReader:
         return config
 
     def state(
-        self,
-        num_samples_yielded: int,
-        num_workers: int,
-        batch_size: int,
-        current_epoch: int | None,
-        worker_samples_yielded: Sequence[int] | None,
-        resume_levels: Sequence[Level],
-    ) -> dict[str, Any]:
+        self, num_samples_yielded: int, num_workers: int, batch_size: int, current_epoch: int | None,
+        worker_samples_yielded: Sequence[int] | None, resume_levels: Sequence[Level],
+    ) -> dict[str, Any]:  # fmt: skip
         """``StreamingDataset.state_dict``: a ``DatasetCheckpoint.to_state()`` of this rank's position."""
         env = self.distributed()
         if worker_samples_yielded is not None:  # LitData's count: batch_size per batch, short ones too
             batch = max(batch_size, 1)
             num_samples_yielded = batch * sum(-(-c // batch) for c in worker_samples_yielded)
         return DatasetCheckpoint(
-            config=self.state_config(),
-            num_samples_yielded=num_samples_yielded,
-            num_workers=max(num_workers, 1),
-            batch_size=batch_size,
-            current_epoch=self.current_epoch if current_epoch is None else current_epoch,
-            world_size=env.world_size,
-            rank=env.rank,
+            config=self.state_config(), num_samples_yielded=num_samples_yielded, num_workers=max(num_workers, 1),
+            batch_size=batch_size, current_epoch=self.current_epoch if current_epoch is None else current_epoch,
+            world_size=env.world_size, rank=env.rank, resume_levels=tuple(resume_levels),
             worker_samples_yielded=None if worker_samples_yielded is None else tuple(worker_samples_yielded),
-            resume_levels=tuple(resume_levels),
-        ).to_state()
-
-    def _override(self, state: Mapping[str, Any]) -> Mapping[str, Any]:
-        """With ``force_override_state_dict``, ``state`` with this reader's value of each mismatching setting."""
-        if not self.force_override_state_dict:
-            return state
-        current = self.config()
-        fixed = dict(state)
-        for key, message in config_mismatches(state, current):
-            warnings.warn(f"force_override_state_dict: {message.split(';')[0]}; using the current value", stacklevel=5)
-            fixed[key] = current[key]
-        return fixed
+        ).to_state()  # fmt: skip
 
     def load_state(self, state: Mapping[str, Any]) -> None:
-        """``StreamingDataset.load_state_dict``: check ``state`` and keep it for the next epoch.
+        """``StreamingDataset.load_state_dict``: pin the version ``state`` was saved on, check ``state`` and keep
+        it for the next epoch (:class:`~litstream.read._dataset_resume.DatasetResume`).
 
         Raises:
             ConfigurationError: as ``StreamingDataset.load_state_dict``.
             VersionNotFoundError: the version ``state`` was saved on is no longer kept.
         """
         self.resume_version(state.get(VERSION_KEY))
-        if is_litdata_state(state):  # saved by LitData: see read/plan/_litdata_state.py
-            state = from_litdata_state(state, self.config(), layout=self.layout)
-        elif state.get("shuffle") in (True, "full") and "item_shuffle_window" not in state:
-            # saved before checkpoints recorded it (a full in-chunk permutation): fine if no chunk is split
-            window = same_order_window(state, self.config(), self.layout()[0])
-            state = {**state, "item_shuffle_window": window}
-        state = self._override(state)
-        check_config(state, self.config())
-        if not self.force_override_state_dict and not (self.whole() and "region_of_interest" not in state):
-            source = self.source()
-            chosen = self.selected() or Selection.full(source.chunk_sizes)
-            check_selection_state(state, chosen, source.chunk_sizes, [c.filename for c in source.index.chunks])
-        self.resume_state = dict(state)
-        self._resume = None
-        self.current_epoch = max(int(state.get("current_epoch", 1)), 1)
+        self.current_epoch = self.resume.load(self, state)
 
     def resume_version(self, saved: object) -> None:
         """Pin the dataset version a checkpoint was saved on (``None``: saved without one, e.g. by LitData); an
@@ -451,28 +410,8 @@ class DatasetReader:
 
     def clear_resume(self) -> None:
         """Forget the loaded checkpoint (its epoch was served or abandoned)."""
-        self.resume_state = self._resume = None
+        self.resume.clear()
 
     def resume_position(self, num_workers: int) -> ResumePlan | None:
-        """The loaded checkpoint resolved for this rank, ``num_workers`` and the batch size.
-
-        Raises:
-            ConfigurationError: a resume on more than one node.
-        """
-        if self.resume_state is None:
-            return None
-        env = self.distributed()
-        if env.num_nodes > 1:
-            raise ConfigurationError(
-                f"resuming from a checkpoint with num_nodes={env.num_nodes} is not supported yet; resume on one "
-                "node (unset NNODES) or start the epoch without load_state_dict()"
-            )
-        topology = Topology(env.world_size, max(num_workers, 1), self.batch_size)
-        plan = self._resume
-        if plan is None or plan.topology != topology or plan.rank != env.rank:
-            plan = resume_plan(
-                self.resume_state, self.source(), self.selected(), rank=env.rank, topology=topology,
-                shuffle_window=self.spec.shuffle_window,
-            )  # fmt: skip
-            self._resume = plan
-        return plan
+        """The loaded checkpoint resolved for this rank, ``num_workers`` and the batch size (``None``: none)."""
+        return self.resume.position(self, num_workers)
