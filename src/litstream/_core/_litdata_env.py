@@ -3,7 +3,7 @@
 LitData 0.2.76 reads about 35 ``LITDATA_*`` variables. Two change what or in which order data is read
 or written, and litstream honours them with LitData's meaning (through ``_environ.environ()``):
 
-* ``LITDATA_CACHE_DIR``: the chunk cache root (``read._cache_dirs``).
+* ``LITDATA_CACHE_DIR``: the chunk cache root (``storage._cache_dirs``).
 * ``LITDATA_ITEM_SHUFFLE_WINDOW``: the in-chunk shuffle block size when ``item_shuffle_window`` is left
   at ``None`` / ``"auto"`` (``read._item_window.item_shuffle_window_value``).
 

@@ -1,7 +1,8 @@
 """What ``CombinedStreamingDataset`` and ``ParallelStreamingDataset`` share: configuration, the
 loader protocol (lengths; ``state_dict`` / ``load_state_dict`` and resume plans, whose logic is
-``read._composite_state``) and the per-worker iteration skeleton. The logic lives in ``read._compose``
-(streams, levels, resume) and ``read._mixing``; this facade only wires it to the members and to one portal per worker.
+``read._composite_state.CompositeResume``) and the per-worker iteration skeleton. The logic lives in
+``read.plan._compose`` (streams, levels, resume) and ``read.plan._mixing``; this facade only wires it to the
+members (their readers) and to one portal per worker.
 """
 
 from __future__ import annotations

@@ -363,14 +363,14 @@ class StreamingDataLoader(DataLoader[Any]):
         served exactly once across the new ranks and workers; see ``litstream.read.plan._resume`` for
         what is exact and under which assumption. A state saved by LitData's loader is accepted too
         (of a ``StreamingDataset``, a ``CombinedStreamingDataset`` or a ``ParallelStreamingDataset`` without
-        ``length``; see ``read._litdata_state``).
+        ``length``; see ``read.plan._litdata_state``).
 
         Raises:
             ConfigurationError: the checkpoint was saved with another ``shuffle``, ``seed``,
                 ``drop_last``, input or item loader, or its counts exceed what its epoch holds.
         """
         dataset: StreamingDataset | CompositeDataset = self.dataset  # type: ignore[assignment]
-        if isinstance(dataset, CompositeDataset) and is_litdata_composite_state(state):  # see read._litdata_state
+        if isinstance(dataset, CompositeDataset) and is_litdata_composite_state(state):  # see read.plan._litdata_state
             members = [d._config() for d in dataset.datasets]
             layouts = [d._reader.layout for d in dataset.datasets]
             state = from_litdata_combined(

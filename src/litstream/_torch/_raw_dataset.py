@@ -176,7 +176,7 @@ class StreamingRawDataset(_Base):
 
     @property
     def cache_manager(self) -> RawCacheManager:
-        """LitData's ``cache_manager``: the dataset's cache folder and file mapping (``read._raw_cache_view``)."""
+        """LitData's ``cache_manager``: the dataset's cache folder and file mapping (``read.raw._cache_view``)."""
         from ..read.raw._cache_view import RawCacheManager
 
         return RawCacheManager(self.input_dir, self.cache_dir, bool(self.cache_files), dict(self.storage_options))

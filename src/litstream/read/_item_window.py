@@ -18,7 +18,7 @@ def item_shuffle_window_value(value: Any) -> int:
 
     Raises:
         ConfigurationError: a negative int, a float or an unknown string (see
-            ``read._assign.resolve_item_shuffle_window``), in the argument or the variable.
+            ``read.plan._assign.resolve_item_shuffle_window``), in the argument or the variable.
     """
     if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
         variable = environ().litdata_item_shuffle_window

@@ -102,7 +102,7 @@ def resolve_location(
 
 
 def plan_cache_bytes(max_cache_size: int | float | str | None, cache: CacheSettings | None) -> int | None:
-    """``max_cache_size`` in bytes for the multi-node shuffle's "does a node's shard fit" test (``read._plan``).
+    """``max_cache_size`` in bytes for the multi-node shuffle's "does a node's shard fit" test (``read.plan._plan``).
 
     ``None`` (LitData: 75 % of the free disk) is no limit here, as before; a fraction is measured on the
     cache root, as the cache measures it.

@@ -319,7 +319,7 @@ class ReadSpec:
         )
 
     def member(self, chunk_sizes: Sequence[int]) -> MemberSpec:
-        """What this dataset's plan depends on as a Combined / Parallel member (``read._compose``)."""
+        """What this dataset's plan depends on as a Combined / Parallel member (``read.plan._compose``)."""
         return MemberSpec(
             tuple(chunk_sizes),
             self.shuffle,

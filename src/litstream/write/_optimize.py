@@ -124,7 +124,7 @@ def optimize(
             ``queue.Queue`` / ``multiprocessing.Queue`` that a producer ends with the string ``"ALL_DONE"``
             (or by ``DATA_OPTIMIZER_TIMEOUT`` seconds, default 300, of silence), or a
             ``StreamingDataLoader``: each batch of one epoch is one input (LitData's; see
-            ``write._loader_inputs``).
+            ``write.run._loader_inputs``).
         output_dir: Local directory (created if missing), URL (``s3://``, ``gs://``, ``azure://``), ``Dir``
             or ``Store``. Default ``"optimized_data"`` as LitData.
         queue: LitData's name for a queue input; give ``inputs`` or ``queue``.

@@ -81,7 +81,7 @@ class SampleStream:
                 self._pieces = deque(self._given_pieces)
             else:
                 selection = None if self._select is None else self._select(self._source.chunk_sizes)
-                if self._position is not None:  # fresh, strict or elastic resume (read._session)
+                if self._position is not None:  # fresh, strict or elastic resume (read.plan._session)
                     self._pieces = deque(self._position.open(self._source, selection))
                 else:
                     self._pieces = deque(plan_pieces(self._source, self._plan, selection))

@@ -1,7 +1,7 @@
 """Building blocks of the read plan: chunk order, per-worker budgets, the chunk walk, in-chunk order.
 
 Pure and deterministic: no I/O, no event loop, only numpy's legacy ``RandomState`` (whose streams are
-what makes the order identical to LitData 0.2.71-0.2.76). ``read._plan`` composes these into per-epoch plans
+what makes the order identical to LitData 0.2.71-0.2.76). ``read.plan._plan`` composes these into per-epoch plans
 for a topology (ranks, workers, nodes); the argument checks shared by the plan modules live here too.
 
 Conventions: item ids are **chunk-local** (0 is the first item of the chunk); ranges are half-open

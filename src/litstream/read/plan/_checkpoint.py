@@ -16,7 +16,7 @@ A checkpoint is a small dict of plain values (picklable, JSON-compatible). Its l
 {...}}``, one ``DatasetCheckpoint`` state per member (LitData's layout) plus the wrapper's entry,
 which is what resume uses (``carry`` is the :class:`CycleCarry` bases of a cycling Parallel).
 
-The meaning of the counts, levels and of strict versus elastic resume is in ``read._resume``.
+The meaning of the counts, levels and of strict versus elastic resume is in ``read.plan._resume``.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ class CycleCarry:
     Attributes:
         epoch: The epoch these bases start.
         topology: The level-0 topology of that epoch (bases are per global worker of it).
-        bases: Per global worker, how far each member's cycle has gone (``read._compose``).
+        bases: Per global worker, how far each member's cycle has gone (``read.plan._compose``).
     """
 
     epoch: int

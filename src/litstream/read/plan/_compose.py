@@ -3,10 +3,10 @@
 A *member* is one wrapped dataset; :class:`MemberSpec` is what its read plan depends on besides the
 topology and the epoch. A reader (global worker ``g = rank * K + worker``) of a composite holds one
 *member stream* per member: a list of :data:`Run` s, each a range of positions in one slice's (or
-window's) serving order in one member epoch (``read._resume``'s :class:`Segment` plus its
+window's) serving order in one member epoch (``read.plan._resume``'s :class:`Segment` plus its
 :class:`EpochSpec`). A *composer* says what the reader serves from its member streams:
 
-* :class:`CombinedComposer`: the samples of its member streams, mixed by ``read._mixing.mix_order``.
+* :class:`CombinedComposer`: the samples of its member streams, mixed by ``read.plan._mixing.mix_order``.
   At level 0 a member stream is the member's own read plan for that worker in the epoch.
 * :class:`ParallelComposer`: tuples, one sample of every member per step, so all member streams of a
   reader have the same length. Without ``length`` (``None``) they are the members' plans cut to the
@@ -15,7 +15,7 @@ window's) serving order in one member epoch (``read._resume``'s :class:`Segment`
   epoch ``c + 1``) from a *base* position: where the previous epoch stopped (``carry``) or, without
   one, ``(epoch - 1) * share`` (``resume=True``: every earlier epoch complete) or 0 (``resume=False``).
 
-Resume (``read._compose_resume``) works like ``read._resume``: a checkpoint records, per worker of
+Resume (``read.plan._compose_resume``) works like ``read.plan._resume``: a checkpoint records, per worker of
 the saving rank, how many composite samples it served at the current *level*; the other ranks'
 counts are derived assuming DDP lock-step and torch's in-order delivery. On the same topology each
 worker skips what it served (each member stream its own share, the mixing sequence its prefix). On

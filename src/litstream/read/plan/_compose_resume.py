@@ -1,6 +1,6 @@
 """Resume of Combined / Parallel datasets: where each rank continues (pure: no I/O, no event loop).
 
-See ``read._compose`` for streams and levels. A checkpoint records, per worker of the saving rank,
+See ``read.plan._compose`` for streams and levels. A checkpoint records, per worker of the saving rank,
 how many composite samples it served at the current level; :func:`all_consumed` derives the other
 ranks' counts (DDP lock-step, torch's in-order delivery) and :func:`resolve_composite` turns that
 into a :class:`CompositePlan` for the resuming rank: strict replay on the same topology, or a new
@@ -38,7 +38,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CompositePlan:
-    """Where one rank of a composite resumes (the counterpart of ``read._resume.ResumePlan``).
+    """Where one rank of a composite resumes (the counterpart of ``read.plan._resume.ResumePlan``).
 
     Attributes:
         epoch: The epoch being resumed.

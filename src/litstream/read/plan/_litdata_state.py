@@ -1,7 +1,7 @@
 """Checkpoints saved by LitData: recognise them, check them, and turn them into litstream's layout.
 
 A user migrating mid-training holds ``StreamingDataLoader.state_dict()`` of LitData 0.2.76. Its
-``"dataset"`` entry shares most keys with litstream's (``read._resume`` describes ours) but:
+``"dataset"`` entry shares most keys with litstream's (``read.plan._resume`` describes ours) but:
 
 * it has keys litstream never writes (``cache_dir_path``, ``num_canonical_nodes``,
   ``initial_num_nodes``) and always writes ``subsampled_files`` / ``region_of_interest``; its
@@ -11,9 +11,9 @@ A user migrating mid-training holds ``StreamingDataLoader.state_dict()`` of LitD
 
 Positions: LitData's loader adds ``batch_size`` to ``num_samples_yielded`` for every batch, short or
 not, so the count is ``batch_size`` times the batches its rank delivered. Which items those were
-follows from the read plan, which is LitData's on the same topology (``read._plan``): torch hands out
+follows from the read plan, which is LitData's on the same topology (``read.plan._plan``): torch hands out
 batches round-robin over the workers (skipping a worker that has run out), so the per-worker counts
-are ``read._resume.round_robin`` of that batch count over the workers' stream lengths. They are
+are ``read.plan._resume.round_robin`` of that batch count over the workers' stream lengths. They are
 written as litstream's exact ``worker_samples_yielded``, and the resumed loader continues with the
 worker whose turn was next, as LitData's loader does.
 

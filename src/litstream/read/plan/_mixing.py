@@ -1,7 +1,7 @@
 """Which member each sample of a ``CombinedStreamingDataset`` comes from (pure: no I/O, no event loop).
 
 One reader (a DataLoader worker, or the process) of a combined dataset holds one stream per member
-(its share of that member, see ``read._compose``). :func:`mix_order` is the sequence of member ids
+(its share of that member, see ``read.plan._compose``). :func:`mix_order` is the sequence of member ids
 it serves, a pure function of the stream lengths, the weights, the seed and the mixing options —
 so a checkpoint needs only the number of samples served: the members' positions and the random
 state follow by replaying the sequence.

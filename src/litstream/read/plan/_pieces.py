@@ -37,12 +37,12 @@ __all__ = [
 
 ShuffleMode: TypeAlias = bool | Literal["full", "window"]
 """``False``: NoShuffle. ``True`` or ``"full"``: FullShuffle. ``"window"``: FullShuffle's plan served
-window by window across chunks (``read._window``)."""
+window by window across chunks (``read.plan._window``)."""
 
 
 @dataclass(frozen=True)
 class ReadPlanArgs:
-    """Inputs of the read plan for one (rank, worker) and epoch; see ``read._plan`` and ``read._window``.
+    """Inputs of the read plan for one (rank, worker) and epoch; see ``read.plan._plan`` and ``read.plan._window``.
 
     Attributes:
         shuffle: A :data:`ShuffleMode`.
@@ -106,7 +106,7 @@ def plan_pieces(source: DatasetSource, args: ReadPlanArgs, selection: Selection 
     """The pieces this worker reads and the item order inside each, after skipping ``args.skip``.
 
     With a ``selection`` (subsample, subset, split) the plan runs on its selected chunks and regions
-    and the pieces are mapped back to chunk files (``read._subset``).
+    and the pieces are mapped back to chunk files (``read.plan._subset``).
     """
     if selection is not None:
         return selection.file_pieces(_plan_pieces(source, args, selection))

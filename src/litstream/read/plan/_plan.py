@@ -1,6 +1,6 @@
 """The read plan: which items every (node, rank, worker) serves in an epoch, and in which order.
 
-Pure and deterministic: no I/O, no event loop. Built from the blocks in ``read._assign`` (spec
+Pure and deterministic: no I/O, no event loop. Built from the blocks in ``read.plan._assign`` (spec
 ``read.md`` §3.1-§3.4), it reproduces LitData 0.2.71's ``NoShuffle`` and ``FullShuffle`` exactly,
 on one node and on several (§3.3)::
 
@@ -8,7 +8,7 @@ on one node and on several (§3.3)::
     item_order(slice)     -> the chunk-local item ids of one slice, in serving order
 
 A worker serves its slices one after the other, each in :func:`item_order` (or, with the opt-in
-cross-chunk shuffle, in the order of ``read._window``). :func:`worker_plan` picks one worker's
+cross-chunk shuffle, in the order of ``read.plan._window``). :func:`worker_plan` picks one worker's
 slices, :func:`items_per_rank` gives what ``len(dataset)`` reports on a rank, and
 :func:`replay_skip` + :func:`resume_position` implement strict replay (§4.4).
 

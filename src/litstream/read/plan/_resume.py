@@ -3,7 +3,7 @@
 A topology is ``(world_size W, workers per rank K, batch_size B)``; ``K`` counts ``num_workers=0`` as
 one worker. Global worker ``g = rank * K + worker``.
 
-**Streams and levels.** An epoch starts at *level 0*: the read plan of ``read._plan`` gives each
+**Streams and levels.** An epoch starts at *level 0*: the read plan of ``read.plan._plan`` gives each
 global worker a *stream*, its items in serving order, held as :class:`Segment` s (a range of
 positions in one slice's :func:`~litstream.read.plan._plan.item_order`) so nothing is ever expanded to
 one entry per item. A checkpoint records, per global worker, how many items of its stream were

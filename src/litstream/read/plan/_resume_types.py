@@ -32,7 +32,7 @@ class Topology:
 
 @dataclass(frozen=True)
 class Window:
-    """One window of a worker's level-0 plan with ``shuffle="window"`` (see ``read._window``)."""
+    """One window of a worker's level-0 plan with ``shuffle="window"`` (see ``read.plan._window``)."""
 
     slices: tuple[ChunkSlice, ...]
     global_worker: int
@@ -70,7 +70,7 @@ class EpochSpec:
         regions: The chunk-local ``(start, end)`` items of each chunk that may be served; ``None``:
             every item (a subsample, subset or split passes its selected chunks' regions, with
             ``chunk_sizes`` the sizes of those chunks' files).
-        item_shuffle_window: In-chunk shuffle block size with ``shuffle=True`` (``read._assign.item_order``).
+        item_shuffle_window: In-chunk shuffle block size with ``shuffle=True`` (``read.plan._assign.item_order``).
     """
 
     chunk_sizes: tuple[int, ...]

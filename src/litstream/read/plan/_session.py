@@ -2,21 +2,21 @@
 
 Every face of the reader drives this module — ``StreamingDataset.__iter__`` (sync, one portal per
 DataLoader worker), :func:`litstream.astream` (asyncio or trio) and the Combined / Parallel
-wrappers (``read._session_compose``) — so a feature of one face is a feature of all.
+wrappers (``read.plan._session_compose``) — so a feature of one face is a feature of all.
 
 Given the dataset (its :class:`~litstream.read._source.DatasetSource` and selection), the plan
 arguments of the reader (:class:`~litstream.read.plan._pieces.ReadPlanArgs`: rank, world size, worker,
 workers, batch size, shuffle, seed, epoch, drop_last) and a checkpoint, :func:`open_session` decides:
 
-* **fresh**: no checkpoint; the plan of ``args.epoch`` (``read._plan``);
+* **fresh**: no checkpoint; the plan of ``args.epoch`` (``read.plan._plan``);
 * **strict resume**: the checkpoint's topology; logical worker ``(start + worker) % K`` drops what
-  it already served (``read._resume`` explains ``start``);
+  it already served (``read.plan._resume`` explains ``start``);
 * **elastic resume**: another topology; the reader serves its run of the restriped remainder;
 * **next epoch**: a checkpoint taken at the end of its epoch starts the following epoch afresh.
 
 :func:`~litstream.read._engine.split_head` is the head-chunk fast path of a local, uncompressed dataset, and
 :class:`StreamPosition` counts what a single reader (``astream``) served so that it can write its
-own checkpoint (``read._checkpoint``).
+own checkpoint (``read.plan._checkpoint``).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def resume_plan(
     topology: Topology,
     shuffle_window: int,
 ) -> ResumePlan:
-    """Resolve a dataset checkpoint for ``rank`` of a run on ``topology`` (see ``read._resume``).
+    """Resolve a dataset checkpoint for ``rank`` of a run on ``topology`` (see ``read.plan._resume``).
 
     Raises:
         ConfigurationError: a malformed checkpoint or counts its epoch cannot hold.

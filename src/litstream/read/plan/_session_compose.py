@@ -1,10 +1,10 @@
 """The read session of a Combined / Parallel dataset: what one reader serves in one epoch (pure).
 
-The composite counterpart of ``read._session``, driven by the sync wrappers
-(``CompositeDataset.__iter__``) and by their async streams (``read._astream_compose``). Given the
-composer (``read._compose``), the reader (rank, worker, topology), the epoch, a resolved
-checkpoint (``read._compose_resume``) and the cycle carry of a cycling Parallel
-(``read._checkpoint.CycleCarry``), :func:`open_composite` decides fresh / strict / elastic / next
+The composite counterpart of ``read.plan._session``, driven by the sync wrappers
+(``CompositeDataset.__iter__``) and by their async streams (``read.aio._compose``). Given the
+composer (``read.plan._compose``), the reader (rank, worker, topology), the epoch, a resolved
+checkpoint (``read.plan._compose_resume``) and the cycle carry of a cycling Parallel
+(``read.plan._checkpoint.CycleCarry``), :func:`open_composite` decides fresh / strict / elastic / next
 epoch and returns each member's stream; :func:`carry_after_epoch` advances the carry when an epoch
 ends; :func:`composite_checkpoint` writes the checkpoint of a position.
 """
@@ -67,7 +67,7 @@ class CompositeSession:
 
 
 class AsyncSession(NamedTuple):
-    """A composite session as its async stream (``read._astream_compose``) serves it.
+    """A composite session as its async stream (``read.aio._compose``) serves it.
 
     ``checkpoint(served)`` is the state after ``served`` composite samples of this level (counted
     from the level's start, so a strict resume starts at ``session.count``).

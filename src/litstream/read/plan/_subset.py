@@ -2,7 +2,7 @@
 
 A :class:`Selection` is LitData's ``subsampled_files`` + ``region_of_interest`` pair: an ordered list
 of *selected chunks*, each a chunk file of ``index.json`` (``chunks[j]``, the file's position there)
-and a chunk-local item range ``[start, end)`` of it. The read plan (``read._plan``) runs on the
+and a chunk-local item range ``[start, end)`` of it. The read plan (``read.plan._plan``) runs on the
 selected chunks as if they were the dataset's chunks: selected chunk ``v`` is chunk id ``v`` (so a file
 listed twice, as with ``subsample > 1``, has two ids, as in LitData), and the pieces it produces are
 mapped back to chunk files with :meth:`Selection.file_pieces` before anything is fetched. Item ids

@@ -5,7 +5,7 @@ order (by label, by source, by date) a worker still serves one chunk's worth of 
 time. The window shuffle keeps ``FullShuffle``'s plan (the same chunks, slices and item counts per
 worker, so lengths and batch counts do not change) and changes only the order inside it::
 
-    plan (slices, from read._plan.worker_plan with shuffle=True)
+    plan (slices, from read.plan._plan.worker_plan with shuffle=True)
       s0 s1 s2 s3 s4 s5 s6 s7 | s8 s9 s10 ...          consecutive slices, ``shuffle_window`` per window
       └──────── window 0 ─────┘ └── window 1 ...
     window w serves the union of its slices' items in the permutation drawn by
@@ -16,7 +16,7 @@ the reader needs one window of chunks in memory (plus its prefetch), never more.
 plan is served exactly once, and the order is a pure function of the plan, seed, epoch and global
 worker id, so a resumed worker can skip exactly what it served (:func:`window_position`).
 
-Pure and synchronous, like ``read._plan``. This is litstream's own order; LitData has no equivalent.
+Pure and synchronous, like ``read.plan._plan``. This is litstream's own order; LitData has no equivalent.
 Items are ``(chunk_index, chunk-local item)`` pairs.
 """
 
@@ -46,7 +46,7 @@ def windows(plan: Sequence[ChunkSlice], shuffle_window: int) -> list[tuple[Chunk
     """Group a worker's consecutive slices into windows of up to ``shuffle_window`` slices.
 
     Args:
-        plan: The worker's slices, in plan order (e.g. from ``read._plan.worker_plan``).
+        plan: The worker's slices, in plan order (e.g. from ``read.plan._plan.worker_plan``).
         shuffle_window: Slices (so chunks) per window, ``>= 1``; the last window may hold fewer.
 
     Raises:
