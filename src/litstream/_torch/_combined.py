@@ -12,11 +12,12 @@ from ..read.plan._session_compose import member_pieces
 from ._composite import CompositeDataset, Position
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Mapping, Sequence
 
     from anyio.from_thread import BlockingPortal
 
     from ..read.plan._compose import Run
+    from ..read.plan._session_compose import AsyncSession
     from ._dataset import StreamingDataset
 
 __all__ = ["CombinedStreamingDataset"]
@@ -136,39 +137,9 @@ class CombinedStreamingDataset(CompositeDataset):
             for it in members:
                 it.close()
 
-    def astream(
-        self,
-        *,
-        epoch: int | None = None,
-        rank: int = 0,
-        world_size: int = 1,
-        batch_size: int = 1,
-        max_pre_download: int = 2,
-        state: Mapping[str, Any] | None = None,
+    def _stream(
+        self, open_session: Callable[[], AsyncSession], batch_size: int, state: Mapping[str, Any] | None
     ) -> CombinedSampleStream:
-        """The same mix as one reader of this dataset serves, as an async stream (asyncio or trio).
-
-        The async twin of iterating the dataset in one process (``num_workers=0``); use it as
-        ``async for sample in ds.astream()`` or ``async with ds.astream() as samples``, like
-        :func:`litstream.astream`. Each member is read with its own settings (shuffle, seed,
-        transform, ...).
-
-        Args:
-            epoch: 1-based epoch (default: this dataset's current epoch).
-            rank: This reader's rank in ``[0, world_size)``. Default 0.
-            world_size: Readers sharing the data. Default 1.
-            batch_size: Batch size that splits items between ranks in whole batches (and the run
-                length of ``"per_stream"``). Default 1.
-            max_pre_download: Chunks each member fetches ahead (>= 1). Default 2.
-            state: Resume from a checkpoint: what the stream's ``state_dict()`` returned (or the
-                dataset entry of a ``StreamingDataLoader`` checkpoint of this wrapper). The stream
-                serves exactly the rest of that epoch (``epoch`` is the checkpoint's); ``rank``,
-                ``world_size`` and ``batch_size`` may differ from the checkpoint's (elastic
-                resume, as ``StreamingDataLoader`` does it). A checkpoint taken after the last
-                sample starts the next epoch. Checked on first iteration: a checkpoint of another
-                wrapper or other settings raises ``ConfigurationError`` (see ``load_state_dict``).
-        """
-        open_session = self._async_session(epoch, rank, world_size, batch_size, max_pre_download, state)
 
         def prepare() -> Prepared:
             composer, session, members, checkpoint = open_session()

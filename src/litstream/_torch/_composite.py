@@ -348,4 +348,40 @@ class CompositeDataset(IterableDataset[Any]):
         max_pre_download: int = 2,
         state: Mapping[str, Any] | None = None,
     ) -> ComposedSampleStream:
+        """What one reader of this dataset serves (a Combined dataset's mix, a Parallel dataset's tuples), as an
+        async stream (asyncio or trio).
+
+        The async twin of iterating the dataset in one process (``num_workers=0``); use it as
+        ``async for sample in ds.astream()`` or ``async with ds.astream() as samples``, like
+        :func:`litstream.astream`. Each member is read with its own settings (shuffle, seed,
+        transform, ...); a Parallel dataset's ``transform`` runs on the event loop's thread.
+
+        Args:
+            epoch: 1-based epoch (default: this dataset's current epoch).
+            rank: This reader's rank in ``[0, world_size)``. Default 0.
+            world_size: Readers sharing the data. Default 1.
+            batch_size: Batch size that splits items between ranks in whole batches (and the run
+                length of ``"per_stream"``). Default 1.
+            max_pre_download: Chunks each member fetches ahead (>= 1). Default 2.
+            state: Resume from a checkpoint: what the stream's ``state_dict()`` returned (or the
+                dataset entry of a ``StreamingDataLoader`` checkpoint of this wrapper). The stream
+                serves exactly the rest of that epoch (``epoch`` is the checkpoint's); ``rank``,
+                ``world_size`` and ``batch_size`` may differ from the checkpoint's (elastic
+                resume, as ``StreamingDataLoader`` does it). A checkpoint taken after the last
+                sample starts the next epoch. Checked on first iteration: a checkpoint of another
+                wrapper or other settings raises ``ConfigurationError`` (see ``load_state_dict``).
+
+        Returns:
+            A ``CombinedSampleStream`` or ``ParallelSampleStream``. Nothing is read until iteration starts.
+
+        Raises:
+            ConfigurationError: a bad argument; an endless ``ParallelStreamingDataset`` (``length=float('inf')``).
+        """
+        open_session = self._async_session(epoch, rank, world_size, batch_size, max_pre_download, state)
+        return self._stream(open_session, batch_size, state)
+
+    def _stream(
+        self, open_session: Callable[[], AsyncSession], batch_size: int, state: Mapping[str, Any] | None
+    ) -> ComposedSampleStream:
+        """The stream of the session ``open_session`` opens (on first use)."""
         raise NotImplementedError

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from ..read._face import Member
     from ..read.plan._compose import Run
+    from ..read.plan._session_compose import AsyncSession
     from ._dataset import StreamingDataset
 
 __all__ = ["ParallelStreamingDataset"]
@@ -222,29 +223,16 @@ class ParallelStreamingDataset(CompositeDataset):
         for stream in cycles:
             yield from d._open_reader().samples(to_pieces(stream), portal, members)
 
-    def astream(
-        self,
-        *,
-        epoch: int | None = None,
-        rank: int = 0,
-        world_size: int = 1,
-        batch_size: int = 1,
-        max_pre_download: int = 2,
-        state: Mapping[str, Any] | None = None,
+    def _stream(
+        self, open_session: Callable[[], AsyncSession], batch_size: int, state: Mapping[str, Any] | None
     ) -> ParallelSampleStream:
-        """The tuples one reader of this dataset serves, as an async stream (asyncio or trio).
-
-        The async twin of iterating the dataset in one process; see
-        :meth:`CombinedStreamingDataset.astream` for the arguments (``state`` included: the
-        stream's ``state_dict()`` resumes exactly, elastically too). ``transform`` runs on the
-        event loop's thread.
-        """
+        """The tuples one reader of this dataset serves (see :meth:`CompositeDataset.astream`; ``transform`` runs
+        on the event loop's thread)."""
         if self._endless:
             raise ConfigurationError(
                 "astream() of an endless ParallelStreamingDataset (length=float('inf')) is not supported yet; "
                 "pass an int length"
             )
-        open_session = self._async_session(epoch, rank, world_size, batch_size, max_pre_download, state)
 
         def prepare() -> Prepared:
             _, session, members, checkpoint = open_session()

@@ -217,6 +217,40 @@ class ReadSpec:
         check_read_args(new.shuffle, new.seed, new.drop_last, new.max_pre_download, new.shuffle_window)
         return new
 
+    def derive(
+        self, *, shuffle: ShuffleMode, shuffle_window: int, seed: int, drop_last: bool | None, max_pre_download: int,
+        transforms: Sequence[Callable[[Any], Any]] = (), item_shuffle_window: int | str | None = None,
+        item_loader: Loader | None = None, index_path: str | os.PathLike[str] | None = None,
+        encryption: Encryption | None = None, serializers: Mapping[str, Serializer] | None = None,
+        allow_pickle: bool | None = None, version: int | datetime | str | None = None,
+    ) -> ReadSpec:  # fmt: skip
+        """The spec of another reader of this spec's dataset (``astream(dataset)``): the order given anew, the
+        ``transforms`` run after this spec's, and each other argument that is not ``None`` replacing this spec's;
+        the location, store and cache stay this spec's. Every value is checked as :meth:`build` checks it.
+
+        Raises:
+            ConfigurationError: a bad argument, naming it.
+        """
+        check_read_args(shuffle, seed, drop_last, max_pre_download, shuffle_window)
+        check_read_loader(item_loader)
+        check_reader_encryption(encryption)
+        changes: dict[str, Any] = {
+            "shuffle": shuffle, "shuffle_window": shuffle_window, "seed": seed, "drop_last": drop_last,
+            "max_pre_download": max_pre_download, "transforms": (*self.transforms, *transforms),
+        }  # fmt: skip
+        if item_shuffle_window is not None:
+            check_read_params()
+            changes["item_shuffle_window"] = item_shuffle_window_value(item_shuffle_window)
+        given = {"item_loader": item_loader, "index_path": index_path, "encryption": encryption}
+        changes.update(
+            (name, value) for name, value in {**given, "serializers": serializers}.items() if value is not None
+        )
+        if check_allow_pickle(allow_pickle) is not None:
+            changes["allow_pickle"] = resolve_allow_pickle(allow_pickle, self.store.url)
+        if version is not None:
+            changes["version"] = check_version(version)
+        return self.replace(**changes)
+
     # -- opening ----------------------------------------------------------------------------------------
     async def open(self) -> DatasetSource:
         """Open the dataset: load its index (after indexing an ``hf://`` Parquet dataset) and prepare its decoder.

@@ -5,15 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..._core._errors import ConfigurationError
-from ...format._encrypted import check_reader_encryption
-from .._args import check_read_args, check_read_loader
+from .._args import check_read_args
 from .._face import Member
-from .._item_window import item_shuffle_window_value
-from .._params import check_read_params
 from .._spec import ReadSpec
 from .._transform import Transform, check_transforms
-from .._trust import check_allow_pickle, resolve_allow_pickle
-from .._versions import check_version
 from ..plan._session import StreamPosition
 from ..plan._subset import Selection, check_subsample, subsample_selection
 from ..plan._window import DEFAULT_SHUFFLE_WINDOW
@@ -162,32 +157,12 @@ def astream(
                 "astream() reads a StreamingDataset; set them when constructing it, or pass its input_dir instead"
             )
         base = input_dir._open_reader().read_spec()
-        changes: dict[str, Any] = {
-            "shuffle": shuffle,
-            "shuffle_window": shuffle_window,
-            "seed": seed,
-            "drop_last": drop_last,
-            "max_pre_download": max_pre_download,
-            "transforms": (*base.transforms, *extra),
-        }
-        if item_shuffle_window is not None:
-            check_read_params()
-            changes["item_shuffle_window"] = item_shuffle_window_value(item_shuffle_window)
-        for name, value in (
-            ("item_loader", item_loader),
-            ("index_path", index_path),
-            ("encryption", encryption),
-            ("serializers", serializers),
-        ):
-            if value is not None:
-                changes[name] = value
-        check_read_loader(item_loader)
-        check_reader_encryption(encryption)
-        if check_allow_pickle(allow_pickle) is not None:
-            changes["allow_pickle"] = resolve_allow_pickle(allow_pickle, base.store.url)
-        if version is not None:
-            changes["version"] = check_version(version)
-        spec = base.replace(**changes)
+        spec = base.derive(
+            shuffle=shuffle, shuffle_window=shuffle_window, seed=seed, drop_last=drop_last,
+            max_pre_download=max_pre_download, transforms=extra, item_shuffle_window=item_shuffle_window,
+            item_loader=item_loader, index_path=index_path, encryption=encryption, serializers=serializers,
+            allow_pickle=allow_pickle, version=version,
+        )  # fmt: skip
         chooses = base.select  # the dataset's own selection, with its own seed
     else:
         spec = ReadSpec.build(
