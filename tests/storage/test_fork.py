@@ -138,3 +138,23 @@ def test_an_http_store_works_in_a_forked_child(hub_server: HubServer) -> None:
     parent, child = run_clean(_http_store_in_a_child, f"{hub_server.url}/static/{name}")
     assert parent == b"over http"
     assert child == ("ok", b"over http")
+
+
+def test_the_installed_obstore_is_a_release_the_fork_seam_was_verified_with() -> None:
+    """A newer obstore (a CI that resolves another release) fails here, loudly, before any user's worker."""
+    import importlib.metadata
+
+    from litstream.storage._obstore_fork import VERIFIED_OBSTORE, check_verified
+
+    installed = importlib.metadata.version("obstore")
+    assert installed.startswith(VERIFIED_OBSTORE), f"verify litstream/storage/_obstore_fork.py with obstore {installed}"
+    check_verified(installed)  # accepted
+
+
+def test_an_unverified_obstore_is_refused_by_name() -> None:
+    import pytest
+
+    from litstream.storage._obstore_fork import check_verified
+
+    with pytest.raises(ImportError, match=r"obstore 0\.13\.0 is installed; .* verified with obstore 0\.12\.x"):
+        check_verified("0.13.0")

@@ -12,12 +12,18 @@ starts its own runtime in the child. Stores made from a copy work only with that
 :class:`~litstream.storage.ObstoreStore` builds its client and makes its calls through the module
 :func:`native` gives. Spawned and forkserver children, and children of a process that never used
 obstore, use the ordinary module.
+
+Loading a second copy depends on how obstore builds its native module, which no obstore release promises.
+It is done only for the releases it was verified with (:data:`VERIFIED_OBSTORE`, tested by
+``tests/storage/test_fork.py``, which also fails when another release is installed); with any other release a
+forked child's obstore call raises ``StorageError`` naming the fix instead of risking a hang.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 import os
 import sys
 import tempfile
@@ -34,7 +40,9 @@ if TYPE_CHECKING:
     from ._obstore_spec import ObstoreSpec
 
 __all__ = [
+    "VERIFIED_OBSTORE",
     "ProcessClient",
+    "check_verified",
     "build_lock",
     "fork_error",
     "forked_from_user",
@@ -42,6 +50,9 @@ __all__ = [
     "note_used",
     "obstore_used",
 ]
+
+VERIFIED_OBSTORE = ("0.12.",)
+"""The obstore releases (version prefixes) whose native module a forked child may load a private copy of."""
 
 _ORIGINAL_USED_IN: set[int] = set()
 """The processes whose ordinary obstore module has started its runtime (inherited by forked children)."""
@@ -61,6 +72,19 @@ if hasattr(os, "register_at_fork"):
 
 def _original() -> ModuleType:
     return importlib.import_module("obstore._obstore")
+
+
+def check_verified(version: str) -> None:
+    """Refuse to load a private copy of obstore ``version``'s native module unless it is a verified release.
+
+    Raises:
+        ImportError: ``version`` does not start with one of :data:`VERIFIED_OBSTORE`.
+    """
+    if not version.startswith(VERIFIED_OBSTORE):
+        raise ImportError(
+            f"obstore {version} is installed; litstream's use of obstore in forked processes is verified with "
+            f"obstore {', '.join(v + 'x' for v in VERIFIED_OBSTORE)} only (pip install 'obstore>=0.12,<0.13')"
+        )
 
 
 def build_lock() -> threading.Lock:
@@ -88,6 +112,7 @@ def native() -> ModuleType:
         private = _PRIVATE.get(pid)
         if private is None:
             try:
+                check_verified(importlib.metadata.version("obstore"))
                 private = _load_private_copy(_original())
             except (OSError, ImportError) as exc:
                 raise fork_error(
