@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..storage._store import Store
     from ._versions import VersionRef
 
-__all__ = ["load_index", "load_local_index", "load_versioned_index", "read_index_bytes"]
+__all__ = ["load_index", "load_local_index", "load_versioned_index", "load_versioned_index_now", "read_index_bytes"]
 
 
 async def load_index(store: Store, ref: VersionRef | None = None) -> Index:
@@ -67,6 +67,23 @@ async def load_versioned_index(store: Store, ref: VersionRef | None = None) -> t
         raw, record = log.resolve(ref)
     else:
         raw, record = await anyio.to_thread.run_sync(log.resolve, ref)
+    return read_index(raw, f"{store.url} version {record.number}"), record.digest
+
+
+def load_versioned_index_now(store: Store, ref: VersionRef | None = None) -> tuple[Index, str | None] | None:
+    """:func:`load_versioned_index` of a dataset in local files, read from this thread without an event loop;
+    ``None`` when that needs one (not local files, no ``index.json``, or partial indexes asked for): the caller
+    then loads it on a loop, which also reports what is missing."""
+    if (ref is not None and ref.partial) or local_path(store, INDEX_FILENAME) is None:
+        return None
+    try:
+        raw = read_index_bytes(store)
+    except ObjectNotFoundError:
+        return None
+    digest = index_digest(raw)
+    if ref is None or digest == ref.digest:
+        return read_index(raw, f"{store.url}/{INDEX_FILENAME}"), digest
+    raw, record = VersionLog(store).resolve(ref)
     return read_index(raw, f"{store.url} version {record.number}"), record.digest
 
 

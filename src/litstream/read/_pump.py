@@ -10,13 +10,12 @@ from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-import sniffio
 
 from .._core._errors import LitstreamError, collapse_exception_group, raise_collapsed
-from ..format._index import INDEX_FILENAME
 from ..storage._files import local_path
 from ._decode import work_parts
 from ._engine import ChunkWork, produce_chunks
+from ._index_load import load_versioned_index_now
 from ._memory import REMOTE_MIN_PRE_DOWNLOAD, budget_for, reader_depth
 from ._source import DatasetSource
 from .plan._plan import ChunkSlice
@@ -85,25 +84,14 @@ def open_now(
     encryption: Any = None,
     version: VersionRef | None = None,
 ) -> DatasetSource | None:
-    """``DatasetSource.open`` of a dataset in local files (``storage/_files.py``) run to completion in this
-    thread, without an event loop: with ``index.json`` present it awaits nothing. ``None`` when it would
-    need a loop (a store without local files, no index.json, or a step that awaits), so the caller opens
-    it on the portal instead."""
-    index = local_path(store, INDEX_FILENAME)
-    if index is None or not index.is_file():
+    """``DatasetSource.open`` of a dataset in local files (``storage/_files.py``), done on this thread without an
+    event loop (its index read in place, its decoder chosen). ``None`` when that needs a loop (a store without
+    local files, no ``index.json``, partial indexes), so the caller opens it on the portal instead."""
+    loaded = load_versioned_index_now(store, version)
+    if loaded is None:
         return None
-    coroutine = DatasetSource.open(
-        store, serializers, None, item_loader, allow_pickle=allow_pickle, encryption=encryption, version=version
-    )
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        source: DatasetSource = done.value
-        return source
-    except sniffio.AsyncLibraryNotFoundError:  # a step needed an event loop: open on the portal instead
-        return None
-    coroutine.close()  # it suspended on something only a loop can resume
-    return None
+    index, digest = loaded
+    return DatasetSource.prepared(store, index, digest, serializers, item_loader, allow_pickle, encryption)
 
 
 def open_spec_now(spec: ReadSpec) -> DatasetSource | None:

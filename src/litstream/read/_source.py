@@ -127,12 +127,44 @@ class DatasetSource:
             index, digest = await load_versioned_index(store, version)
         else:
             index = await load_local_index(index_path)
+        source = cls.prepared(
+            store, index, digest, serializers, item_loader, allow_pickle, encryption, check_sizes=cache is None
+        )
+        if cache is not None:  # the disk cache, or (cache_chunks) the fetcher into memory
+            source.cache, source.downloader, source.fetcher = await anyio.to_thread.run_sync(
+                open_transfer, store, index, cache
+            )
+        return source
+
+    @classmethod
+    def prepared(
+        cls,
+        store: Store,
+        index: Index,
+        digest: str | None,
+        serializers: Mapping[str, Serializer] | None = None,
+        item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
+        allow_pickle: bool | None = True,
+        encryption: Any = None,
+        *,
+        check_sizes: bool = True,
+    ) -> DatasetSource:
+        """The source of a dataset whose ``index`` (of ``digest``, ``None`` when unversioned) is loaded: its
+        decoder chosen, nothing read (the synchronous part of :meth:`open`, arguments as there).
+
+        Args:
+            check_sizes: Check the local chunk files' sizes against the index (a dataset read in place).
+
+        Raises:
+            DatasetNotFoundError, FormatError, ConfigurationError, EncryptionError, PickleRefusedError: as
+                :meth:`open`.
+        """
         if index.config is None or not index.chunks:
             raise DatasetNotFoundError(f"the dataset in {store.url} has no chunks; optimize produced no sample")
         if not is_mds_config(index.config):
             check_config_keys(index.config.to_json_obj(), index.extra)
         level = check_encryption(index.config.encryption, encryption, store.url)
-        if cache is None:
+        if check_sizes:
             check_local_sizes(store, index)  # before any size from the index is used
         chosen = choose_decoder(store.url, index, item_loader, serializers, allow_pickle, encrypted=level is not None)
         source = cls(store, index, chosen.decoder, tokens=chosen.tokens, parquet=chosen.parquet, unpack=chosen.unpack)
@@ -141,10 +173,6 @@ class DatasetSource:
         source._cumulative = list(itertools.accumulate(source.chunk_sizes))
         source.encryption, source.encryption_level = encryption, level
         source.digest = digest
-        if cache is not None:  # the disk cache, or (cache_chunks) the fetcher into memory
-            source.cache, source.downloader, source.fetcher = await anyio.to_thread.run_sync(
-                open_transfer, store, index, cache
-            )
         return source
 
     @property
