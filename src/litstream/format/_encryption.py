@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError, EncryptionError
+from .._core._optional import optional_module
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -60,12 +61,10 @@ class EncryptionLevel:
 
 
 def _crypto() -> None:
-    try:
-        import cryptography.hazmat.primitives  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ConfigurationError(
-            'encryption needs the cryptography package: pip install "litstream[encryption]"'
-        ) from exc
+    optional_module(
+        "cryptography.hazmat.primitives",
+        'encryption needs the cryptography package: pip install "litstream[encryption]"',
+    )
 
 
 def _check_level(level: object) -> str:
