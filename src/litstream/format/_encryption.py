@@ -221,6 +221,8 @@ class RSAEncryption(Encryption):
         ConfigurationError: a bad ``level`` or ``password``, or ``cryptography`` is not installed.
     """
 
+    # The docstring's Args/Raises and the checks repeat FernetEncryption's (already one _check_* each): each public
+    # class documents its own constructor, as LitData's do.
     def __init__(self, password: str, level: str = "sample") -> None:
         _crypto()
         from cryptography.hazmat.primitives.asymmetric import rsa
