@@ -193,15 +193,7 @@ class Tracer:
         """Record a complete event from ``start_ns`` (``time.perf_counter_ns()``) to now on this thread."""
         if cat not in self.categories:
             return
-        end = self._clock()
-        tid = threading.get_native_id()
-        with self._lock:
-            if self._pid is None:
-                self._attach()
-            if tid not in self._threads:
-                self._threads[tid] = threading.current_thread().name
-            self._events.append(("X", name, cat, start_ns, end, tid, args))
-        self._due(end)
+        self._record_here("X", name, cat, start_ns, self._clock(), args)
 
     def async_span(self, name: str, cat: str, start_ns: int, args: dict[str, Any] | None = None) -> None:
         """Record a complete event of a coroutine from ``start_ns`` to now, on the first free lane of ``cat``."""
@@ -228,13 +220,21 @@ class Tracer:
         if cat not in self.categories:
             return
         now = self._clock()
+        self._record_here("i", name, cat, now, now, args)
+
+    def _record_here(
+        self, ph: str, name: str, cat: str, start_ns: int, end_ns: int, args: dict[str, Any] | None
+    ) -> None:
+        """Record an event of phase ``ph`` (``"X"`` complete, ``"i"`` instant) from ``start_ns`` to ``end_ns``
+        (``time.perf_counter_ns()``) on this thread."""
         tid = threading.get_native_id()
         with self._lock:
             if self._pid is None:
                 self._attach()
-            self._threads.setdefault(tid, threading.current_thread().name)
-            self._events.append(("i", name, cat, now, now, tid, args))
-        self._due(now)
+            if tid not in self._threads:
+                self._threads[tid] = threading.current_thread().name
+            self._events.append((ph, name, cat, start_ns, end_ns, tid, args))
+        self._due(end_ns)
 
     def _attach(self) -> None:
         """First event in this process (lock held): clocks, exit hooks, the periodic flush."""

@@ -28,7 +28,7 @@ import numpy as np
 from .._core._errors import FormatError
 from . import _dtypes as dt
 from ._pytree import tree_unflatten
-from ._serializers import (
+from ._serializers import (  # like _loaders.py's list in shape only: each names what its module uses
     BoolSerializer,
     FloatSerializer,
     IntSerializer,
@@ -212,6 +212,19 @@ def _grid_gather(
     return np.take(grid, rows, axis=0, out=out)
 
 
+def _fields(
+    buf: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    width: int,
+    stride: int,
+    out: npt.NDArray[np.uint8] | None = None,
+) -> npt.NDArray[np.uint8]:
+    """``buf[starts[k] : starts[k] + width]`` for every k, into ``out`` or a new ``(n, width)`` array: one
+    strided view when the starts lie on a grid of ``stride`` bytes (:func:`_grid_gather`), else :func:`_gather`."""
+    grid = _grid_gather(buf, starts, width, stride, out)
+    return grid if grid is not None else _gather(buf, starts, width, out)
+
+
 def _array_column(
     buf: npt.NDArray[np.uint8],
     starts: npt.NDArray[np.int64],
@@ -243,8 +256,7 @@ def _array_column(
         header = 8 + 4 * rank
         if rank < 1 or first_size < header:
             return None
-        heads = _grid_gather(buf, starts, header, stride)
-        heads = heads if heads is not None else _gather(buf, starts, header)
+        heads = _fields(buf, starts, header, stride)
         if not bool((heads == heads[0]).all()):
             return None
         words = heads[0].view("<u4")
@@ -259,8 +271,7 @@ def _array_column(
     n = len(starts)
     block = None if alloc is None else alloc(n * width)
     out = None if block is None else block.reshape(n, width)
-    data = _grid_gather(buf, starts + header, width, stride, out)
-    data = data if data is not None else _gather(buf, starts + header, width, out)
+    data = _fields(buf, starts + header, width, stride, out)
     whole = data.view(dtype).reshape((n, *shape))
     if as_arrays:
         return whole
@@ -269,6 +280,7 @@ def _array_column(
     return rows
 
 
+# The parameters repeat _array_column's because this dispatcher hands them on to it (not duplicated logic).
 def _column(
     data: Any,
     buf: npt.NDArray[np.uint8],
@@ -287,8 +299,7 @@ def _column(
         width, code = scalar
         if not bool((sizes == width).all()):
             return None
-        grid = _grid_gather(buf, starts, width, stride)
-        numbers = (grid if grid is not None else _gather(buf, starts, width)).view(code).ravel()
+        numbers = _fields(buf, starts, width, stride).view(code).ravel()
         return numbers.astype(code[1:]) if as_arrays else numbers.tolist()  # astype: native order, owned
     if kind is BoolSerializer:
         if not bool((sizes == 1).all()):
@@ -304,6 +315,16 @@ def _column(
     if kind is NumpySerializer or kind is NoHeaderNumpySerializer:
         return _array_column(buf, starts, sizes, serializer, stride, alloc, as_arrays)
     return None
+
+
+def _one_by_one(
+    memory: memoryview,
+    begins: npt.NDArray[np.int64],
+    ends: npt.NDArray[np.int64],
+    decode_one: Callable[[memoryview], Any],
+) -> list[Any]:
+    """The items ``memory[begins[k]:ends[k]]`` decoded by ``decode_one``, one by one (no fast path fits)."""
+    return [decode_one(memory[b:e]) for b, e in zip(begins.tolist(), ends.tolist(), strict=True)]
 
 
 def decode_items(
@@ -331,18 +352,13 @@ def decode_items(
     num_leaves = len(serializers)
     head = 4 * num_leaves
     if num_leaves == 0 or bool((lengths < head).any()):  # no leaves (an empty dict sample): nothing to gather
-        if keys is not None:
-            return None
-        return [decode_one(memory[b:e]) for b, e in zip(begins.tolist(), ends.tolist(), strict=True)]
+        return None if keys is not None else _one_by_one(memory, begins, ends, decode_one)
     buf = np.frombuffer(data, dtype=np.uint8)
     stride = int(lengths[0]) if bool((lengths == lengths[0]).all()) else 0
-    raw = _grid_gather(buf, begins, head, stride)
-    raw = raw if raw is not None else _gather(buf, begins, head)
+    raw = _fields(buf, begins, head, stride)
     sizes = raw.view("<u4").reshape(n, num_leaves).astype(np.int64)
     if bool((head + sizes.sum(axis=1) > lengths).any()):
-        if keys is not None:
-            return None
-        return [decode_one(memory[b:e]) for b, e in zip(begins.tolist(), ends.tolist(), strict=True)]
+        return None if keys is not None else _one_by_one(memory, begins, ends, decode_one)
     starts = np.empty_like(sizes)
     starts[:, 0] = begins + head
     if num_leaves > 1:

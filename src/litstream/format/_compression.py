@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError, FormatError
+from .._core._optional import optional_module
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from types import ModuleType
 
 __all__ = [
     "COMPRESSION_LEVELS",
@@ -52,14 +54,8 @@ MAX_FRAME_BYTES = 1 << 30
 _STEP = 1 << 20
 
 
-def _zstandard() -> Any:
-    try:
-        import zstandard
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ConfigurationError(
-            "compression='zstd' needs the zstandard package: pip install 'litstream[zstd]'"
-        ) from exc
-    return zstandard
+def _zstandard() -> ModuleType:
+    return optional_module("zstandard", "compression='zstd' needs the zstandard package: pip install 'litstream[zstd]'")
 
 
 def validate_compression(compression: str | None) -> int | None:

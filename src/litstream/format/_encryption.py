@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError, EncryptionError
+from .._core._optional import optional_module
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -60,12 +61,10 @@ class EncryptionLevel:
 
 
 def _crypto() -> None:
-    try:
-        import cryptography.hazmat.primitives  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ConfigurationError(
-            'encryption needs the cryptography package: pip install "litstream[encryption]"'
-        ) from exc
+    optional_module(
+        "cryptography.hazmat.primitives",
+        'encryption needs the cryptography package: pip install "litstream[encryption]"',
+    )
 
 
 def _check_level(level: object) -> str:
@@ -222,6 +221,8 @@ class RSAEncryption(Encryption):
         ConfigurationError: a bad ``level`` or ``password``, or ``cryptography`` is not installed.
     """
 
+    # The docstring's Args/Raises and the checks repeat FernetEncryption's (already one _check_* each): each public
+    # class documents its own constructor, as LitData's do.
     def __init__(self, password: str, level: str = "sample") -> None:
         _crypto()
         from cryptography.hazmat.primitives.asymmetric import rsa

@@ -98,6 +98,7 @@ class DatasetConfig:
     item_loader: str | None = "PyTreeLoader"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    # Shaped like ChunkInfo.to_json_obj (the unknown keys, then the fields), but over other fields.
     def to_json_obj(self) -> dict[str, Any]:
         obj: dict[str, Any] = dict(self.extra)
         obj.update(

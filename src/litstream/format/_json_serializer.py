@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._core._errors import FormatError
 from ._serializer_base import Serializer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["JsonLeaf", "JsonSerializer"]
 
@@ -41,6 +44,8 @@ _F64 = struct.Struct("<d")
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _JSON, _STRS, _I64S, _F64S, _BOOLS, _DICT, _RECS, _STR, _INT, _FLOAT, _BOOL, _NONE = range(12)
 _CELL_NONE, _CELL_STR, _CELL_INT, _CELL_FLOAT, _CELL_BOOL = 0x10, 0x11, 0x12, 0x13, 0x14
+_VALUE_TAGS = (_NONE, _STR, _INT, _FLOAT, _BOOL)  # a scalar's tag at the top level or in a dict/list
+_CELL_TAGS = (_CELL_NONE, _CELL_STR, _CELL_INT, _CELL_FLOAT, _CELL_BOOL)  # ... in a record (tag 6)
 _MAX_DEPTH = 200
 
 
@@ -83,6 +88,23 @@ def _as_json(value: Any) -> bytes:
     return _HEAD.pack(_JSON, len(text)) + text
 
 
+def _scalar(value: Any, tags: tuple[int, int, int, int, int]) -> bytes | None:
+    """``value`` tagged by ``tags`` (:data:`_VALUE_TAGS` or :data:`_CELL_TAGS`: None, str, int, float, bool) when it
+    is None, a bool, a str, an int64 or a float; else ``None``."""
+    none, text, integer, real, boolean = tags
+    if value is None:
+        return bytes([none])
+    if isinstance(value, bool):
+        return bytes([boolean, 1 if value else 0])
+    if isinstance(value, str):
+        return bytes([text]) + _utf8(value)
+    if _is_int(value) and _I64_MIN <= value <= _I64_MAX:
+        return bytes([integer]) + _I64.pack(value)
+    if isinstance(value, float):
+        return bytes([real]) + _F64.pack(value)
+    return None
+
+
 def _record(rows: list[dict[str, Any]]) -> bytes | None:
     keys = list(rows[0])
     if not keys or not all(isinstance(k, str) for k in keys):
@@ -93,34 +115,18 @@ def _record(rows: list[dict[str, Any]]) -> bytes | None:
         if set(row) != keyset:
             return None
         for key in keys:
-            cell = row[key]
+            cell = _scalar(row[key], _CELL_TAGS)
             if cell is None:
-                parts.append(bytes([_CELL_NONE]))
-            elif isinstance(cell, bool):
-                parts.append(bytes([_CELL_BOOL, 1 if cell else 0]))
-            elif isinstance(cell, str):
-                parts.append(bytes([_CELL_STR]) + _utf8(cell))
-            elif _is_int(cell) and _I64_MIN <= cell <= _I64_MAX:
-                parts.append(bytes([_CELL_INT]) + _I64.pack(cell))
-            elif isinstance(cell, float):
-                parts.append(bytes([_CELL_FLOAT]) + _F64.pack(cell))
-            else:
                 return None
+            parts.append(cell)
     return b"".join(parts)
 
 
 def dumps(value: Any) -> bytes:
     """Encode a JSON value with LitData 0.2.76's tags (see the module docstring)."""
-    if value is None:
-        return bytes([_NONE])
-    if isinstance(value, bool):
-        return bytes([_BOOL, 1 if value else 0])
-    if isinstance(value, str):
-        return bytes([_STR]) + _utf8(value)
-    if _is_int(value) and _I64_MIN <= value <= _I64_MAX:
-        return bytes([_INT]) + _I64.pack(value)
-    if isinstance(value, float):
-        return bytes([_FLOAT]) + _F64.pack(value)
+    scalar = _scalar(value, _VALUE_TAGS)
+    if scalar is not None:
+        return scalar
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
             return _as_json(value)
@@ -169,11 +175,37 @@ class _Reader:
         except UnicodeDecodeError as exc:
             raise FormatError(f"json payload holds invalid UTF-8: {exc}") from exc
 
+    def none(self) -> None:
+        return None
+
+    def int64(self) -> int:
+        value: int = _I64.unpack(self.take(8))[0]
+        return value
+
+    def float64(self) -> float:
+        value: float = _F64.unpack(self.take(8))[0]
+        return value
+
+    def flag(self) -> bool:
+        return bool(self.take(1)[0])
+
     def count(self, width: int) -> int:
         n = self.u32()
         if n * width > len(self.data) - self.at:
             raise FormatError(f"json payload announces {n} entries but holds {len(self.data) - self.at} bytes")
         return n
+
+
+# how a scalar is read after its tag, in the order of _VALUE_TAGS and _CELL_TAGS (None, str, int, float, bool)
+_SCALAR_READS: tuple[Callable[[_Reader], Any], ...] = (
+    _Reader.none,
+    _Reader.text,
+    _Reader.int64,
+    _Reader.float64,
+    _Reader.flag,
+)
+_VALUE_READS = dict(zip(_VALUE_TAGS, _SCALAR_READS, strict=True))
+_CELL_READS = dict(zip(_CELL_TAGS, _SCALAR_READS, strict=True))
 
 
 def _load_json(raw: bytes) -> Any:
@@ -196,16 +228,9 @@ def _value(r: _Reader, depth: int) -> Any:
         return np.frombuffer(r.take(8 * n), dtype="<i8" if tag == _I64S else "<f8").tolist()
     if tag == _BOOLS:
         return [bool(b) for b in r.take(r.count(1))]
-    if tag == _STR:
-        return r.text()
-    if tag == _INT:
-        return _I64.unpack(r.take(8))[0]
-    if tag == _FLOAT:
-        return _F64.unpack(r.take(8))[0]
-    if tag == _BOOL:
-        return bool(r.take(1)[0])
-    if tag == _NONE:
-        return None
+    read = _VALUE_READS.get(tag)
+    if read is not None:
+        return read(r)
     if tag == _DICT:
         n = r.count(5)
         out: dict[str, Any] = {}
@@ -223,17 +248,10 @@ def _value(r: _Reader, depth: int) -> Any:
 
 def _cell(r: _Reader) -> Any:
     kind = r.take(1)[0]
-    if kind == _CELL_NONE:
-        return None
-    if kind == _CELL_STR:
-        return r.text()
-    if kind == _CELL_INT:
-        return _I64.unpack(r.take(8))[0]
-    if kind == _CELL_FLOAT:
-        return _F64.unpack(r.take(8))[0]
-    if kind == _CELL_BOOL:
-        return bool(r.take(1)[0])
-    raise FormatError(f"json payload has the unknown record cell tag {kind:#x}")
+    read = _CELL_READS.get(kind)
+    if read is None:
+        raise FormatError(f"json payload has the unknown record cell tag {kind:#x}")
+    return read(r)
 
 
 def loads(data: bytes | memoryview) -> Any:

@@ -77,6 +77,7 @@ class PyTreeHooks:
 class TokensHooks(PyTreeHooks):
     """``setup`` / ``encode_data`` of ``TokensLoader``: one headerless token array per item."""
 
+    # Repeats PyTreeHooks.setup's signature to extend it: LitData's public hook, documented per loader.
     def setup(
         self,
         config: Mapping[str, Any],

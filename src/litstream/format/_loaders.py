@@ -245,15 +245,7 @@ class SampleEncoder:
                     f"{self.data_format[position]!r} format fixed by the first sample cannot store; "
                     "keep types the same in every sample"
                 )
-            try:
-                data, name = serializer.serialize(leaf)
-            except FormatError:
-                raise
-            except Exception as exc:
-                raise FormatError(
-                    f"leaf {position} of the sample ({self._where(position)}, a {type(leaf).__name__}) cannot be "
-                    f"written with the {self.data_format[position]!r} serializer fixed by the first sample: {exc}"
-                ) from exc
+            data, name = self._serialized(position, serializer, leaf, first=False)
             recorded = name or serializer.name
             fixed = self.data_format[position]
             if recorded != fixed and not serializer.same_format(recorded, fixed):
@@ -274,6 +266,27 @@ class SampleEncoder:
         paths = leaf_paths(self._spec) if self._spec is not None else []
         return paths[position] if position < len(paths) else f"leaf {position}"
 
+    def _serialized(self, position: int, serializer: Serializer, leaf: Any, *, first: bool) -> tuple[bytes, str | None]:
+        """``serializer.serialize(leaf)`` for leaf ``position`` of a sample (``first``: of the first sample, whose
+        leaves fix the formats).
+
+        Raises:
+            FormatError: the serializer raised one (as it is), or any other exception (chained to it).
+        """
+        try:
+            return serializer.serialize(leaf)
+        except FormatError:
+            raise
+        except Exception as exc:
+            if first:
+                raise FormatError(
+                    f"leaf {position} of the first sample ({type(leaf).__name__}) cannot be serialized: {exc}"
+                ) from exc
+            raise FormatError(
+                f"leaf {position} of the sample ({self._where(position)}, a {type(leaf).__name__}) cannot be "
+                f"written with the {self.data_format[position]!r} serializer fixed by the first sample: {exc}"
+            ) from exc
+
     def _fix_format(self, leaves: list[Any], spec: TreeSpec) -> None:
         formats = []
         serializers = []
@@ -285,14 +298,7 @@ class SampleEncoder:
                     "store, and allow_pickle=False: convert it (to a str, number, bytes, array or tensor) or "
                     "pass allow_pickle=True"
                 )
-            try:
-                _, name = serializer.serialize(leaf)
-            except FormatError:
-                raise
-            except Exception as exc:
-                raise FormatError(
-                    f"leaf {position} of the first sample ({type(leaf).__name__}) cannot be serialized: {exc}"
-                ) from exc
+            _, name = self._serialized(position, serializer, leaf, first=True)
             formats.append(name or serializer.name)
             serializers.append(serializer)
         self._spec, self._serializers = spec, serializers
@@ -377,6 +383,7 @@ class SampleDecoder:
         """
         return decode_items(data, begins, ends, self._serializers, self._build, self.decode, alloc)  # type: ignore[no-any-return]
 
+    # The parameters repeat decode_many's: both are public faces of the one decode_items (not duplicated logic).
     def decode_columns(
         self,
         data: Any,

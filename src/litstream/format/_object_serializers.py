@@ -34,6 +34,7 @@ class NoHeaderTensorSerializer(Serializer):
 
     name = "no_header_tensor"
 
+    # Mirrors NoHeaderNumpySerializer for torch: the same layout through torch's dtype table and conversions.
     def __init__(self, dtype: torch.dtype | None = None) -> None:
         self.dtype = dtype
 

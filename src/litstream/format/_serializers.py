@@ -49,7 +49,7 @@ Deliberate differences from LitData:
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -85,6 +85,8 @@ __all__ = [
     "select_serializer",
     "serializer_for_format",
 ]
+
+_T = TypeVar("_T", int, float)
 
 
 class StrSerializer(Serializer):
@@ -129,7 +131,19 @@ class BoolSerializer(Serializer):
         return bool(data[0])
 
 
-class IntSerializer(Serializer):
+class _PackedScalar(Serializer, Generic[_T]):
+    """A number packed by one ``struct`` format (``_format``) into ``fixed_size`` bytes: int and float."""
+
+    _format: ClassVar[struct.Struct]
+
+    def deserialize(self, data: bytes | memoryview) -> _T:
+        if len(data) != self._format.size:
+            raise FormatError(f"{self.name} payload must be {self._format.size} bytes, got {len(data)}")
+        value: _T = self._format.unpack(data)[0]
+        return value
+
+
+class IntSerializer(_PackedScalar[int]):
     """Python ``int`` (not ``bool``) as int64 little-endian, 8 bytes; values outside int64 are refused."""
 
     name = "int"
@@ -145,14 +159,8 @@ class IntSerializer(Serializer):
         except struct.error as exc:
             raise FormatError(f"int {obj} does not fit in int64; store it as a str or with pickle") from exc
 
-    def deserialize(self, data: bytes | memoryview) -> int:
-        if len(data) != 8:
-            raise FormatError(f"int payload must be 8 bytes, got {len(data)}")
-        value: int = self._format.unpack(data)[0]
-        return value
 
-
-class FloatSerializer(Serializer):
+class FloatSerializer(_PackedScalar[float]):
     """Python ``float`` (including ``np.float64``) as IEEE float64 little-endian, 8 bytes."""
 
     name = "float"
@@ -164,12 +172,6 @@ class FloatSerializer(Serializer):
 
     def serialize(self, obj: float) -> tuple[bytes, str | None]:
         return self._format.pack(obj), None
-
-    def deserialize(self, data: bytes | memoryview) -> float:
-        if len(data) != 8:
-            raise FormatError(f"float payload must be 8 bytes, got {len(data)}")
-        value: float = self._format.unpack(data)[0]
-        return value
 
 
 class BytesSerializer(Serializer):

@@ -96,6 +96,7 @@ def hf_dataset_index(
     return index_hf_dataset(url, cache_dir, storage_options), loader
 
 
+# The signature repeats hf_dataset_index's: the async twin of the same call (their bodies share the helpers below).
 async def ahf_dataset_index(
     store: Store,
     url: str,
@@ -107,21 +108,22 @@ async def ahf_dataset_index(
     indexing (blocking, its own threads) in a worker thread. Same results and errors."""
     if not url.startswith("hf://"):
         return None, None
-    if not isinstance(item_loader, ParquetLoader):
-        try:
-            await store.head(INDEX_FILENAME)
-        except ObjectNotFoundError:
-            pass
-        else:
-            return None, None
+    if not isinstance(item_loader, ParquetLoader) and await _aholds_index(store):
+        return None, None
     loader = _parquet_loader(url, item_loader)
     folder = await anyio.to_thread.run_sync(index_hf_dataset, url, cache_dir, storage_options)
     return folder, loader
 
 
 def _holds_index(store: Store) -> bool:
+    """Whether ``store``'s root holds an ``index.json`` (an optimized dataset), from sync code."""
+    return run_sync(_aholds_index, store)
+
+
+async def _aholds_index(store: Store) -> bool:
+    """Whether ``store``'s root holds an ``index.json`` (an optimized dataset): one HEAD request."""
     try:
-        run_sync(store.head, INDEX_FILENAME)
+        await store.head(INDEX_FILENAME)
     except ObjectNotFoundError:
         return False
     return True

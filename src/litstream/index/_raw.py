@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, FormatError
+from .._core._optional import optional_module
 from ..storage._listing import list_retrying
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from types import ModuleType
 
     from ..storage._base import Store
 
@@ -112,16 +114,13 @@ def list_files(store: Store, root: str) -> list[FileMetadata]:
     return out
 
 
-def _zstandard() -> Any:
+def _zstandard() -> ModuleType:
     """The ``zstandard`` module (LitData keeps a raw dataset's file list as ``index.json.zstd``)."""
-    try:
-        import zstandard
-    except ImportError as exc:
-        raise ConfigurationError(
-            "StreamingRawDataset keeps its file list as LitData's index.json.zstd, which needs the zstandard "
-            "package: pip install 'litstream[zstd]'"
-        ) from exc
-    return zstandard
+    return optional_module(
+        "zstandard",
+        "StreamingRawDataset keeps its file list as LitData's index.json.zstd, which needs the zstandard "
+        "package: pip install 'litstream[zstd]'",
+    )
 
 
 def decode_index(blob: bytes, where: str) -> list[FileMetadata]:

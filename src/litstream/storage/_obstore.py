@@ -87,6 +87,8 @@ class ObstoreStore:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_limiter_obj": None}  # configuration only: clients are per process
 
+    # __repr__, url and transfer read like HTTPStore's (and LocalFileStore's): one-line accessors of each store's
+    # own fields, kept per class so that each repr names its class and each store pickles its own state.
     def __repr__(self) -> str:
         return f"ObstoreStore({self._url!r})"
 

@@ -192,6 +192,7 @@ class Downloader(OrderedFetcher):
             self._state = _LoopState(gate)
         return self._state
 
+    # The keywords repeat MemoryFetcher.fetch's (one OrderedFetcher interface); what comes back differs (a file).
     async def fetch(
         self,
         name: str,

@@ -172,6 +172,7 @@ class AudioSerializer(Serializer):
         num_channels: int | None = None,
         stream_index: int | None = None,
     ) -> None:
+        # Shaped like VideoSerializer.__init__ (check decode, keep the options), but the options differ.
         if decode not in {"decoder", "samples", "bytes"}:
             raise FormatError(f"AudioSerializer(decode={decode!r}): use 'decoder', 'samples' or 'bytes'")
         self.decode = decode
