@@ -47,12 +47,12 @@ MOVES: dict[str, str] = {
     "_torch._dataset_io": "read._pump",
     "_dataset_keys": "_torch._dataset",
     "_torch._dataset_keys": "_torch._dataset",
-    "_dataset_plan": "read._dataset_state",
-    "_torch._dataset_plan": "read._dataset_state",
-    "_dataset_resume": "read._dataset_state",
-    "_torch._dataset_resume": "read._dataset_state",
-    "_selection": "read._dataset_state",
-    "_torch._selection": "read._dataset_state",
+    "_dataset_plan": "read._reader",
+    "_torch._dataset_plan": "read._reader",
+    "_dataset_resume": "read._dataset_resume",
+    "_torch._dataset_resume": "read._dataset_resume",
+    "_selection": "read._reader",
+    "_torch._selection": "read._reader",
     "_split": "_torch._split",
     "_litdata_cache": "_torch._litdata_cache",
     "_loader_profile": "_torch._loader_profile",
@@ -140,7 +140,39 @@ MOVES: dict[str, str] = {
     "write._nodes": "write.run._nodes",
     "write._optimize_jobs": "write.run._jobs",
     "write._env": "write.run._env",
+    "read._dataset_state": "read._reader",  # the reader objects: its functions became DatasetReader's methods
+    # read/ by topic: opening a dataset (source/), bytes into samples (engine/), beside the reader and its spec
+    "read._source": "read.source._source",
+    "read._location": "read.source._location",
+    "read._local_remote": "read.source._local_remote",
+    "read._index_load": "read.source._index_load",
+    "read._versions": "read.source._versions",
+    "read._decoder_choice": "read.source._decoder_choice",
+    "read._verify": "read.source._verify",
+    "read._headers": "read.source._headers",
+    "read._keys": "read.source._keys",
+    "read._sizes": "read.source._sizes",
+    "read._inplace": "read.source._inplace",
+    "read._engine": "read.engine._engine",
+    "read._decode": "read.engine._decode",
+    "read._pump": "read.engine._pump",
+    "read._memory": "read.engine._memory",
+    "read._limits": "read.engine._limits",
+    "read._pages": "read.engine._pages",
 }
+
+
+
+def _final(module: str) -> str:
+    """Where ``module`` lives after every move (a module moved twice: old -> middle -> now)."""
+    seen = {module}
+    while module in MOVES and MOVES[module] != module and MOVES[module] not in seen:
+        module = MOVES[module]
+        seen.add(module)
+    return module
+
+
+MOVES = {old: _final(new) for old, new in MOVES.items()}
 
 # names that left a moved module for another one: old module -> {name: new module}
 SYMBOL_MOVES: dict[str, dict[str, str]] = {
@@ -178,6 +210,8 @@ PACKAGE_DOCS = {
     "read.cache": "Local chunk files: the cache directory, eviction, the cached chunk source.",
     "read.raw": "Raw streaming of never-optimized files.",
     "read.aio": "The async face: ``astream`` and its sample stream.",
+    "read.source": "Opening a dataset: where it is, its index and version, its decoder, checks on what it holds.",
+    "read.engine": "Bytes into samples: ordered chunk prefetch, decoding, the sync pump, memory budgets.",
     "index": "Indexing of Parquet files, Hub repositories and raw file trees, shared by read and write.",
     "write.run": "The process runner of ``optimize`` / ``map``: workers, input feeds, multi-node.",
 }
