@@ -148,7 +148,8 @@ MOVES: dict[str, str] = {
     "read._index_load": "read.source._index_load",
     "read._versions": "read.source._versions",
     "read._decoder_choice": "read.source._decoder_choice",
-    "read._verify": "read.source._verify",
+    "read._verify": "read.cache._verify",  # chunk checksums: checked as a chunk is cached or read
+    "read.source._verify": "read.cache._verify",
     "read._headers": "read.source._headers",
     "read._keys": "read.source._keys",
     "read._sizes": "read.source._sizes",

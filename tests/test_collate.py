@@ -76,7 +76,7 @@ def test_a_reordering_or_repetition_of_a_block_is_copied() -> None:
 
 
 def test_consecutive_rows_of_a_block_are_a_view_of_it() -> None:
-    # a decoded block may hold several loader batches (read._decode.work_batches): each is a slice of it
+    # a decoded block may hold several loader batches (read.engine._decode.work_batches): each is a slice of it
     batch = _decoded([_dict_sample(i) for i in range(6)])
     for part in (batch[:3], batch[2:5], batch[5:]):
         out = fast_collate(part)

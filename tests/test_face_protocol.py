@@ -28,7 +28,7 @@ FACE_MODULES = (
     "_torch/_litdata_cache.py",
     "read/aio/_astream.py",
     "read/_reader.py",
-    "read/_pump.py",
+    "read/engine/_pump.py",
     "read/_transform.py",
 )
 # private names of other value types the faces legitimately use (not faces: the spec and the plan values)

@@ -210,8 +210,49 @@ def test_the_rules_see_real_imports() -> None:
     # the walker itself: a known top-level arrow, a known function-level one, a TYPE_CHECKING one skipped
     plan = dict.fromkeys(t for t, _, _ in _imports("litstream.read.plan._pieces"))
     assert "litstream.read.plan._plan" in plan
-    assert "litstream.read._source" not in plan  # only under TYPE_CHECKING there
-    engine = {t for t, _, top in _imports("litstream.read._engine") if not top} | {
-        t for t, _, top in _imports("litstream.read._engine") if top
+    assert "litstream.read.source._source" not in plan  # only under TYPE_CHECKING there
+    engine = {t for t, _, top in _imports("litstream.read.engine._engine") if not top} | {
+        t for t, _, top in _imports("litstream.read.engine._engine") if top
     }
     assert "anyio" in engine
+
+
+#: read/'s sub-rooms -> what their modules may import of read/ (``""``: read/'s own top-level modules: the reader,
+#: its spec and checks). Below them all sits ``plan`` (pure); ``source`` opens a dataset, ``engine`` turns its
+#: bytes into samples, ``cache`` keeps chunk files; the reader (top) and the async face (``aio``) drive them.
+READ_MAY_IMPORT: dict[str, set[str]] = {
+    "plan": {"plan"},
+    "cache": {"cache", "plan"},
+    "source": {"source", "cache", "plan"},
+    "engine": {"engine", "source", "cache", "plan"},
+    "raw": {"raw", "engine", "source", "cache", "plan"},
+    "": {"", "engine", "source", "cache", "plan", "aio", "raw"},
+    "aio": {"aio", "", "engine", "source", "cache", "plan"},
+}
+
+
+def _read_room(name: str) -> str | None:
+    """``name``'s sub-room of read/ (``""``: read/'s top level), ``None`` outside read/."""
+    parts = name.split(".")
+    if parts[:2] != ["litstream", "read"] or len(parts) < 3:
+        return None
+    return parts[2] if (PACKAGE / "read" / parts[2]).is_dir() else ""
+
+
+def test_every_read_room_says_its_job() -> None:
+    rooms = {p.name for p in (PACKAGE / "read").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == set(READ_MAY_IMPORT) - {""}
+    for room in rooms:
+        doc = ast.get_docstring(ast.parse((PACKAGE / "read" / room / "__init__.py").read_text()))
+        assert doc and len(doc.splitlines()) == 1, f"read/{room}/__init__.py: a one-line docstring saying its job"
+
+
+def test_read_rooms_import_only_below_them() -> None:
+    wrong = [
+        f"{name} line {line}: {target}"
+        for name in sorted(MODULES)
+        if (room := _read_room(name)) is not None
+        for target, line, _ in _imports(name)
+        if (other := _read_room(target)) is not None and other not in READ_MAY_IMPORT[room]
+    ]
+    assert wrong == []

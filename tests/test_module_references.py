@@ -1,4 +1,4 @@
-"""Docstrings, comments and docs name modules that exist: a reference such as ``read/_pump.py``,
+"""Docstrings, comments and docs name modules that exist: a reference such as ``read/engine/_pump.py``,
 ``read.plan._resume`` or ``litstream.storage._store.Store`` (inside backticks) must start with a module or package
 of the project; the names after it may be attributes. A module that moves leaves no stale name behind.
 """
@@ -50,6 +50,6 @@ def test_quoted_module_names_exist() -> None:
 
 
 def test_the_scan_finds_a_moved_module() -> None:
-    modules = {"read", "read/plan", "read/plan/_resume", "read/_pump"}
-    text = "see ``read._resume`` and ``read.plan._resume.ResumePlan``, `read/_pump.py`, ``read/_gone.py``, `read.md`"
+    modules = {"read", "read/plan", "read/plan/_resume", "read/engine", "read/engine/_pump"}
+    text = "``read._resume``, ``read.plan._resume.ResumePlan``, `read/engine/_pump.py`, ``read/_gone.py``, `read.md`"
     assert stale_references(text, modules) == ["read._resume", "read/_gone.py"]

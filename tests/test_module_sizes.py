@@ -20,7 +20,7 @@ def _sizes() -> dict[str, int]:
 
 def test_every_module_is_at_most_420_lines() -> None:
     sizes = _sizes()
-    assert "read/_engine.py" in sizes  # the walk sees the package's subfolders
+    assert "read/engine/_engine.py" in sizes  # the walk sees the package's subfolders
     over = {name: lines for name, lines in sizes.items() if lines > LIMIT}
     assert over == {}, f"split these modules by topic (at most {LIMIT} lines each): {over}"
 

@@ -160,7 +160,7 @@ def test_the_scan_finds_each_kind_of_patch() -> None:
         "import os, sys\n"
         "def test(monkeypatch, fixture_object):\n"
         "    monkeypatch.setattr(arrow, 'MAX_DECODED_FLOOR', 0)\n"
-        "    monkeypatch.setattr('litstream.read._engine.open_streaming', None)\n"
+        "    monkeypatch.setattr('litstream.read.engine._engine.open_streaming', None)\n"
         "    monkeypatch.setitem(sys.modules, 'litstream._core._bridge', None)\n"
         "    TRACER._next_flush = 0\n"
         "    encoder = SampleEncoder()\n"

@@ -21,7 +21,7 @@ import pytest
 
 from litstream import optimize
 from litstream._core._errors import ConfigurationError
-from litstream.read._memory import MemoryLimit, check_max_memory, memory_limit, plan_read
+from litstream.read.engine._memory import MemoryLimit, check_max_memory, memory_limit, plan_read
 from memory_cap import Cap, Unavailable, capped
 
 MiB = 2**20
@@ -170,7 +170,7 @@ def test_a_bad_setting_is_refused(value: object, monkeypatch: pytest.MonkeyPatch
 
 def test_the_limit_of_a_capped_child_is_detected(cap: Cap, tmp_path: Path) -> None:
     code = (
-        "import json; from litstream.read._memory import memory_limit; m = memory_limit('auto'); "
+        "import json; from litstream.read.engine._memory import memory_limit; m = memory_limit('auto'); "
         "print(json.dumps([m.limit, m.budget, m.source, m.shared]))"
     )
     env = {k: v for k, v in os.environ.items() if k != "LITSTREAM_MAX_MEMORY"}

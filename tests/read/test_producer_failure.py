@@ -17,7 +17,7 @@ from concurrent.futures import Future
 import pytest
 
 from litstream._core._errors import ChecksumError, StorageError
-from litstream.read._pump import _raise_producer_failure
+from litstream.read.engine._pump import _raise_producer_failure
 from litstream.storage._progress import DownloadAbandoned
 
 if sys.version_info < (3, 11):  # pragma: no cover

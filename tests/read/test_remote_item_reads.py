@@ -161,7 +161,7 @@ async def test_offset_tables_stay_within_their_budget_and_big_chunks_read_pairs(
 
     from litstream.format._chunk import pack_chunk
     from litstream.format._index import ChunkInfo
-    from litstream.read._headers import OffsetTables
+    from litstream.read.source._headers import OffsetTables
     from litstream.storage._obstore import ObstoreStore
 
     memory = MemoryStore()

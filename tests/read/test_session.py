@@ -9,9 +9,9 @@ import anyio
 import pytest
 
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
-from litstream.read._decode import iter_work
-from litstream.read._engine import split_head
-from litstream.read._pump import open_now as _open_now
+from litstream.read.engine._decode import iter_work
+from litstream.read.engine._engine import split_head
+from litstream.read.engine._pump import open_now as _open_now
 from litstream.read.plan._checkpoint import CompositeCheckpoint, CycleCarry, DatasetCheckpoint
 from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
 from litstream.read.plan._resume import Level, Topology
@@ -21,8 +21,8 @@ from litstream.storage._local import LocalFileStore
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from litstream.read._source import DatasetSource
     from litstream.read.plan._pieces import Piece
+    from litstream.read.source._source import DatasetSource
 
 
 def _identity(i: int) -> int:

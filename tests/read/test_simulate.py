@@ -21,7 +21,7 @@ import yaml
 import litstream
 from litstream._cli._main import main
 from litstream._core._bridge import run_sync
-from litstream.read._index_load import load_index
+from litstream.read.source._index_load import load_index
 from litstream.simulate import (
     ClusterModel,
     CostModel,

@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 
 from litstream import ConfigurationError, astream, optimize
 from litstream._core._errors import PlanError
-from litstream.read._decode import decode_work
-from litstream.read._engine import ChunkWork, produce_chunks
-from litstream.read._source import DatasetSource
+from litstream.read.engine._decode import decode_work
+from litstream.read.engine._engine import ChunkWork, produce_chunks
 from litstream.read.plan._pieces import ChunkWindow, ReadPlanArgs, plan_pieces
 from litstream.read.plan._plan import ChunkSlice, epoch_assignment, item_order
 from litstream.read.plan._window import window_items, window_order, window_position, windows
+from litstream.read.source._source import DatasetSource
 from litstream.storage._resolver import store_for
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import pytest
 
 from hostile import write_dataset
 from litstream import ConfigurationError, LocalFileStore, StreamingDataLoader, StreamingDataset, astream
-from litstream.read._source import DatasetSource
+from litstream.read.source._source import DatasetSource
 from litstream.storage._files import LocalFiles, local_path, map_object, remove_empty_folder, remove_stale_temporaries
 from litstream.storage._hedged import HedgedStore
 

@@ -22,11 +22,11 @@ from test_transfer import ScriptedStore
 
 from dataset_files import data_files
 from litstream import StorageError, StreamingDataset, debugger, optimize
-from litstream.read._decode import work_batches
-from litstream.read._engine import ChunkWork, produce_chunks
-from litstream.read._source import DatasetSource
 from litstream.read.cache._source_cache import CacheSettings
+from litstream.read.engine._decode import work_batches
+from litstream.read.engine._engine import ChunkWork, produce_chunks
 from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
+from litstream.read.source._source import DatasetSource
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup

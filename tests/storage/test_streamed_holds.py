@@ -26,12 +26,12 @@ from test_transfer import ScriptedStore
 
 from dataset_files import data_files
 from litstream import optimize
-from litstream.read._decode import work_batches
-from litstream.read._engine import ChunkWork, produce_chunks
-from litstream.read._source import DatasetSource
 from litstream.read.cache._cache import ChunkCache
 from litstream.read.cache._source_cache import CacheSettings
+from litstream.read.engine._decode import work_batches
+from litstream.read.engine._engine import ChunkWork, produce_chunks
 from litstream.read.plan._pieces import ReadPlanArgs, plan_pieces
+from litstream.read.source._source import DatasetSource
 
 if TYPE_CHECKING:
     import mmap

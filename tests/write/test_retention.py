@@ -14,7 +14,7 @@ import litstream
 from litstream import ConfigurationError, FormatError, OutputLockedError, StreamingDataset
 from litstream._cli._main import main
 from litstream.format._version_log import MAX_RECORD_BYTES, Retention, VersionRecord, index_digest, record_key
-from litstream.read._versions import VersionLog
+from litstream.read.source._versions import VersionLog
 from litstream.storage._store import LocalFileStore
 from litstream.write._gc import expire_versions
 from litstream.write._writer_lock import WriterLock

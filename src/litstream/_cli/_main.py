@@ -112,7 +112,7 @@ def _expand(patterns: Sequence[str]) -> list[str]:
 def _inspect(input_dirs: Sequence[str], as_json: bool) -> int:
     """Summarise every dataset; one that fails is reported on stderr and the others still print (exit 1)."""
     from .._core._bridge import run_sync  # imported here so that `litstream --help` and `cache` start fast
-    from ..read._index_load import load_index
+    from ..read.source._index_load import load_index
     from ..storage._resolver import store_for
 
     summaries: list[dict[str, Any]] = []

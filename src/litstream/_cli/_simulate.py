@@ -71,7 +71,7 @@ def _init(dataset: str, config_path: Path, force: bool, options: dict[str, Any])
     yaml = yaml_module()
 
     from .._core._bridge import run_sync
-    from ..read._index_load import load_index
+    from ..read.source._index_load import load_index
     from ..simulate import SimulationConfig
     from ..storage._files import local_path
     from ..storage._resolver import store_for

@@ -76,7 +76,7 @@ class Environ:
     litdata_item_shuffle_window: str | None = None
     # pickled leaves (``read/_trust.py``)
     litstream_allow_pickle: str | None = None
-    # the readers' memory budget (``read/_memory.py``)
+    # the readers' memory budget (``read/engine/_memory.py``)
     litstream_max_memory: str | None = None
     # tracing in child processes (``_core/_trace.py``)
     litstream_trace: str | None = None

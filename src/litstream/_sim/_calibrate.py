@@ -33,7 +33,7 @@ import anyio.to_thread
 
 from .._core._errors import ConfigurationError, StorageError
 from ..format._index import INDEX_FILENAME
-from ..read._source import DatasetSource
+from ..read.source._source import DatasetSource
 from ..storage._resolver import store_for
 
 if TYPE_CHECKING:

@@ -22,9 +22,9 @@ import anyio.to_thread
 
 from .._core._errors import ConfigurationError, raise_collapsed
 from ..format._loaders import TokensLoader
-from ..read._decode import work_batches
-from ..read._engine import ChunkWork, produce_chunks
 from ..read._spec import ReadSpec
+from ..read.engine._decode import work_batches
+from ..read.engine._engine import ChunkWork, produce_chunks
 from ..read.plan._pieces import ReadPlanArgs, plan_pieces
 from ._clock import VirtualClock
 from ._store import Network, NetworkStats, SimStore
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from anyio.abc import ObjectReceiveStream, ObjectSendStream
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from ..read._source import DatasetSource
+    from ..read.source._source import DatasetSource
     from ._config import SimulationConfig
     from ._dataset import SimDataset
 
@@ -86,7 +86,7 @@ class _Cluster:
         self.drop_last = self.world_size > 1 if drop_last is None else drop_last  # StreamingDataset's default
         self.ahead = config.read.max_pre_download
         if dataset.remote:  # as StreamingDataset: remote chunks at least 4 ahead
-            from ..read._memory import REMOTE_MIN_PRE_DOWNLOAD
+            from ..read.engine._memory import REMOTE_MIN_PRE_DOWNLOAD
 
             self.ahead = max(self.ahead, REMOTE_MIN_PRE_DOWNLOAD)
         block = config.read.block_size

@@ -26,7 +26,7 @@ from torch.utils.data import default_collate, get_worker_info
 
 from ..format._batch_decode import ColumnBatch, rows_from_columns, rows_of
 from ..format.media._graph import Graph, is_pyg_data
-from ..read._pump import SHARED_ALLOC
+from ..read.engine._pump import SHARED_ALLOC
 from ._loader_profile import after_batch
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def shared_block(nbytes: int) -> np.ndarray[Any, Any]:
     return tensor.numpy()
 
 
-SHARED_ALLOC[0] = shared_block  # where DataLoader workers decode arrays by default (read/_pump.py)
+SHARED_ALLOC[0] = shared_block  # where DataLoader workers decode arrays by default (read/engine/_pump.py)
 
 
 def _leaf(values: Sequence[Any]) -> Any:

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
     from ..read._face import Member
-    from ..read._memory import MemoryLimit
     from ..read.aio._compose import ComposedSampleStream
+    from ..read.engine._memory import MemoryLimit
     from ..read.plan._compose import Composer, Run
     from ..read.plan._pieces import ShuffleMode
 

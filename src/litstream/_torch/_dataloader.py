@@ -36,8 +36,8 @@ from torch.utils.data import BatchSampler, DataLoader
 from .._core._distributed import detect_distributed
 from .._core._errors import ConfigurationError
 from .._core._trace import CAT_BATCH, CAT_EPOCH, TRACER
-from ..read._memory import memory_limit
-from ..read._pump import opens_remote
+from ..read.engine._memory import memory_limit
+from ..read.engine._pump import opens_remote
 from ..read.plan._litdata_state import from_litdata_combined, is_litdata_composite_state
 from ..storage import _store
 from ._collate import TaggingCollate as _TaggingCollate
@@ -282,7 +282,7 @@ class StreamingDataLoader(DataLoader[Any]):
 
     def _fit_prefetch(self, dataset: StreamingDataset | CompositeDataset) -> None:
         """Under a memory limit, the ``prefetch_factor`` whose batches fit the workers' share with their chunks
-        (``read._memory``), unless one was given; ConfigurationError if even one batch ahead does not fit.
+        (``read.engine._memory``), unless one was given; ConfigurationError if even one batch ahead does not fit.
         The workers' datasets are told the factor, so that they count the batches it keeps."""
         dataset._set_loader_prefetch(self.prefetch_factor or 0)
         if self.num_workers == 0 or not self._auto_prefetch or not isinstance(dataset, StreamingDataset):

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.utils.data import IterableDataset
 
-from ..read._memory import check_max_memory
 from ..read._params import check_read_params
-from ..read._pump import SampleChain
 from ..read._reader import DatasetReader
 from ..read._spec import Loader, ReadSpec
 from ..read._spec_attribute import SpecAttribute
 from ..read._transform import check_transforms
+from ..read.engine._memory import check_max_memory
+from ..read.engine._pump import SampleChain
 from ..read.plan._window import DEFAULT_SHUFFLE_WINDOW
 from ..storage._cache_dirs import check_cache_size
 from ._collate import loader_groups
@@ -29,11 +29,11 @@ if TYPE_CHECKING:
     from ..format._loaders import PyTreeLoader, TokensLoader
     from ..format._serializers import Serializer
     from ..format.arrow._parquet import ParquetLoader
-    from ..read._limits import MaxMemory
-    from ..read._memory import MemoryLimit
     from ..read._shuffler import Shuffle
     from ..read._transform import Transform
     from ..read.cache._source_cache import CacheSettings
+    from ..read.engine._limits import MaxMemory
+    from ..read.engine._memory import MemoryLimit
     from ..read.plan._pieces import ShuffleMode
     from ..read.plan._resume import ResumePlan
     from ..read.plan._resume_types import Level

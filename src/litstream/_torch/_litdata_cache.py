@@ -25,8 +25,8 @@ from ._cache_writer import WriteSession
 if TYPE_CHECKING:
     from ..format._encryption import Encryption
     from ..format._serializers import Serializer
-    from ..read._source import DatasetSource
     from ..read._spec import ReadSpec
+    from ..read.source._source import DatasetSource
     from ..storage._resolver import Dir
 
 __all__ = ["Cache", "dataset_cache"]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .._core._environ import replace_all, snapshot
 from .._core._errors import ConfigurationError
 from .._core._trace import TRACER
-from ..read._pump import WORKER_ALLOC
+from ..read.engine._pump import WORKER_ALLOC
 
 if TYPE_CHECKING:
     from collections.abc import Callable

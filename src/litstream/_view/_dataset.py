@@ -102,7 +102,7 @@ class DatasetView:
         """
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ConfigurationError(f"view: --block-size {block_size!r} is not usable; use an integer >= 1")
-        from ..read._index_load import load_index
+        from ..read.source._index_load import load_index
         from ..storage._resolver import store_for
 
         options = dict(storage_options) if storage_options else None

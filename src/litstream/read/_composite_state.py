@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
-from ._versions import VERSION_KEY
 from .plan._checkpoint import CompositeCheckpoint, CycleCarry
 from .plan._compose_resume import CompositePlan, check_composite_state, resolve_composite
 from .plan._resume_types import Level, Topology
 from .plan._session_compose import composite_checkpoint
+from .source._versions import VERSION_KEY
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

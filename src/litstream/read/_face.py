@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .._core._distributed import DistributedEnv
-    from ._memory import MemoryLimit
     from ._reader import DatasetReader
+    from .engine._memory import MemoryLimit
     from .plan._compose import Composer
     from .plan._pieces import ShuffleMode
     from .plan._resume_types import Level, Topology

@@ -5,7 +5,7 @@ loaded checkpoint and its resolved plan, LitData's ``shuffler``, the key reader,
 the rank of the process that started the DataLoader workers. A face holds a spec-backed reader and
 delegates to it; nothing here reads or writes a face. An epoch walks down once: the face's ``__iter__``
 asks :meth:`DatasetReader.epoch` for decode batches, which runs the plan (``read/plan/``) and the pump
-(``read/_pump.py``) over the engine (``read/_engine.py``).
+(``read/engine/_pump.py``) over the engine (``read/engine/_engine.py``).
 
 The meaning of every checkpoint key and of strict versus elastic resume is ``read/plan/_resume.py``'s; the
 selection is ``read/plan/_subset.py``'s.
@@ -20,19 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from .._core import _bridge
 from .._core._distributed import detect_distributed, detect_worker, in_worker
-from . import _pump as pump
 from ._dataset_resume import DatasetResume
-from ._decode import work_batches
-from ._engine import split_head
-from ._keys import KeyReader, read_by_keys
-from ._memory import fit_decoded_cache
 from ._shuffler import make_shuffler
 from ._transform import compose
-from ._versions import VERSION_KEY, check_version_digest
+from .engine import _pump as pump
+from .engine._decode import work_batches
+from .engine._engine import split_head
+from .engine._memory import fit_decoded_cache
 from .plan._checkpoint import DatasetCheckpoint
 from .plan._plan import items_per_rank, worker_plan
 from .plan._session import open_session
 from .plan._subset import Selection, subset_selection
+from .source._keys import KeyReader, read_by_keys
+from .source._versions import VERSION_KEY, check_version_digest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Mapping, Sequence
@@ -41,14 +41,14 @@ if TYPE_CHECKING:
 
     from .._core._distributed import DistributedEnv, WorkerEnv
     from ..format._batch_decode import ColumnBatch
-    from ._limits import MaxMemory
-    from ._memory import MemoryLimit
     from ._shuffler import Shuffle
-    from ._source import DatasetSource
     from ._spec import ReadSpec
+    from .engine._limits import MaxMemory
+    from .engine._memory import MemoryLimit
     from .plan._pieces import Piece
     from .plan._resume import ResumePlan
     from .plan._resume_types import Level
+    from .source._source import DatasetSource
 
 __all__ = ["DatasetReader"]
 
@@ -64,7 +64,7 @@ class DatasetReader:
 
     Args:
         spec: What is read and in which order (checked by ``ReadSpec.build``), pinned to a version or not.
-        max_memory: The checked ``max_memory`` (``read/_limits.py``): bytes all readers of a loader may buffer.
+        max_memory: The checked ``max_memory`` (``read/engine/_limits.py``): bytes all readers of a loader may buffer.
         force_override_state_dict: Whether a checkpoint saved with other settings resumes with these (warns).
         num_canonical_nodes: LitData's first-run node count, recorded in checkpoints (``None``: unknown).
 

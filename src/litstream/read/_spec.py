@@ -26,19 +26,19 @@ from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._version_log import index_digest
 from ..format.arrow._parquet import ParquetLoader
 from ._args import check_read_args, check_read_loader
-from ._index_load import read_index_bytes
 from ._item_window import item_shuffle_window_value
-from ._location import plan_cache_bytes, resolve_location
 from ._params import check_read_params
-from ._source import DatasetSource
 from ._transform import Transform, check_transforms, compose
 from ._trust import check_allow_pickle, reader_pickle, resolve_allow_pickle
-from ._versions import VersionRef, check_version
 from .plan._assign import DEFAULT_ITEM_SHUFFLE_WINDOW
 from .plan._compose import MemberSpec
 from .plan._pieces import ReadPlanArgs, ShuffleMode
 from .plan._subset import Selection, check_subsample, resolve_selection
 from .plan._window import DEFAULT_SHUFFLE_WINDOW
+from .source._index_load import read_index_bytes
+from .source._location import plan_cache_bytes, resolve_location
+from .source._source import DatasetSource
+from .source._versions import VersionRef, check_version
 
 if TYPE_CHECKING:
     import os
@@ -80,7 +80,7 @@ class ReadSpec:
         selection: The items served (a subset or split), or ``None``: the subsample of every chunk.
         subsample: LitData's ``subsample`` fraction (``> 0``).
         subsample_shuffle: Whether the subsample is a random choice (LitData uses the ``shuffle`` of ``__init__``).
-        shuffle: A :data:`~litstream.read._engine.ShuffleMode`, checked.
+        shuffle: A :data:`~litstream.read.engine._engine.ShuffleMode`, checked.
         seed: The shuffle seed.
         drop_last: ``None`` means ``world_size > 1``.
         shuffle_window: Chunks mixed with ``shuffle="window"``.
@@ -92,7 +92,7 @@ class ReadSpec:
             dataset (``None``, the default; see ``StreamingDataset``).
         hub: ``(url, storage_options, item_loader as given)`` of an ``hf://`` location indexed on first
             :meth:`open`, else ``None``.
-        version: The committed version read (``read/_versions.py``): ``None`` for the latest until the first
+        version: The committed version read (``read/source/_versions.py``): ``None`` for the latest until the first
             :meth:`open`, after which a face pins the version it opened (:meth:`pinned`).
     """
 

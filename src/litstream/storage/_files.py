@@ -87,7 +87,7 @@ def map_file(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
     """The whole file as a read-only ``mmap`` (``b""`` when empty), with read-ahead requested.
 
     No copy is made: items are decoded straight from the mapping. Pages are not mapped into this
-    process yet (so a chunk fetched ahead costs no memory); ``populate`` (``read/_source.py``) maps them
+    process yet (so a chunk fetched ahead costs no memory); ``populate`` (``read/source/_source.py``) maps them
     when a reader starts on the chunk. The mapping stays valid if the file is then deleted or evicted.
     """
     with os.fdopen(open_regular(path), "rb") as f:  # a regular file, never a FIFO or device

@@ -112,7 +112,7 @@ class OrderedFetcher:
         return next(self._tickets)
 
     def limit_bytes_in_flight(self, nbytes: int) -> None:
-        """Lower ``max_bytes_in_flight`` to ``nbytes`` (a reader's memory budget, ``read/_memory.py``); it
+        """Lower ``max_bytes_in_flight`` to ``nbytes`` (a reader's memory budget, ``read/engine/_memory.py``); it
         applies from the next event loop that fetches (a reader's next epoch or portal)."""
         self._max_bytes = min(self._max_bytes, _positive("max_bytes_in_flight", nbytes))
 

@@ -36,7 +36,7 @@ from ..format._version_log import VersionRecord, index_digest, index_key, record
 from ..storage._versioned import VersionConflictError
 
 if TYPE_CHECKING:
-    from ..read._versions import VersionLog
+    from ..read.source._versions import VersionLog
     from ._lease_holder import Holder
 
 __all__ = ["adopt_head", "commit_version", "record_for"]

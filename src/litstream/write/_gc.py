@@ -33,7 +33,7 @@ from .run._nodes import chunk_rank
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
-    from ..read._versions import VersionLog
+    from ..read.source._versions import VersionLog
 
 __all__ = ["GcReport", "expire_versions", "kept_versions", "referenced_files", "sweep_leftovers"]
 

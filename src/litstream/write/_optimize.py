@@ -30,7 +30,7 @@ from ..format._loaders import PyTreeLoader, TokensLoader
 from ..format._trust_marker import untrusted_sources
 from ..format.arrow._chunk import pyarrow_module
 from ..format.arrow._write import check_chunk_format
-from ..read._versions import VersionLog
+from ..read.source._versions import VersionLog
 from ..storage._files import remove_stale_temporaries
 from ._args import (
     check_align_chunking,

@@ -14,7 +14,7 @@ import anyio
 from .._core._bridge import run_sync
 from .._core._errors import DatasetNotFoundError
 from ..format._version_log import RETENTION_KEY, Retention, VersionRecord, index_digest
-from ..read._versions import VersionLog
+from ..read.source._versions import VersionLog
 from ._args import output_store
 from ._gc import GcReport, expire_versions, kept_versions, sweep_leftovers
 from ._writer_lock import WriterLock

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..read._versions import VersionLog
+from ..read.source._versions import VersionLog
 from ._checkpoint import clear_checkpoints
 from ._gc import referenced_files
 from ._keys import discard_rank_keys

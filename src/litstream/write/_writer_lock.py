@@ -55,7 +55,7 @@ import anyio.to_thread
 
 from .._core._errors import OutputLockedError
 from ..format._index import INDEX_FILENAME
-from ..read._versions import VersionLog
+from ..read.source._versions import VersionLog
 from ..storage._versioned import VersionConflictError, versioned
 from ._commit import commit_version
 from ._gc import expire_versions, sweep_leftovers

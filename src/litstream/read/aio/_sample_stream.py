@@ -14,8 +14,8 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from ..._core._errors import raise_collapsed
-from .._decode import work_batches
-from .._engine import ChunkWork, produce_chunks, works_for
+from ..engine._decode import work_batches
+from ..engine._engine import ChunkWork, produce_chunks, works_for
 from ..plan._pieces import Piece, ReadPlanArgs, piece_chunks, plan_pieces
 
 if TYPE_CHECKING:
@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from .._source import DatasetSource
     from .._spec import ReadSpec
     from ..plan._session import StreamPosition
     from ..plan._subset import Selection
+    from ..source._source import DatasetSource
 
 __all__ = ["SampleStream"]
 

@@ -24,7 +24,7 @@ from ...storage._hedged import HedgedStore
 from ...storage._memory_fetch import MemoryFetcher
 from ...storage._progress import Progress
 from ...storage._transfer import Downloader
-from .._verify import check_chunk, drop_copy, file_id, has_checksum
+from ..source._verify import check_chunk, drop_copy, file_id, has_checksum
 from ._cache import ChunkCache
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from ...format._index import ChunkInfo, Index
     from ...storage._store import Store
-    from .._source import DatasetSource
+    from ..source._source import DatasetSource
 
 __all__ = [
     "CacheSettings",

@@ -10,7 +10,7 @@ A checkpoint is a small dict of plain values (picklable, JSON-compatible). Its l
      "num_samples_yielded", "num_workers", "batch_size", "current_epoch", "world_size",  # LitData
      "state_version": 2, "sample_in_epoch", "initial_world_size", "initial_num_workers",
      "initial_batch_size", "resume_mode", "rank", "worker_samples_yielded", "resume_levels",
-     "dataset_version"}  # the index digest of the version it was saved on (read._versions; docs/versions.md)
+     "dataset_version"}  # the index digest of the version it was saved on (read.source._versions; docs/versions.md)
 
 ``CompositeCheckpoint`` — a Combined / Parallel dataset: ``{"0": <member 0>, "1": ..., "composite":
 {...}}``, one ``DatasetCheckpoint`` state per member (LitData's layout) plus the wrapper's entry,

@@ -4,9 +4,9 @@ The read plan is built from ``index.json`` alone, and an index is a stranger's: 
 chunk holds 2^32 - 1 items. Expanding such a claim into one id per item (``list(range(n))``, a
 permutation of ``n``) before the chunk is read would allocate gigabytes on the strength of a number.
 A :class:`LazyOrder` records only the slice and the shuffle inputs; its ids are made when a
-:class:`~litstream.read._engine.ChunkWork` is built, which happens after the chunk's view exists, and
+:class:`~litstream.read.engine._engine.ChunkWork` is built, which happens after the chunk's view exists, and
 every view has already been checked against its own header (the item count it really holds,
-``read/_source.py``). A claim the chunk does not back is therefore a ``FormatError`` naming the file,
+``read/source/_source.py``). A claim the chunk does not back is therefore a ``FormatError`` naming the file,
 and memory is bounded by what the chunk holds. An unshuffled slice never expands at all: it is a
 ``range``.
 """

@@ -3,7 +3,7 @@
 ``plan_pieces`` turns the read plan (``plan._plan``, ``plan._window``) into pieces for one (rank, worker,
 epoch), minus what a resumed run already served: ``(ChunkSlice, item order)`` pairs, or with
 ``shuffle="window"`` ``(ChunkWindow, item order)`` pairs that span several chunks. The async engine
-(``read._engine``) fetches and serves them.
+(``read.engine._engine``) fetches and serves them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ._plan import ChunkSlice, resume_position, worker_plan
 from ._window import DEFAULT_SHUFFLE_WINDOW, window_items, window_position, windows
 
 if TYPE_CHECKING:
-    from .._source import DatasetSource
+    from ..source._source import DatasetSource
     from ._subset import Selection
 
 

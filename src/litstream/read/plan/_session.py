@@ -4,7 +4,7 @@ Every face of the reader drives this module — ``StreamingDataset.__iter__`` (s
 DataLoader worker), :func:`litstream.astream` (asyncio or trio) and the Combined / Parallel
 wrappers (``read.plan._session_compose``) — so a feature of one face is a feature of all.
 
-Given the dataset (its :class:`~litstream.read._source.DatasetSource` and selection), the plan
+Given the dataset (its :class:`~litstream.read.source._source.DatasetSource` and selection), the plan
 arguments of the reader (:class:`~litstream.read.plan._pieces.ReadPlanArgs`: rank, world size, worker,
 workers, batch size, shuffle, seed, epoch, drop_last) and a checkpoint, :func:`open_session` decides:
 
@@ -14,7 +14,7 @@ workers, batch size, shuffle, seed, epoch, drop_last) and a checkpoint, :func:`o
 * **elastic resume**: another topology; the reader serves its run of the restriped remainder;
 * **next epoch**: a checkpoint taken at the end of its epoch starts the following epoch afresh.
 
-:func:`~litstream.read._engine.split_head` is the head-chunk fast path of a local, uncompressed dataset, and
+:func:`~litstream.read.engine._engine.split_head` is the head-chunk fast path of a local, uncompressed dataset, and
 :class:`StreamPosition` counts what a single reader (``astream``) served so that it can write its
 own checkpoint (``read.plan._checkpoint``).
 """
@@ -34,7 +34,7 @@ from ._subset import Selection, check_selection_state
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .._source import DatasetSource
+    from ..source._source import DatasetSource
     from ._pieces import Piece
     from ._resume_types import Level
 

@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from .cache._source_cache import open_streaming, streamable
-from .plan._lazy_order import resolve_order
-from .plan._pieces import ChunkWindow, Piece, piece_chunks
-from .plan._plan import ChunkSlice
+from ..cache._source_cache import open_streaming, streamable
+from ..plan._lazy_order import resolve_order
+from ..plan._pieces import ChunkWindow, Piece, piece_chunks
+from ..plan._plan import ChunkSlice
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from anyio.streams.memory import MemoryObjectSendStream
 
-    from ..format._chunk import ChunkView
-    from ._source import DatasetSource
+    from ...format._chunk import ChunkView
+    from ..source._source import DatasetSource
 
 
 __all__ = ["ChunkWork", "produce_chunks", "split_head", "works_for"]

@@ -30,17 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._core._errors import ChecksumError, ConfigurationError, ObjectNotFoundError, StorageError
-from ..format._checksum import CHECKSUM_KEY, verify_chunk
-from ..storage._cache_dirs import default_cache_root
-from ..storage._safe_files import UnsafeFileError, regular_size
+from ..._core._errors import ChecksumError, ConfigurationError, ObjectNotFoundError, StorageError
+from ...format._checksum import CHECKSUM_KEY, verify_chunk
+from ...storage._cache_dirs import default_cache_root
+from ...storage._safe_files import UnsafeFileError, regular_size
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from ..format._index import ChunkInfo
-    from ..storage._store import Store
+    from ...format._index import ChunkInfo
+    from ...storage._store import Store
 
 __all__ = [
     "check_chunk",

@@ -6,18 +6,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._core._errors import ConfigurationError
-from ..storage._cache_dirs import default_cache_root, parse_cache_size
-from ..storage._files import local_path
-from ..storage._resolver import Dir, resolve_dir, store_for
-from ..storage._store import HedgedStore, Store
+from ..._core._errors import ConfigurationError
+from ...storage._cache_dirs import default_cache_root, parse_cache_size
+from ...storage._files import local_path
+from ...storage._resolver import Dir, resolve_dir, store_for
+from ...storage._store import HedgedStore, Store
+from ..cache._source_cache import CacheSettings
 from ._local_remote import check_local_dataset, local_remote_source
-from .cache._source_cache import CacheSettings
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ._spec import Loader
+    from .._spec import Loader
 
 __all__ = ["Location", "plan_cache_bytes", "resolve_location"]
 
@@ -76,7 +76,7 @@ def resolve_location(
         url = where.url
         if index_path is None and local_source is None and url is not None and url.startswith("hf://"):
             if eager:  # hf:// Parquet: index once, kept
-                from ..index._hf import hf_dataset_index
+                from ...index._hf import hf_dataset_index
 
                 hf_index, hf_loader = hf_dataset_index(store, url, cache_dir, storage_options, item_loader)
                 index_path, item_loader = hf_index, hf_loader or item_loader

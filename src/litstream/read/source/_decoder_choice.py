@@ -5,22 +5,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._core._errors import ConfigurationError, FormatError
-from ..format._compression import decompress
-from ..format._loaders import SampleDecoder
-from ..format._temporal import TemporalDecoder
-from ..format._tokens import TokenLayout, check_item_loader
-from ..format._trust_marker import untrusted_sources
-from ..format.arrow._chunk import ArrowRowsOnly
-from ..format.arrow._parquet import ParquetLoader, RowDecoder, check_parquet_loader
-from ..format.mds._encodings import MdsDecoder
-from ..format.mds._index import decompress_shard, is_mds_config
+from ..._core._errors import ConfigurationError, FormatError
+from ...format._compression import decompress
+from ...format._loaders import SampleDecoder
+from ...format._temporal import TemporalDecoder
+from ...format._tokens import TokenLayout, check_item_loader
+from ...format._trust_marker import untrusted_sources
+from ...format.arrow._chunk import ArrowRowsOnly
+from ...format.arrow._parquet import ParquetLoader, RowDecoder, check_parquet_loader
+from ...format.mds._encodings import MdsDecoder
+from ...format.mds._index import decompress_shard, is_mds_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ..format._index import DatasetConfig, Index
-    from ..format._serializers import Serializer
+    from ...format._index import DatasetConfig, Index
+    from ...format._serializers import Serializer
 
 __all__ = ["DecoderChoice", "choose_decoder"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from .._core._errors import DatasetNotFoundError
-from ..format._index import INDEX_FILENAME, is_partial_index_name
-from ..storage._resolver import Dir, resolve_dir
+from ..._core._errors import DatasetNotFoundError
+from ...format._index import INDEX_FILENAME, is_partial_index_name
+from ...storage._resolver import Dir, resolve_dir
 
 __all__ = ["check_local_dataset", "local_remote_source"]
 
@@ -35,7 +35,7 @@ def check_local_dataset(root: str) -> None:
 
     A dataset is an ``index.json``, or the partial indexes (``{rank}.index.json``, ``{node}-index.json``) of
     an unfinished run: opening those raises ``DatasetNotFoundError`` naming the run, unless
-    ``version="partial"`` asks for them (``read/_index_load.py``).
+    ``version="partial"`` asks for them (``read/source/_index_load.py``).
 
     Raises:
         DatasetNotFoundError: ``root`` does not exist, is not a directory, or holds no index.

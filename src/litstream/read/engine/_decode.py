@@ -1,6 +1,6 @@
-"""Decoding the items of a :class:`~litstream.read._engine.ChunkWork`, batch by batch.
+"""Decoding the items of a :class:`~litstream.read.engine._engine.ChunkWork`, batch by batch.
 
-The producer (``read._engine.produce_chunks``) hands over chunks; this module turns their items into
+The producer (``read.engine._engine.produce_chunks``) hands over chunks; this module turns their items into
 samples: column-wise for PyTree and Arrow chunks, a block at a time for tokens, in batches sized by
 item bytes so that the first sample of a chunk comes quickly and a retained sample keeps little
 alive. The sync facades call :func:`iter_work` / :func:`work_batches` on their own thread; ``astream``
@@ -18,19 +18,19 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from .._core._trace import CAT_READ, TRACER
-from ..format._loaders import SampleDecoder
-from ..format._tokens import TokenBlocks, TokenLayout
-from ..format.arrow._chunk import ArrowChunk
+from ..._core._trace import CAT_READ, TRACER
+from ...format._loaders import SampleDecoder
+from ...format._tokens import TokenBlocks, TokenLayout
+from ...format.arrow._chunk import ArrowChunk
 from ._pages import populate, release
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-    from ..format._batch_decode import ColumnBatch
-    from ..format._chunk import ChunkView
+    from ...format._batch_decode import ColumnBatch
+    from ...format._chunk import ChunkView
+    from ..source._source import DatasetSource
     from ._engine import ChunkWork
-    from ._source import DatasetSource
 
 __all__ = ["decode_work", "decode_work_async", "iter_work", "work_batches", "work_parts"]
 

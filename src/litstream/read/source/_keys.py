@@ -4,7 +4,7 @@ A :class:`KeyReader` loads the ``keys/`` shard a key hashes to once per process 
 shard, validated in :mod:`litstream.format._keys`; LitData's older single ``keys.parquet`` when
 ``keys/shard-00000.parquet`` is absent) and answers every later lookup from memory by binary search; the
 sample itself is then one item read, as ``ds[i]``: on a remote uncompressed dataset one range read of the
-sample's bytes once the chunk's offset table is held (``read/_headers.py``). The reader pickles empty, so each
+sample's bytes once the chunk's offset table is held (``read/source/_headers.py``). The reader pickles empty, so each
 DataLoader worker loads its own copy on first use.
 """
 
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._core._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError, raise_collapsed
-from ..format._keys import (
+from ..._core._errors import ConfigurationError, KeyNotFoundError, ObjectNotFoundError, raise_collapsed
+from ...format._keys import (
     LEGACY_KEYS_NAME,
     KeyTable,
     decode_key_table,
@@ -27,14 +27,14 @@ from ..format._keys import (
     shard_name,
     sorted_table,
 )
-from ..format._version_log import index_digest
+from ...format._version_log import index_digest
 from ._index_load import read_index_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ..plan._subset import Selection
     from ._source import DatasetSource
-    from .plan._subset import Selection
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup

@@ -2,7 +2,7 @@
 
 The limit and the budget it gives (:func:`memory_limit`: the explicit ``max_memory=`` /
 ``LITSTREAM_MAX_MEMORY``, else half of the cgroup's limit, else half of what ``RLIMIT_DATA``/``RLIMIT_AS``
-leave) come from ``read/_limits.py``.
+leave) come from ``read/engine/_limits.py``.
 
 The budget pays for every buffer a reader holds, each counted by its real size (:func:`plan_read`): the chunks
 alive in the prefetch pipeline (the one being decoded, the one handed over, those fetched ahead, and the
@@ -19,15 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._core._errors import ConfigurationError
+from ..._core._errors import ConfigurationError
+from ..plan._pieces import piece_chunks
 from ._limits import LIMIT_FRACTION, MaxMemory, MemoryLimit, check_max_memory, memory_limit
-from .plan._pieces import piece_chunks
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._source import DatasetSource
-    from .plan._pieces import Piece
+    from ..plan._pieces import Piece
+    from ..source._source import DatasetSource
 
 __all__ = [
     "REMOTE_MIN_PRE_DOWNLOAD",

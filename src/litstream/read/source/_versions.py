@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from .._core._errors import ConfigurationError, FormatError, VersionNotFoundError
-from ..format._index import INDEX_FILENAME
-from ..format._version_log import (
+from ..._core._errors import ConfigurationError, FormatError, VersionNotFoundError
+from ...format._index import INDEX_FILENAME
+from ...format._version_log import (
     MAX_RECORD_BYTES,
     RETENTION_KEY,
     VERSIONS_DIR,
@@ -30,11 +30,11 @@ from ..format._version_log import (
     parse_log_name,
     record_key,
 )
-from ..storage._versioned import ObjectTooLargeError, versioned
+from ...storage._versioned import ObjectTooLargeError, versioned
 
 if TYPE_CHECKING:
-    from ..storage._store import Store
-    from ..storage._versioned import VersionedObjects
+    from ...storage._store import Store
+    from ...storage._versioned import VersionedObjects
 
 __all__ = ["PARTIAL", "VERSION_KEY", "VersionLog", "VersionRef", "check_version", "check_version_digest"]
 

@@ -9,7 +9,7 @@ and from then on every item of that chunk is exactly one ranged GET of its own b
     first item of chunk c:   GET chunk-c [0, 4(N+2))   GET chunk-c [begin_i, end_i)
     every later item of c:                             GET chunk-c [begin_j, end_j)
 
-A table is bound to the :class:`~litstream.read._source.DatasetSource` (so to one ``index.json``) that
+A table is bound to the :class:`~litstream.read.source._source.DatasetSource` (so to one ``index.json``) that
 owns it, and to the version (ETag) of the chunk file it was read from, where the store reports one
 (S3, GCS, Azure, memory, local through obstore): every item read asks for that version only
 (``If-Match``). A chunk rewritten under the same name while a reader runs (LitData's in-place
@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._core._errors import FormatError, StorageError
-from ..format._chunk import header_length, item_span_offset, parse_chunk_offsets
+from ..._core._errors import FormatError, StorageError
+from ...format._chunk import header_length, item_span_offset, parse_chunk_offsets
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..format._index import ChunkInfo
-    from ..storage._store import Store
+    from ...format._index import ChunkInfo
+    from ...storage._store import Store
 
 __all__ = ["OffsetTables"]
 

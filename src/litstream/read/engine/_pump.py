@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from .._core._errors import LitstreamError, collapse_exception_group, raise_collapsed
-from ..storage._files import local_path
+from ..._core._errors import LitstreamError, collapse_exception_group, raise_collapsed
+from ...storage._files import local_path
+from ..plan._plan import ChunkSlice
+from ..source._index_load import load_versioned_index_now
+from ..source._source import DatasetSource
 from ._decode import work_parts
 from ._engine import ChunkWork, produce_chunks
-from ._index_load import load_versioned_index_now
 from ._memory import REMOTE_MIN_PRE_DOWNLOAD, budget_for, reader_depth
-from ._source import DatasetSource
-from .plan._plan import ChunkSlice
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Mapping, Sequence
@@ -26,14 +26,14 @@ if TYPE_CHECKING:
 
     from anyio.from_thread import BlockingPortal
 
-    from ..format._batch_decode import ColumnBatch
-    from ..format._chunk import ChunkView
-    from ..format._serializers import Serializer
-    from ..storage._base import Store
+    from ...format._batch_decode import ColumnBatch
+    from ...format._chunk import ChunkView
+    from ...format._serializers import Serializer
+    from ...storage._base import Store
+    from .._spec import ReadSpec
+    from ..plan._pieces import Piece
+    from ..source._versions import VersionRef
     from ._memory import MemoryLimit
-    from ._spec import ReadSpec
-    from ._versions import VersionRef
-    from .plan._pieces import Piece
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -231,7 +231,7 @@ def serve_batches(
     """The decode batches of ``pieces`` (``ColumnBatch`` es allowed with ``columns``): the engine fetches whole
     chunks on ``portal``'s loop, one ``portal.call`` hands each over, and its items are decoded on the calling
     thread (``alloc``: where arrays are decoded). ``portal`` ``None``: the pieces are :func:`in_place`."""
-    ahead, handover = reader_depth(  # under a memory limit: this reader's share (read/_memory.py)
+    ahead, handover = reader_depth(  # under a memory limit: this reader's share (read/engine/_memory.py)
         source, pieces, max_memory, max_pre_download=spec.max_pre_download, cached=spec.cache is not None,
         readers=readers, window=spec.shuffle_window if spec.shuffle == "window" else 0, batch_size=batch_size,
         loader_batches=prefetch_factor,
@@ -254,7 +254,7 @@ def serve_batches(
                     _raise_producer_failure(future, error)
                 raise
             served += len(work.items)
-            del work  # the chunk is not held while the next one is handed over (read/_memory.py counts so)
+            del work  # the chunk is not held while the next one is handed over (read/engine/_memory.py counts so)
         try:
             future.result()
         except BaseExceptionGroup as group:

@@ -1,6 +1,6 @@
 """Where a reader's memory limit comes from: the explicit setting, the process's cgroup, or its rlimits.
 
-See ``read/_memory.py`` for how the budget is spent; :func:`memory_limit` gives the limit in order:
+See ``read/engine/_memory.py`` for how the budget is spent; :func:`memory_limit` gives the limit in order:
 
 1. ``max_memory=`` of the dataset, else ``LITSTREAM_MAX_MEMORY``: the bytes that the buffers of all of a
    loader's readers may hold together, ``"auto"`` (the default: detect a limit, below) or ``"off"``;
@@ -19,9 +19,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._core._environ import environ
-from .._core._errors import ConfigurationError
-from .._core._units import parse_bytes
+from ..._core._environ import environ
+from ..._core._errors import ConfigurationError
+from ..._core._units import parse_bytes
 
 __all__ = [
     "LIMIT_FRACTION",

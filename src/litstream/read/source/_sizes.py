@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .._core._errors import FormatError
-from ..storage._files import local_path
+from ..._core._errors import FormatError
+from ...storage._files import local_path
 
 if TYPE_CHECKING:
-    from ..format._index import Index
-    from ..storage._base import Store
+    from ...format._index import Index
+    from ...storage._base import Store
 
 __all__ = ["CHECKED_ITEMS", "check_local_sizes"]
 

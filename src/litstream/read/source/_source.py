@@ -12,24 +12,24 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from .._core._errors import DatasetNotFoundError, FormatError
-from .._core._trace import CAT_DECOMPRESS, CAT_READ, TRACER
-from ..format._chunk import ChunkView, item_span_offset
-from ..format._compression import Compression, compression_from_config, decompress
-from ..format._config_keys import check_config_keys
-from ..format._encrypted import check_encryption, decrypt_chunk, decrypt_item
-from ..format._framed import chunk_from_file
-from ..format.arrow._chunk import ArrowChunk, ArrowRowsOnly, read_chunk_view
-from ..format.arrow._parquet import ParquetChunk, ParquetLoader, RowDecoder
-from ..format.mds._index import is_mds_config
-from ..storage._files import local_path, map_object, read_span_at
+from ..._core._errors import DatasetNotFoundError, FormatError
+from ..._core._trace import CAT_DECOMPRESS, CAT_READ, TRACER
+from ...format._chunk import ChunkView, item_span_offset
+from ...format._compression import Compression, compression_from_config, decompress
+from ...format._config_keys import check_config_keys
+from ...format._encrypted import check_encryption, decrypt_chunk, decrypt_item
+from ...format._framed import chunk_from_file
+from ...format.arrow._chunk import ArrowChunk, ArrowRowsOnly, read_chunk_view
+from ...format.arrow._parquet import ParquetChunk, ParquetLoader, RowDecoder
+from ...format.mds._index import is_mds_config
+from ...storage._files import local_path, map_object, read_span_at
+from ..cache._source_cache import CacheSettings, _read_through_cache, open_transfer, read_into_memory
 from ._decoder_choice import choose_decoder
 from ._headers import OffsetTables
 from ._index_load import load_local_index, load_versioned_index
 from ._inplace import decompressed_in_place
 from ._sizes import check_local_sizes
 from ._verify import check_chunk, check_local_file, get_checked, has_checksum
-from .cache._source_cache import CacheSettings, _read_through_cache, open_transfer, read_into_memory
 
 if TYPE_CHECKING:
     import mmap
@@ -37,17 +37,17 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from pathlib import Path
 
-    from ..format._index import Index
-    from ..format._loaders import PyTreeLoader, SampleDecoder, TokensLoader
-    from ..format._serializers import Serializer
-    from ..format._temporal import TemporalDecoder
-    from ..format._tokens import TokenLayout
-    from ..format.mds._encodings import MdsDecoder
-    from ..storage._memory_fetch import MemoryFetcher
-    from ..storage._store import Store
-    from ..storage._transfer import Downloader
+    from ...format._index import Index
+    from ...format._loaders import PyTreeLoader, SampleDecoder, TokensLoader
+    from ...format._serializers import Serializer
+    from ...format._temporal import TemporalDecoder
+    from ...format._tokens import TokenLayout
+    from ...format.mds._encodings import MdsDecoder
+    from ...storage._memory_fetch import MemoryFetcher
+    from ...storage._store import Store
+    from ...storage._transfer import Downloader
+    from ..cache._cache import ChunkCache
     from ._versions import VersionRef
-    from .cache._cache import ChunkCache
 
 __all__ = ["DatasetSource"]
 
@@ -81,7 +81,7 @@ class DatasetSource:
     encryption_level: str | None = None
     unpack: Callable[[bytes | memoryview, str], bytes] = decompress  # whole-file decompression
     offset_tables: OffsetTables = field(default_factory=OffsetTables)  # remote single-item reads
-    digest: str | None = None  # the opened version's index digest (read/_versions.py); None: a local index_path
+    digest: str | None = None  # the opened version's index digest (read/source/_versions.py); None: a local index_path
 
     @classmethod
     async def open(
@@ -111,7 +111,7 @@ class DatasetSource:
                 unless ``index.json`` carries the trust marker (``format/_trust_marker.py``). Default ``True``.
             encryption: The ``FernetEncryption`` / ``RSAEncryption`` an encrypted dataset was written
                 with (``format/_encryption.py``); ``None`` for a plain dataset.
-            version: The committed version to open (``read/_versions.py``); ``None``: the latest. The opened
+            version: The committed version to open (``read/source/_versions.py``); ``None``: the latest. The opened
                 version's index digest is kept in ``digest``, so other processes can open the same one.
 
         Raises:
@@ -138,17 +138,10 @@ class DatasetSource:
 
     @classmethod
     def prepared(
-        cls,
-        store: Store,
-        index: Index,
-        digest: str | None,
-        serializers: Mapping[str, Serializer] | None = None,
-        item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None,
-        allow_pickle: bool | None = True,
-        encryption: Any = None,
-        *,
-        check_sizes: bool = True,
-    ) -> DatasetSource:
+        cls, store: Store, index: Index, digest: str | None, serializers: Mapping[str, Serializer] | None = None,
+        item_loader: PyTreeLoader | TokensLoader | ParquetLoader | None = None, allow_pickle: bool | None = True,
+        encryption: Any = None, *, check_sizes: bool = True,
+    ) -> DatasetSource:  # fmt: skip
         """The source of a dataset whose ``index`` (of ``digest``, ``None`` when unversioned) is loaded: its
         decoder chosen, nothing read (the synchronous part of :meth:`open`, arguments as there).
 
@@ -261,7 +254,7 @@ class DatasetSource:
                 self._check_length(chunk_index, data)
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
             # a path here is the local dataset's own file (the cache's are checked above): hashed once, not
-            # by every new process (read/_verify.py)
+            # by every new process (read/source/_verify.py)
             await anyio.to_thread.run_sync(partial(check_chunk, data, info, path, where, persistent=path is not None))
         t1 = perf_counter_ns() if t0 else 0  # decompression and decryption start
         spec = self.compression if compression else None
@@ -319,7 +312,7 @@ class DatasetSource:
         data, path = mapped
         if has_checksum(self.index.chunks[chunk_index]):
             self._check_length(chunk_index, data)  # a short file gets the more precise message
-            # a local dataset's own file: hashed once, not by every new process (read/_verify.py)
+            # a local dataset's own file: hashed once, not by every new process (read/source/_verify.py)
             check_chunk(data, self.index.chunks[chunk_index], path, str(path), persistent=True)
         if t0:
             TRACER.span("read", CAT_READ, t0, {"chunk": chunk_index, "file": path.name})
@@ -365,7 +358,7 @@ class DatasetSource:
     async def read_item_bytes(self, chunk_index: int, item: int) -> bytes | memoryview:
         """The bytes of one item. A remote uncompressed chunk is read with one range read of the item's
         bytes, once this process holds the chunk's offset table (fetched on the chunk's first item read:
-        see ``read/_headers.py``), instead of the whole chunk; a local one with one ``pread`` pair."""
+        see ``read/source/_headers.py``), instead of the whole chunk; a local one with one ``pread`` pair."""
         config = self.index.config
         if (
             (config is not None and config.compression)

@@ -9,19 +9,19 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._core._bridge import run_sync
-from .._core._errors import DatasetNotFoundError, ObjectNotFoundError
-from ..format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
-from ..format._version_log import index_digest
-from ..format.mds._index import read_index
-from ..storage._base import mapped_errors
-from ..storage._files import local_path
-from ..storage._listing import list_retrying
-from ..storage._safe_files import read_regular
+from ..._core._bridge import run_sync
+from ..._core._errors import DatasetNotFoundError, ObjectNotFoundError
+from ...format._index import INDEX_FILENAME, Index, is_partial_index_name, merge_partial_indexes
+from ...format._version_log import index_digest
+from ...format.mds._index import read_index
+from ...storage._base import mapped_errors
+from ...storage._files import local_path
+from ...storage._listing import list_retrying
+from ...storage._safe_files import read_regular
 from ._versions import VersionLog
 
 if TYPE_CHECKING:
-    from ..storage._store import Store
+    from ...storage._store import Store
     from ._versions import VersionRef
 
 __all__ = ["load_index", "load_local_index", "load_versioned_index", "load_versioned_index_now", "read_index_bytes"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..storage._files import local_path, map_object
+from ...storage._files import local_path, map_object
 
 if TYPE_CHECKING:
     import mmap

@@ -1,0 +1,1 @@
+"""Bytes into samples: ordered chunk prefetch, decoding, the sync pump, memory budgets."""
