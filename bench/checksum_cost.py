@@ -107,7 +107,7 @@ def _run(case: str, shape: str, checksum: str | None, data: Path) -> float:
                 "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
                 "PATH": "/usr/bin:/bin",
                 # one cache root for every run, as successive jobs on one machine share it: a local dataset's
-                # chunk files are hashed by the first process only (read/source/_verify.py records them there)
+                # chunk files are hashed by the first process only (read/cache/_verify.py records them there)
                 "LITSTREAM_CACHE_DIR": str(data.parent / "cache-root"),
             },
         )

@@ -244,7 +244,8 @@ def test_every_read_room_says_its_job() -> None:
     assert rooms == set(READ_MAY_IMPORT) - {""}
     for room in rooms:
         doc = ast.get_docstring(ast.parse((PACKAGE / "read" / room / "__init__.py").read_text()))
-        assert doc and len(doc.splitlines()) == 1, f"read/{room}/__init__.py: a one-line docstring saying its job"
+        assert doc is not None, f"read/{room}/__init__.py: a one-line docstring saying its job"
+        assert len(doc.splitlines()) == 1, f"read/{room}/__init__.py: one line"
 
 
 def test_read_rooms_import_only_below_them() -> None:

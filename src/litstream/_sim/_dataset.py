@@ -21,9 +21,9 @@ from ..format._chunk import header_length, pack_chunk
 from ..format._compression import compress
 from ..format._index import INDEX_FILENAME, ChunkInfo, Index
 from ..format.arrow._chunk import ArrowChunk
+from ..read.cache._verify import has_checksum
 from ..read.source._index_load import load_index, load_local_index
 from ..read.source._source import DatasetSource
-from ..read.source._verify import has_checksum
 from ..storage._files import local_path
 from ..storage._resolver import store_for
 

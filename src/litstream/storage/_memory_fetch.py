@@ -10,7 +10,7 @@ The buffer is an anonymous mapping, reused for a later object once nothing refer
 a new one with its pages mapped piece by piece in the pieces' worker threads (one ``MADV_POPULATE_WRITE``
 call each, not a page fault per page, never on the event loop). It is handed out as a :class:`memoryview`
 so that nothing treats it as a file mapping whose pages could be dropped and read again
-(``read/engine/_pages.py``, ``read/source/_verify.py``): dropped anonymous pages read as zeros.
+(``read/engine/_pages.py``, ``read/cache/_verify.py``): dropped anonymous pages read as zeros.
 """
 
 from __future__ import annotations

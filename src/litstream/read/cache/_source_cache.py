@@ -24,8 +24,8 @@ from ...storage._hedged import HedgedStore
 from ...storage._memory_fetch import MemoryFetcher
 from ...storage._progress import Progress
 from ...storage._transfer import Downloader
-from ..source._verify import check_chunk, drop_copy, file_id, has_checksum
 from ._cache import ChunkCache
+from ._verify import check_chunk, drop_copy, file_id, has_checksum
 
 if TYPE_CHECKING:
     from collections.abc import Callable

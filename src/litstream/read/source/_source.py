@@ -24,12 +24,12 @@ from ...format.arrow._parquet import ParquetChunk, ParquetLoader, RowDecoder
 from ...format.mds._index import is_mds_config
 from ...storage._files import local_path, map_object, read_span_at
 from ..cache._source_cache import CacheSettings, _read_through_cache, open_transfer, read_into_memory
+from ..cache._verify import check_chunk, check_local_file, get_checked, has_checksum
 from ._decoder_choice import choose_decoder
 from ._headers import OffsetTables
 from ._index_load import load_local_index, load_versioned_index
 from ._inplace import decompressed_in_place
 from ._sizes import check_local_sizes
-from ._verify import check_chunk, check_local_file, get_checked, has_checksum
 
 if TYPE_CHECKING:
     import mmap
@@ -254,7 +254,7 @@ class DatasetSource:
                 self._check_length(chunk_index, data)
             where = str(path) if path is not None else f"{self.store.url}/{info.filename}"
             # a path here is the local dataset's own file (the cache's are checked above): hashed once, not
-            # by every new process (read/source/_verify.py)
+            # by every new process (read/cache/_verify.py)
             await anyio.to_thread.run_sync(partial(check_chunk, data, info, path, where, persistent=path is not None))
         t1 = perf_counter_ns() if t0 else 0  # decompression and decryption start
         spec = self.compression if compression else None
@@ -312,7 +312,7 @@ class DatasetSource:
         data, path = mapped
         if has_checksum(self.index.chunks[chunk_index]):
             self._check_length(chunk_index, data)  # a short file gets the more precise message
-            # a local dataset's own file: hashed once, not by every new process (read/source/_verify.py)
+            # a local dataset's own file: hashed once, not by every new process (read/cache/_verify.py)
             check_chunk(data, self.index.chunks[chunk_index], path, str(path), persistent=True)
         if t0:
             TRACER.span("read", CAT_READ, t0, {"chunk": chunk_index, "file": path.name})
