@@ -16,7 +16,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._core._bridge import run_sync
 from ._core._errors import ConfigurationError
@@ -31,6 +31,9 @@ from ._sim._config import (
 )
 from ._sim._report import RankReport, SimulationReport, build_report
 from ._sim._tune import KNOBS, Trial, TuneReport
+
+if TYPE_CHECKING:
+    from ._sim._dataset import SimDataset
 
 __all__ = [
     "Calibration",
@@ -68,13 +71,9 @@ def simulate(config: SimulationConfig | dict[str, Any]) -> SimulationReport:
         DatasetNotFoundError: the dataset has no index.
         StorageError: reading the real index failed, or the simulated store's retries were spent.
     """
-    _need_trio()
-    from ._sim._dataset import prepare_dataset
     from ._sim._run import run_cluster
 
-    if not isinstance(config, SimulationConfig):
-        config = config_from_mapping(config)
-    dataset = run_sync(prepare_dataset, config)
+    config, dataset = _prepared(config)
     return build_report(config, run_cluster(config, dataset))
 
 
@@ -108,13 +107,9 @@ def tune(
         DatasetNotFoundError: the dataset has no index.
         StorageError: reading the real index failed, or the simulated store's retries were spent.
     """
-    _need_trio()
-    from ._sim._dataset import prepare_dataset
     from ._sim._tune import tune_config
 
-    if not isinstance(config, SimulationConfig):
-        config = config_from_mapping(config)
-    dataset = run_sync(prepare_dataset, config)
+    config, dataset = _prepared(config)
     return tune_config(config, dataset, knobs=knobs, max_runs=max_runs, time_budget=time_budget, tolerance=tolerance)
 
 
@@ -148,6 +143,17 @@ def calibrate(
     if not isinstance(config, SimulationConfig):
         config = config_from_mapping(config)
     return run_sync(measure_costs, config, chunks, network, startup, probes)
+
+
+def _prepared(config: SimulationConfig | dict[str, Any]) -> tuple[SimulationConfig, SimDataset]:
+    """The opening of ``simulate`` and ``tune``: trio checked, ``config`` as a :class:`SimulationConfig`, and
+    what the simulation needs of the real dataset read (``_sim._dataset.prepare_dataset``)."""
+    _need_trio()
+    from ._sim._dataset import prepare_dataset
+
+    if not isinstance(config, SimulationConfig):
+        config = config_from_mapping(config)
+    return config, run_sync(prepare_dataset, config)
 
 
 def _need_trio() -> None:

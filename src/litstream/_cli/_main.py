@@ -37,7 +37,7 @@ from ._simulate import add_simulate_command, run_simulate
 from ._versions import add_version_commands, run_gc, run_versions
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ..format._index import Index
 
@@ -140,6 +140,18 @@ def _inspect(input_dirs: Sequence[str], as_json: bool) -> int:
     return 1 if failed else 0
 
 
+# Each sub-command but ``inspect`` (run by ``_inspect``) and the function that runs it, returning the exit code.
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "cache": run_cache,
+    "optimize": run_optimize,
+    "migrate": run_migrate,
+    "simulate": run_simulate,
+    "view": run_view,
+    "versions": run_versions,
+    "gc": run_gc,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``litstream`` console script; returns the exit code."""
     parser = argparse.ArgumentParser(prog="litstream", description="Write and inspect litstream / LitData datasets.")
@@ -156,22 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_version_commands(commands)
     args = parser.parse_args(argv)
     try:
-        if args.command == "cache":
-            code = run_cache(args)
-        elif args.command == "optimize":
-            code = run_optimize(args)
-        elif args.command == "migrate":
-            code = run_migrate(args)
-        elif args.command == "simulate":
-            code = run_simulate(args)
-        elif args.command == "view":
-            code = run_view(args)
-        elif args.command == "versions":
-            code = run_versions(args)
-        elif args.command == "gc":
-            code = run_gc(args)
-        else:
-            code = _inspect(args.input_dir, args.json)
+        run = _COMMANDS.get(args.command)
+        code = _inspect(args.input_dir, args.json) if run is None else run(args)
         sys.stdout.flush()  # here, so that a reader that left is handled below, not at interpreter exit
         return code
     except LitstreamError as exc:

@@ -37,6 +37,21 @@ class ArgumentRule:
 _NO_EFFECT = "accepted without effect (litstream schedules its own I/O)"
 _DEFAULT_ONLY = "only the default is accepted; another value raises ConfigurationError"
 
+
+def _write_rules(function: str) -> tuple[ArgumentRule, ...]:
+    """The rows of the LitData-only arguments ``optimize`` and ``map`` share (``write/_params.start_write``
+    checks them for both), for ``function``."""
+    return (
+        ArgumentRule(function, "num_downloaders", "given", _NO_EFFECT),
+        ArgumentRule(function, "num_uploaders", "given", _NO_EFFECT),
+        ArgumentRule(function, "optimize_dns", "given", _NO_EFFECT),
+        ArgumentRule(function, "keep_data_ordered", "given", "accepted without effect (input order is always kept)"),
+        ArgumentRule(function, "num_nodes", "given", _DEFAULT_ONLY + " (use DATA_OPTIMIZER_NUM_NODES / _NODE_RANK)"),
+        ArgumentRule(function, "machine", "given", _DEFAULT_ONLY),
+        ArgumentRule(function, "broadcast_paths", "given", _DEFAULT_ONLY),
+    )
+
+
 ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
     ArgumentRule(
         "optimize",
@@ -45,26 +60,14 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
         "without mode, a non-empty output_dir raises OutputNotEmptyError (LitData deletes stale files); "
         "pass mode='overwrite' or mode='append'",
     ),
-    ArgumentRule("optimize", "num_downloaders", "given", _NO_EFFECT),
-    ArgumentRule("optimize", "num_uploaders", "given", _NO_EFFECT),
-    ArgumentRule("optimize", "optimize_dns", "given", _NO_EFFECT),
-    ArgumentRule("optimize", "keep_data_ordered", "given", "accepted without effect (input order is always kept)"),
-    ArgumentRule("optimize", "num_nodes", "given", _DEFAULT_ONLY + " (use DATA_OPTIMIZER_NUM_NODES / _NODE_RANK)"),
-    ArgumentRule("optimize", "machine", "given", _DEFAULT_ONLY),
-    ArgumentRule("optimize", "broadcast_paths", "given", _DEFAULT_ONLY),
+    *_write_rules("optimize"),
     ArgumentRule(
         "optimize",
         "fast_dev_run",
         "given",
         "fast_dev_run=True keeps 10 inputs as documented (LitData keeps 1 per worker)",
     ),
-    ArgumentRule("map", "num_downloaders", "given", _NO_EFFECT),
-    ArgumentRule("map", "num_uploaders", "given", _NO_EFFECT),
-    ArgumentRule("map", "optimize_dns", "given", _NO_EFFECT),
-    ArgumentRule("map", "keep_data_ordered", "given", "accepted without effect (input order is always kept)"),
-    ArgumentRule("map", "num_nodes", "given", _DEFAULT_ONLY + " (use DATA_OPTIMIZER_NUM_NODES / _NODE_RANK)"),
-    ArgumentRule("map", "machine", "given", _DEFAULT_ONLY),
-    ArgumentRule("map", "broadcast_paths", "given", _DEFAULT_ONLY),
+    *_write_rules("map"),
     ArgumentRule(
         "StreamingDataset",
         "session_options",

@@ -15,15 +15,14 @@ Nothing heavy is imported until a command runs, so ``litstream --help`` stays fa
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
-from .._view._cli import add_server_arguments
-from ._simulate_files import load_config, write_text, yaml_module
+from .._view._cli import add_server_arguments, storage_options_arg
+from ._simulate_files import load_relative, write_text, yaml_module
 
 if TYPE_CHECKING:
     import argparse
@@ -33,6 +32,7 @@ __all__ = ["add_simulate_command", "run_simulate"]
 
 def add_simulate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``simulate init``, ``simulate run`` and ``simulate serve`` to the ``litstream`` parser."""
+    # argparse set-up, alike in shape to _cache.add_cache_commands; each command has its own arguments
     p = commands.add_parser("simulate", help="predict a cluster's streaming on the real engine (virtual clock)")
     sub = p.add_subparsers(dest="simulate_command", required=True)
     init = sub.add_parser("init", help="write a YAML simulation config for a dataset")
@@ -53,18 +53,6 @@ def add_simulate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     from ._simulate_tune import add_tune_commands
 
     add_tune_commands(sub)
-
-
-def _options(text: str | None) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"simulate init: --storage-options {text!r} is not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ConfigurationError(f"simulate init: --storage-options {text!r}: pass a JSON object")
-    return value
 
 
 def _init(dataset: str, config_path: Path, force: bool, options: dict[str, Any]) -> int:
@@ -92,16 +80,6 @@ def _init(dataset: str, config_path: Path, force: bool, options: dict[str, Any])
     return 0
 
 
-def _load_relative(config_path: Path) -> dict[str, Any]:
-    """The config's mapping, its relative local paths made relative to the config file."""
-    raw = load_config(config_path)
-    for key in ("dataset", "index_path"):
-        value = raw.get(key)
-        if isinstance(value, str) and value and "://" not in value and not os.path.isabs(os.path.expanduser(value)):
-            raw[key] = str(config_path.parent / value)
-    return raw
-
-
 def _run(config_path: Path, output: Path) -> int:
     from .._sim._html import report_html
     from ..simulate import config_from_mapping, simulate
@@ -110,7 +88,7 @@ def _run(config_path: Path, output: Path) -> int:
         raise ConfigurationError(f"simulate run: -o {output}: name an .html file (the JSON is written beside it)")
     if not output.parent.is_dir():
         raise ConfigurationError(f"simulate run: -o {output}: the folder {output.parent} does not exist")
-    report = simulate(config_from_mapping(_load_relative(config_path)))
+    report = simulate(config_from_mapping(load_relative(config_path)))
     json_path = output.with_suffix(".json")
     write_text(json_path, report.to_json())
     write_text(output, report_html(report))
@@ -125,11 +103,16 @@ def _run(config_path: Path, output: Path) -> int:
 def run_simulate(args: argparse.Namespace) -> int:
     """Run ``litstream simulate init|run|serve``; returns the exit code (errors are raised as LitstreamError)."""
     if args.simulate_command == "init":
-        return _init(args.dataset, Path(args.config), args.force, _options(args.storage_options))
+        return _init(
+            args.dataset,
+            Path(args.config),
+            args.force,
+            storage_options_arg(args.storage_options, "simulate init") or {},
+        )
     if args.simulate_command == "serve":
         from .._view._cli import run_serve
 
-        return run_serve(args, _load_relative(Path(args.config)))
+        return run_serve(args, load_relative(Path(args.config)))
     if args.simulate_command in ("tune", "calibrate"):
         from ._simulate_tune import run_tune_command
 

@@ -10,7 +10,7 @@ from .._core._errors import ConfigurationError
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["load_config", "write_text", "yaml_module"]
+__all__ = ["load_config", "load_relative", "relative_to_config", "write_text", "yaml_module"]
 
 
 def write_text(path: Path, text: str) -> None:
@@ -46,3 +46,18 @@ def load_config(config_path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigurationError(f"simulate run: {config_path} must hold a mapping with at least 'dataset'")
     return raw
+
+
+def relative_to_config(config_path: Path, raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the config mapping ``raw`` whose relative local paths are made relative to the config file."""
+    out = dict(raw)
+    for key in ("dataset", "index_path"):
+        value = out.get(key)
+        if isinstance(value, str) and value and "://" not in value and not os.path.isabs(os.path.expanduser(value)):
+            out[key] = str(config_path.parent / value)
+    return out
+
+
+def load_relative(config_path: Path) -> dict[str, Any]:
+    """The config's mapping (:func:`load_config`), its relative local paths made relative to the config file."""
+    return relative_to_config(config_path, load_config(config_path))

@@ -8,14 +8,13 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core._errors import ConfigurationError
-from ._simulate_files import load_config, write_text, yaml_module
+from ._simulate_files import load_config, load_relative, relative_to_config, write_text, yaml_module
 
 if TYPE_CHECKING:
     import argparse
@@ -42,16 +41,6 @@ def add_tune_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cal.add_argument("--probes", type=int, default=3, help="fresh interpreters per start-up probe (default 3)")
 
 
-def _resolved(config_path: Path, raw: dict[str, Any]) -> dict[str, Any]:
-    """``raw`` with relative local paths made relative to the config file."""
-    out = dict(raw)
-    for key in ("dataset", "index_path"):
-        value = out.get(key)
-        if isinstance(value, str) and value and "://" not in value and not os.path.isabs(os.path.expanduser(value)):
-            out[key] = str(config_path.parent / value)
-    return out
-
-
 def _tune(args: argparse.Namespace) -> int:
     from .._sim._tune_html import tune_html
     from ..simulate import tune
@@ -62,7 +51,7 @@ def _tune(args: argparse.Namespace) -> int:
     if not output.parent.is_dir():
         raise ConfigurationError(f"simulate tune: -o {output}: the folder {output.parent} does not exist")
     knobs = tuple(k.strip() for k in args.knobs.split(",") if k.strip())
-    raw = _resolved(config_path, load_config(config_path))
+    raw = load_relative(config_path)
     report = tune(raw, knobs=knobs, max_runs=args.max_runs, time_budget=args.time_budget, tolerance=args.tolerance)
     json_path = output.with_suffix(".json")
     write_text(json_path, report.to_json())
@@ -83,7 +72,11 @@ def _calibrate(args: argparse.Namespace) -> int:
     config_path = Path(args.config)
     raw = load_config(config_path)
     measured = calibrate(
-        _resolved(config_path, raw), chunks=args.chunks, network=args.network, startup=args.startup, probes=args.probes
+        relative_to_config(config_path, raw),
+        chunks=args.chunks,
+        network=args.network,
+        startup=args.startup,
+        probes=args.probes,
     )
     costs = dict(raw.get("costs") or {})
     costs.update(measured.costs())

@@ -64,6 +64,8 @@ class ReadSettings:
     block_size: int | None = None
 
 
+# The models below are plain field lists (numbers with defaults) that look alike to a duplicate finder, as
+# write/_summary.py's and _sim/_store.py's counters do; each field is its own setting, with no logic to share.
 @dataclass(frozen=True)
 class CostModel:
     """CPU and device time, spent as virtual sleeps by each simulated worker and rank.

@@ -96,6 +96,7 @@ class _Cluster:
         """The spec a real reader of this session's simulated store would open, and its read plan."""
         read = self.config.read
         node = rank // self.config.cluster.ranks_per_node
+        # keyword construction of a read plan; alike in shape only to write/_retention._info's VersionInfo(...)
         plan = ReadPlanArgs(
             rank=rank,
             world_size=self.world_size,

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["Network", "NetworkStats", "SimStore"]
 
 
+# Counters, alike in shape only to write/_summary.WorkerSummary's fields; nothing to share.
 @dataclass
 class NetworkStats:
     """What the store saw. ``events`` holds ``(end time, bytes, status)`` per answered request."""

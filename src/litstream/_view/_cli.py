@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from starlette.applications import Starlette
 
-__all__ = ["add_server_arguments", "add_view_command", "run_serve", "run_view"]
+__all__ = ["add_server_arguments", "add_view_command", "run_serve", "run_view", "storage_options_arg"]
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,15 +44,22 @@ def add_view_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     add_server_arguments(p)
 
 
-def _options(text: str | None) -> dict[str, Any] | None:
+# Alike in shape to _cli/_simulate_files.load_config (parse, then check for a mapping), but that reads a YAML file
+# with its own messages; the two share no code.
+def storage_options_arg(text: str | None, command: str) -> dict[str, Any] | None:
+    """A ``--storage-options`` value (``None`` when not given) as the JSON object it must be.
+
+    Raises:
+        ConfigurationError: ``text`` is not JSON, or not an object; the message starts with ``command``.
+    """
     if text is None:
         return None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"view: --storage-options {text!r} is not JSON ({exc})") from None
+        raise ConfigurationError(f"{command}: --storage-options {text!r} is not JSON ({exc})") from None
     if not isinstance(value, dict):
-        raise ConfigurationError(f"view: --storage-options {text!r}: pass a JSON object")
+        raise ConfigurationError(f"{command}: --storage-options {text!r}: pass a JSON object")
     return value
 
 
@@ -88,7 +95,7 @@ def run_view(args: argparse.Namespace) -> int:
     from ._dataset import DatasetView
 
     hosts = _check_address(args.host, args.port)
-    view = run_sync(DatasetView.open, args.dataset, _options(args.storage_options), args.block_size)
+    view = run_sync(DatasetView.open, args.dataset, storage_options_arg(args.storage_options, "view"), args.block_size)
     return _start(create_app(view=view, allowed_hosts=hosts), args, f"viewing {args.dataset}")
 
 

@@ -18,6 +18,7 @@ from .run._env import OptimizerEnv, optimizer_env
 from .run._inputs import (
     Assignment,
     Batched,
+    Picked,
     assign_inputs,
     check_fast_dev_run,
     check_weights,
@@ -52,6 +53,15 @@ class Plan:
         self.source = source
         self.assignment = assignment
         self.env = env
+
+    def shares(self) -> list[tuple[int, Sequence[Any] | None, Sequence[int]]]:
+        """Each worker of this node: its global rank, its inputs (a :class:`~.run._inputs.Picked` view, ``None``
+        for a queue) and their positions in the user's ``inputs``; the fields every job (``optimize``'s and
+        ``map``'s) starts from."""
+        return [
+            (rank, None if self.items is None else Picked(self.items, positions), positions)
+            for rank, positions in zip(self.assignment.global_ranks, self.assignment.positions, strict=True)
+        ]
 
 
 def plan_inputs(

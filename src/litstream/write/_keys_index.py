@@ -19,6 +19,7 @@ nothing: the output is that run's now.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,7 @@ from ._update import _check_plain, _open, _read_index, iter_samples_of
 from ._writer_lock import WriterLock
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from ..format._serializers import Serializer
     from ..storage._resolver import Dir
@@ -78,20 +79,13 @@ async def _restore(out: Store, saved: dict[str, bytes], added: list[str]) -> Non
         await out.put(name, data)
 
 
-async def _build(
-    store: Store,
-    out: Store,
-    key_fn: Callable[[Any], Any],
-    overwrite: bool,
-    num_shards: int,
-    verbose: bool,
-    serializers: Mapping[str, Serializer] | None,
-) -> None:
+async def _under_lease(store: Store, out: Store, build: Callable[[WriterLock], Awaitable[None]]) -> None:
+    """Run ``build`` holding ``out``'s writer lease, once ``store`` is known to hold a plain dataset."""
     _check_plain(await _read_index(store), store, "build_keys_index")  # a missing dataset fails before the lease
     lock = await WriterLock(out, "build_keys_index").aacquire()
     try:
         await anyio.to_thread.run_sync(lock.note_index)
-        await _build_locked(store, out, lock, key_fn, overwrite, num_shards, verbose, serializers)
+        await build(lock)
     finally:
         await lock.arelease()
 
@@ -99,12 +93,12 @@ async def _build(
 async def _build_locked(
     store: Store,
     out: Store,
-    lock: WriterLock,
     key_fn: Callable[[Any], Any],
     overwrite: bool,
     num_shards: int,
     verbose: bool,
     serializers: Mapping[str, Serializer] | None,
+    lock: WriterLock,
 ) -> None:
     from tqdm.auto import tqdm
 
@@ -185,5 +179,6 @@ def build_keys_index(
         raise ConfigurationError(f"num_shards={num_shards!r} must be an int in [1, 4096]")
     store = _open(input_dir, storage_options)
     out = store if output_dir is None else _open(output_dir, storage_options)
-    run_sync(_build, store, out, key_fn, overwrite, num_shards, verbose, serializers)
+    build = functools.partial(_build_locked, store, out, key_fn, overwrite, num_shards, verbose, serializers)
+    run_sync(_under_lease, store, out, build)
     return f"{out.url.rstrip('/')}/{KEYS_DIR}" if "://" in out.url else os.path.join(out.url, KEYS_DIR)

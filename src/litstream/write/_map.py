@@ -24,15 +24,13 @@ import cloudpickle
 from .._core._bridge import run_sync
 from .._core._errors import ConfigurationError, OutputNotEmptyError, WorkerError
 from ..storage._files import remove_stale_temporaries_below
-from ._args import check_start_method, output_store, pick_start_method, pickle_fn, plan_inputs
-from ._params import check_write_params
-from ._readers import with_reader
+from ._args import check_start_method, output_store, pick_start_method, plan_inputs
+from ._params import start_write
 from ._summary import WorkerSummary, summarize
 from ._writer_lock import WriterLock, is_lock_name
-from .run._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
-from .run._inputs import Picked
+from .run._feed import run_ahead
 from .run._runner import run_jobs
-from .run._sequence_feed import FedBatches, FedInputs
+from .run._sequence_feed import job_inputs
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -75,13 +73,6 @@ class MapJob:
 
     def without_inputs(self) -> MapJob:
         return replace(self, items=None, positions=())
-
-    def _source(self, source: Any, halt: threading.Event) -> InputSource:
-        if isinstance(source, FedBatches):
-            return FedInputs(source, halt)
-        if self.items is None:
-            return QueueInputs(source, self.queue_timeout, halt)
-        return SequenceInputs(self.items, self.positions)
 
     async def run(self, report: Report, source: Any = None) -> WorkerSummary:
         """Transform every input and store its files; raises WorkerError naming a failing input.
@@ -131,7 +122,7 @@ class MapJob:
             report(("progress", self.rank, 1))
 
         halt = threading.Event()
-        await run_ahead(self._source(source, halt), call, handle, halt)
+        await run_ahead(job_inputs(self, source, halt), call, handle, halt)
         return WorkerSummary(rank=self.rank, inputs=inputs, files=files, bytes=stored)
 
 
@@ -202,9 +193,13 @@ def map(
             input), a worker process died, an executor task was cancelled, or a queue input raised or held
             an item that cannot be pickled. Files of inputs that finished stay in ``output_dir``.
     """
+    # The keyword lists handed to start_write, plan_inputs and run_jobs below stand in optimize too: they forward
+    # the public arguments both functions take; what they feed is written once (_params, _args, run/_runner).
     started = time.monotonic()
-    fn_pickle = pickle_fn(fn)
-    check_write_params(
+    fn_pickle, inputs = start_write(  # the LitData-only arguments optimize and map share, checked once
+        fn,
+        inputs,
+        num_workers,
         num_nodes=num_nodes,
         machine=machine,
         num_downloaders=num_downloaders,
@@ -214,9 +209,6 @@ def map(
         keep_data_ordered=keep_data_ordered,
         broadcast_paths=broadcast_paths,
     )
-    if reader is not None:  # LitData's readers (``_readers.py``): remap the inputs, read each item before fn
-        fn, inputs = with_reader(reader, fn, inputs, num_workers)
-        fn_pickle = pickle_fn(fn)
     if not isinstance(error_when_not_empty, bool):
         raise ConfigurationError(f"error_when_not_empty must be True or False, got {error_when_not_empty!r}")
     check_start_method(start_method)
@@ -246,13 +238,13 @@ def map(
         jobs = [
             MapJob(
                 rank=rank,
-                items=None if plan.items is None else Picked(plan.items, positions),
+                items=items,
                 positions=positions,
                 fn_pickle=fn_pickle,
                 store=store,
                 queue_timeout=plan.env.timeout,
             )
-            for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True)
+            for rank, items, positions in plan.shares()
         ]
         try:
             workers = run_jobs(

@@ -44,8 +44,7 @@ from ._checkpoint import RunConfig, inputs_digest
 from ._chunk_pack import check_chunking
 from ._keys import check_append_keys, keys_hook
 from ._output import prepare_output
-from ._params import check_write_params
-from ._readers import with_reader
+from ._params import start_write
 from ._run_end import discard_run, finish_run
 from ._summary import summarize
 from ._untrusted import marking_hook, reader_sources
@@ -223,8 +222,10 @@ def optimize(
         StorageError: on N nodes, the last node waited ``DATA_OPTIMIZER_TIMEOUT`` s for another node.
     """
     started = time.monotonic()
-    fn_pickle = pickle_fn(fn)
-    check_write_params(
+    fn_pickle, inputs = start_write(  # the LitData-only arguments optimize and map share, checked once
+        fn,
+        inputs,
+        num_workers,
         num_nodes=num_nodes,
         machine=machine,
         num_downloaders=num_downloaders,
@@ -236,9 +237,6 @@ def optimize(
         align_chunking=align_chunking,
         item_loader=item_loader,
     )
-    if reader is not None:  # LitData's readers (``_readers.py``): remap the inputs, read each item before fn
-        fn, inputs = with_reader(reader, fn, inputs, num_workers)
-        fn_pickle = pickle_fn(fn)
     chunk_size, chunk_bytes_int = check_chunking(chunk_size, chunk_bytes)
     resolve_compression(compression, compression_level, compression_batch_size, default_level="chunk")
     compression_args = {

@@ -1,18 +1,27 @@
-"""LitData 0.2.76 write parameters of ``optimize`` / ``map`` that litstream accepts for drop-in use but does
-not act on (the two kinds are described in ``read/_params.py``)."""
+"""The opening both ``optimize`` and ``map`` share: ``fn`` checked and pickled, LitData 0.2.76's write parameters
+that litstream accepts for drop-in use but does not act on (the two kinds are described in ``read/_params.py``)
+validated, and LitData's input ``reader`` applied."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
 from .._core._litdata_env import warn_ignored
 from ..read._params import optional_bool, optional_count, refuse
+from ._args import pickle_fn
+from ._readers import with_reader
 
-__all__ = ["check_write_params"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["start_write"]
 
 
-def check_write_params(
+def start_write(
+    fn: Callable[..., Any],
+    inputs: Any,
+    num_workers: int | None,
     *,
     num_nodes: Any = None,
     machine: Any = None,
@@ -24,14 +33,20 @@ def check_write_params(
     broadcast_paths: Any = False,
     align_chunking: Any = False,
     item_loader: Any = None,
-) -> None:
-    """Validate the LitData-only arguments of ``optimize`` / ``map``.
+) -> tuple[bytes, Any]:
+    """Check and pickle ``fn``, validate the LitData-only arguments of ``optimize`` / ``map`` and apply ``reader``.
 
     Also warns once for each ``LITDATA_*`` variable that is set and that litstream ignores (``_litdata_env``).
+    With a ``reader`` (``_readers.py``) the inputs are remapped and ``fn`` reads each item first.
+
+    Returns:
+        ``fn`` pickled for the workers (wrapped with the reader when one is given) and the inputs to plan.
 
     Raises:
-        ConfigurationError: a behaviour switch has a value other than its default, or a knob a bad type.
+        ConfigurationError: ``fn`` is not callable or cannot be pickled, a behaviour switch has a value other
+            than its default, or a knob a bad type.
     """
+    fn_pickle = pickle_fn(fn)
     warn_ignored(stacklevel=4)  # the caller of optimize(...) / map(...)
     refuse(
         "num_nodes",
@@ -53,3 +68,7 @@ def check_write_params(
     optional_count("num_uploaders", num_uploaders)
     optional_bool("optimize_dns", optimize_dns)
     optional_bool("keep_data_ordered", keep_data_ordered)
+    if reader is not None:  # LitData's readers: remap the inputs, read each item before fn
+        fn, inputs = with_reader(reader, fn, inputs, num_workers)
+        fn_pickle = pickle_fn(fn)
+    return fn_pickle, inputs

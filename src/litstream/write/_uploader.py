@@ -305,7 +305,7 @@ class AsyncUploader:
         """Encode in a worker thread; the first sample fixes the format (checked against the dataset's)."""
         first = self._config is None
         item = self._encoder.encode(sample)
-        if first:
+        if first:  # as _writer.ChunkWriter builds its config, from this uploader's own settings (no encryption)
             config = dataset_config(
                 self._encoder,
                 chunk_size=self._chunk_size,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._inputs import Picked
 from ._worker import OptimizeJob
 
 if TYPE_CHECKING:
@@ -41,6 +40,9 @@ class Job(Protocol):
     @property
     def first_input(self) -> int: ...
 
+    @property
+    def queue_timeout(self) -> float: ...
+
     def without_inputs(self) -> Job: ...
 
     async def run(self, report: Report, source: Any = None) -> WorkerSummary: ...
@@ -67,11 +69,11 @@ def build_jobs(
         "item_loader": item_loader,
     }
     jobs = []
-    for rank, positions in zip(plan.assignment.global_ranks, plan.assignment.positions, strict=True):
+    for rank, items, positions in plan.shares():
         jobs.append(
             OptimizeJob(
                 rank=rank,
-                items=None if plan.items is None else Picked(plan.items, positions),
+                items=items,
                 positions=positions,
                 fn_pickle=fn_pickle,
                 store=store,

@@ -22,12 +22,24 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from ..._core._errors import WorkerError
-from ._feed import _POLL_S, END, Taken
+from ._feed import _POLL_S, END, QueueInputs, SequenceInputs, Taken
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["BATCHES_AHEAD", "FEED_BATCH", "BatchFeeder", "FedBatches", "FedInputs", "batches", "put_until_stopped"]
+    from ._feed import InputSource
+    from ._jobs import Job
+
+__all__ = [
+    "BATCHES_AHEAD",
+    "FEED_BATCH",
+    "BatchFeeder",
+    "FedBatches",
+    "FedInputs",
+    "batches",
+    "job_inputs",
+    "put_until_stopped",
+]
 
 FEED_BATCH = 256
 """Inputs per batch sent to a worker process."""
@@ -171,3 +183,16 @@ class FedInputs:
         self._next += 1
         self._left -= 1
         return self._items[offset], f"index {self._positions[offset]}", self._left == 0
+
+
+def job_inputs(job: Job, source: Any, halt: threading.Event) -> InputSource:
+    """Where a worker's job takes its inputs from.
+
+    The batches its parent feeds it (``source`` is a :class:`FedBatches`), else the queue ``source`` when the
+    job holds no ``items``, else its own share of a sequence (``items`` at ``positions``) from ``first_input`` on.
+    """
+    if isinstance(source, FedBatches):
+        return FedInputs(source, halt)
+    if job.items is None:
+        return QueueInputs(source, job.queue_timeout, halt)
+    return SequenceInputs(job.items, job.positions, job.first_input)

@@ -25,8 +25,8 @@ from .._checkpoint import CommitTracker, WorkerCheckpoint, checkpoint_name
 from .._keys import KeyRecorder
 from .._summary import WorkerSummary
 from .._writer import ChunkWriter, EncodedSample
-from ._feed import InputSource, QueueInputs, SequenceInputs, run_ahead
-from ._sequence_feed import FedBatches, FedInputs
+from ._feed import run_ahead
+from ._sequence_feed import job_inputs
 
 if TYPE_CHECKING:
     from ...format._index import ChunkInfo
@@ -103,13 +103,6 @@ class OptimizeJob:
     def without_inputs(self) -> OptimizeJob:
         """This job for a worker process: its inputs come through a :class:`~._sequence_feed.FedBatches`."""
         return replace(self, items=None, positions=())
-
-    def _source(self, source: Any, halt: threading.Event) -> InputSource:
-        if isinstance(source, FedBatches):
-            return FedInputs(source, halt)
-        if self.items is None:
-            return QueueInputs(source, self.queue_timeout, halt)
-        return SequenceInputs(self.items, self.positions, self.first_input)
 
     async def run(self, report: Report, source: Any = None) -> WorkerSummary:
         """Process every input; returns what was done, or raises :class:`WorkerError` naming the input that failed.
@@ -206,7 +199,7 @@ class OptimizeJob:
         halt = threading.Event()
         try:
             async with writer:
-                await run_ahead(self._source(source, halt), call, handle, halt)
+                await run_ahead(job_inputs(self, source, halt), call, handle, halt)
         finally:
             if done:
                 report(("progress", self.rank, done))
