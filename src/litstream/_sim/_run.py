@@ -96,30 +96,22 @@ class _Cluster:
         """The spec a real reader of this session's simulated store would open, and its read plan."""
         read = self.config.read
         node = rank // self.config.cluster.ranks_per_node
-        # keyword construction of a read plan; alike in shape only to write/_retention._info's VersionInfo(...)
-        plan = ReadPlanArgs(
-            rank=rank,
-            world_size=self.world_size,
-            worker=worker,
-            num_workers=self.workers,
-            batch_size=read.batch_size,
-            drop_last=self.drop_last,
-            shuffle=read.shuffle,
-            seed=read.seed,
-            epoch=epoch,
-            num_nodes=self.config.cluster.nodes,
-            max_cache_size=read.max_cache_size,
-        )
         store = SimStore(
             self.network,
             node=node,
             session=f"{epoch}/{rank}/{worker}",
             unpack_time_per_byte=self.config.costs.decode_time_per_byte,
         )
-        # The spec a real reader of this store would open (read/_spec.py); the simulated store is its location.
+        # The spec a real reader of this store would open (read/_spec.py); the simulated store is its location, and
+        # its plan is the spec's own (every order argument as StreamingDataset resolves it, item_shuffle_window too).
         spec = ReadSpec.build(
-            store, item_loader=self.item_loader, max_pre_download=self.ahead, eager=False, cache_by_default=False
-        )
+            store, item_loader=self.item_loader, max_pre_download=self.ahead, shuffle=read.shuffle, seed=read.seed,
+            drop_last=self.drop_last, eager=False, cache_by_default=False,
+        ).replace(plan_cache_bytes=read.max_cache_size)  # fmt: skip
+        plan = spec.plan_args(
+            rank=rank, world_size=self.world_size, worker=worker, num_workers=self.workers,
+            batch_size=read.batch_size, epoch=epoch, num_nodes=self.config.cluster.nodes,
+        )  # fmt: skip
         return spec, plan
 
     async def chunks(
