@@ -217,6 +217,10 @@ class StreamingDataset(IterableDataset[Any]):
         """LitData's first-run node count recorded in ``state_dict()``."""
         return self._reader.num_canonical_nodes
 
+    @num_canonical_nodes.setter
+    def num_canonical_nodes(self, value: int | None) -> None:
+        self._reader.num_canonical_nodes = value
+
     # -- the spec's values, as LitData's attributes ------------------------------------------------
     input_dir: SpecAttribute[Dir] = SpecAttribute("input_dir")
     shuffle: SpecAttribute[ShuffleMode] = SpecAttribute("shuffle")
