@@ -7,32 +7,14 @@ Every dataset holds plain ints, offset so that a sample names its dataset: ``int
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 import pytest
 
-from litstream import optimize
+from dataset_files import write_ints
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def _offset(base: int, i: int) -> int:
-    return base + i
-
-
-def write_ints(d: Path, n: int, chunk_size: int, base: int = 0) -> Path:
-    """Write ``base + i`` for ``i`` in ``range(n)`` to ``d`` with ``chunk_size`` items per chunk."""
-    optimize(
-        fn=functools.partial(_offset, base),
-        inputs=list(range(n)),
-        output_dir=d,
-        chunk_size=chunk_size,
-        num_workers=1,
-        verbose=False,
-    )
-    return d
 
 
 @pytest.fixture(scope="session")
