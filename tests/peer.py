@@ -13,14 +13,30 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-__all__ = ["finish_peer_epoch", "in_ci", "peer_workers", "require_dev", "require_installed", "require_peer"]
+__all__ = [
+    "finish_peer_epoch",
+    "in_ci",
+    "litdata_marks",
+    "peer_workers",
+    "require_dev",
+    "require_installed",
+    "require_peer",
+]
+
+
+def litdata_marks(*warning_filters: str) -> list[pytest.MarkDecorator]:
+    """A compatibility module's ``pytestmark``: the ``litdata`` mark, then one ``filterwarnings`` mark a filter.
+
+    The filters are the module's own (most ignore the chunk files that LitData's readers leave open).
+    """
+    return [pytest.mark.litdata, *(pytest.mark.filterwarnings(f) for f in warning_filters)]
 
 
 def peer_workers(num_workers: int) -> dict[str, Any]:
@@ -56,6 +72,13 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
+def _missing(problem: str, what: str) -> NoReturn:
+    """Fail (in CI) or skip (elsewhere) for a dependency described by ``problem``; ``what`` needs it."""
+    if in_ci():
+        pytest.fail(f"{problem}; CI requires it: install requirements/dev.txt", pytrace=False)
+    pytest.skip(f"{problem}; install requirements/dev.txt to run this {what}", allow_module_level=True)
+
+
 def require_peer(name: str = "litdata") -> ModuleType:
     """Import ``name`` (``litdata`` or one of its modules) for a compatibility test.
 
@@ -68,10 +91,7 @@ def require_peer(name: str = "litdata") -> ModuleType:
     try:
         return importlib.import_module(name)
     except Exception as exc:  # a broken peer may raise anything while importing
-        problem = f"the LitData peer cannot be imported ({name}: {type(exc).__name__}: {exc})"
-        if in_ci():
-            pytest.fail(f"{problem}; CI requires it: install requirements/dev.txt", pytrace=False)
-        pytest.skip(f"{problem}; install requirements/dev.txt to run this compatibility test", allow_module_level=True)
+        _missing(f"the LitData peer cannot be imported ({name}: {type(exc).__name__}: {exc})", "compatibility test")
 
 
 def require_dev(name: str) -> ModuleType:
@@ -88,10 +108,7 @@ def require_dev(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except Exception as exc:  # a broken install may raise anything while importing
-        problem = f"the development dependency {name} cannot be imported ({type(exc).__name__}: {exc})"
-        if in_ci():
-            pytest.fail(f"{problem}; CI requires it: install requirements/dev.txt", pytrace=False)
-        pytest.skip(f"{problem}; install requirements/dev.txt to run this test", allow_module_level=True)
+        _missing(f"the development dependency {name} cannot be imported ({type(exc).__name__}: {exc})", "test")
 
 
 def require_installed(name: str) -> None:
@@ -107,7 +124,4 @@ def require_installed(name: str) -> None:
     """
     if importlib.util.find_spec(name) is not None:
         return
-    problem = f"the development dependency {name} is not installed"
-    if in_ci():
-        pytest.fail(f"{problem}; CI requires it: install requirements/dev.txt", pytrace=False)
-    pytest.skip(f"{problem}; install requirements/dev.txt to run this test", allow_module_level=True)
+    _missing(f"the development dependency {name} is not installed", "test")

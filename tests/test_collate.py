@@ -6,31 +6,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from torch.utils.data import default_collate
 
 from litstream._torch._collate import fast_collate, shared_block
 from litstream.format._chunk import ChunkView, pack_chunk
 from litstream.format._index import DatasetConfig
 from litstream.format._loaders import SampleDecoder, SampleEncoder
-
-
-def _same(a: Any, b: Any) -> None:
-    assert type(a) is type(b)
-    if isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype
-        assert a.shape == b.shape
-        assert torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert list(a) == list(b)
-        for key in a:
-            _same(a[key], b[key])
-    elif isinstance(a, list):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            _same(x, y)
-    else:
-        assert a == b
+from same_values import assert_same
 
 
 def _decoded(samples: list[Any]) -> list[Any]:
@@ -48,7 +30,7 @@ def _dict_sample(i: int) -> dict[str, Any]:
 def test_decoded_block_is_batched_without_a_copy() -> None:
     batch = _decoded([_dict_sample(i) for i in range(6)])
     out = fast_collate(batch)
-    _same(out, default_collate(batch))
+    assert_same(out, default_collate(batch))
     assert out["image"].data_ptr() == batch[0]["image"].ctypes.data  # the decoded block itself
 
 
@@ -64,14 +46,14 @@ def test_decoded_block_is_batched_without_a_copy() -> None:
     ],
 )
 def test_same_as_default_collate(batch: list[Any]) -> None:
-    _same(fast_collate(batch), default_collate(batch))
+    assert_same(fast_collate(batch), default_collate(batch))
 
 
 def test_a_reordering_or_repetition_of_a_block_is_copied() -> None:
     batch = _decoded([_dict_sample(i) for i in range(6)])
     for part in (batch[::-1], [batch[0], batch[0]], batch[:4:2]):
         out = fast_collate(part)
-        _same(out, default_collate(part))
+        assert_same(out, default_collate(part))
         assert out["image"].data_ptr() != part[0]["image"].ctypes.data
 
 
@@ -80,7 +62,7 @@ def test_consecutive_rows_of_a_block_are_a_view_of_it() -> None:
     batch = _decoded([_dict_sample(i) for i in range(6)])
     for part in (batch[:3], batch[2:5], batch[5:]):
         out = fast_collate(part)
-        _same(out, default_collate(part))
+        assert_same(out, default_collate(part))
         assert out["image"].data_ptr() == part[0]["image"].ctypes.data
 
 
@@ -100,6 +82,6 @@ def test_blocks_in_shared_memory_are_batched_as_shared_tensors() -> None:
     batch = decoder.decode_many(view.data, *view.spans(range(5)), shared_block)
     assert all(s["image"].flags.writeable for s in batch)
     out = fast_collate(batch)
-    _same(out, default_collate(batch))
+    assert_same(out, default_collate(batch))
     assert out["image"].is_shared()  # crosses to the main process without another copy
     assert out["image"].data_ptr() == batch[0]["image"].ctypes.data

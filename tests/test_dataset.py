@@ -9,21 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from litstream import (
-    ConfigurationError,
-    FormatError,
-    StreamingDataLoader,
-    StreamingDataset,
-    optimize,
-)
+from dataset_files import write_ints
+from litstream import ConfigurationError, FormatError, StreamingDataLoader, StreamingDataset, optimize
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def write_ints(d: Path, n: int, chunk_size: int) -> Path:
-    optimize(fn=lambda i: i, inputs=list(range(n)), output_dir=d, chunk_size=chunk_size, num_workers=1, verbose=False)
-    return d
 
 
 @pytest.fixture(scope="module")

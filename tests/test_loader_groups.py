@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, default_collate
 import litstream
 from litstream._torch._collate import LoaderGroup, collate_columns, loader_groups
 from litstream.format._batch_decode import ColumnBatch, rows_from_columns
+from same_values import assert_same
 
 ITEMS = 61
 BATCH = 8  # chunks of 13 items: most chunk boundaries fall inside a batch
@@ -45,23 +46,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(out)
 
 
-def _same(a: Any, b: Any) -> None:
-    assert type(a) is type(b)
-    if isinstance(a, torch.Tensor):
-        assert (a.dtype, a.shape) == (b.dtype, b.shape)
-        assert torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert list(a) == list(b)
-        for key in a:
-            _same(a[key], b[key])
-    elif isinstance(a, list):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            _same(x, y)
-    else:
-        assert a == b
-
-
 def _dataset(data: str, shuffle: bool, transform: bool) -> litstream.StreamingDataset:
     return litstream.StreamingDataset(data, shuffle=shuffle, transform=_with_total if transform else None)
 
@@ -85,7 +69,7 @@ def test_batches_equal_torchs_sample_by_sample(data: str, workers: int, shuffle:
     assert len(got) == len(expected) == len(loader)
     assert sum(len(b["label"] if isinstance(b, dict) else b[0]["label"]) for b in got) == ITEMS
     for a, b in zip(got, expected, strict=True):
-        _same(a, b)
+        assert_same(a, b)
 
 
 def _label_first(i: int) -> dict[str, Any]:
@@ -129,7 +113,7 @@ def test_a_batch_across_decode_batches_joins_their_columns_or_falls_back_to_samp
     assert three[0].part.columns[0].flags.owndata  # one new array: the join's copy
     out = collate_columns(three[0].part)
     assert out is not None
-    _same(out, default_collate(rows_from_columns(_columns(0, 9))))
+    assert_same(out, default_collate(rows_from_columns(_columns(0, 9))))
     wider = ColumnBatch(("x", "i"), [np.zeros((2, 3), np.int64), np.arange(2, 4)], 2)  # another row shape
     other_dtype = ColumnBatch(("x", "i"), [np.zeros((2, 2), np.int32), np.arange(2, 4)], 2)
     as_list = ColumnBatch(("x", "i"), [np.zeros((2, 2), np.int64), [2, 3]], 2)  # another column kind
@@ -148,7 +132,7 @@ def test_column_batch_collates_as_its_samples() -> None:
     rows[0]["x"][0] = -1  # each row is writable
     out = collate_columns(_columns(3, 9))
     assert out is not None
-    _same(out, default_collate(rows_from_columns(_columns(3, 9))))
+    assert_same(out, default_collate(rows_from_columns(_columns(3, 9))))
     group = LoaderGroup(batch.part(1, 4), 3)
     assert [s["i"] for s in group.samples()] == [4, 5, 6]
 

@@ -21,6 +21,7 @@ import torch
 import litstream
 from litstream._torch import _slots
 from litstream._torch._slots import ScratchPool, SlotBatch, SlotExchange, SlotPacker, SlotStatistics
+from same_values import assert_same
 
 ITEMS = 600
 BATCH = 16  # 38 batches: each worker fills its slots many times over
@@ -50,19 +51,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> str:
     litstream.optimize(fn=_sample, inputs=list(range(ITEMS)), output_dir=out, chunk_size=100, num_workers=1,
                        verbose=False)  # fmt: skip
     return out
-
-
-def _same(a: Any, b: Any) -> None:
-    assert type(a) is type(b)
-    if isinstance(a, torch.Tensor):
-        assert (a.dtype, a.shape) == (b.dtype, b.shape)
-        assert torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert list(a) == list(b)
-        for key in a:
-            _same(a[key], b[key])
-    else:
-        assert a == b
 
 
 def _shm_maps() -> int:
@@ -116,7 +104,7 @@ def test_batches_kept_by_the_user_equal_those_without_workers(data: str, context
     statistics = loader.slot_statistics()
     assert statistics.batches == len(kept)
     for got, want in zip(_by_label(kept), _by_label(expected), strict=True):
-        _same(got, want)
+        assert_same(got, want)
         assert not got["image"].is_shared()  # the user's own memory, not a slot
     pointers = {b["image"].data_ptr() for b in kept}
     assert len(pointers) == len(kept)
@@ -250,13 +238,13 @@ def test_a_slot_is_reused_only_after_its_batch_was_copied_out(exchange: SlotExch
     third = _batch(2)
     assert packer.pack(0, third) is third  # both slots taken: torch's path, unchanged
     kept = first.unpack()
-    _same(kept, _batch(0))
+    assert_same(kept, _batch(0))
     reused = packer.pack(0, _batch(3))
     assert isinstance(reused, SlotBatch)
     assert reused.slot == 0
-    _same(kept, _batch(0))  # the kept batch did not change when its slot was refilled
-    _same(second.unpack(), _batch(1))
-    _same(reused.unpack(), _batch(3))
+    assert_same(kept, _batch(0))  # the kept batch did not change when its slot was refilled
+    assert_same(second.unpack(), _batch(1))
+    assert_same(reused.unpack(), _batch(3))
 
 
 def test_a_slot_batch_pickles_small_after_the_first(exchange: SlotExchange) -> None:
@@ -264,7 +252,7 @@ def test_a_slot_batch_pickles_small_after_the_first(exchange: SlotExchange) -> N
     first = packer.pack(0, _batch(0))
     again = pickle.loads(pickle.dumps(packer.pack(0, _batch(1))))
     first.unpack()
-    _same(again.unpack(), _batch(1))
+    assert_same(again.unpack(), _batch(1))
     assert len(pickle.dumps(SlotBatch(1, 0, 0, {"x": 1}))) < 200
 
 
@@ -287,11 +275,11 @@ def test_a_batch_larger_than_a_slot_comes_with_a_larger_block(exchange: SlotExch
     assert small.block is not None
     assert big.block is not None
     assert big.block.nbytes() >= 2 * 40_000 > small.block.nbytes()  # two slots of 10,000 float32
-    _same(small.unpack(), {"x": torch.arange(4.0)})  # unpacked in the order sent, as the loader does
-    _same(big.unpack(), {"x": torch.arange(10_000.0)})
+    assert_same(small.unpack(), {"x": torch.arange(4.0)})  # unpacked in the order sent, as the loader does
+    assert_same(big.unpack(), {"x": torch.arange(10_000.0)})
     after = packer.pack(0, {"x": torch.arange(5.0)})
     assert after.block is None  # the larger block is kept
-    _same(after.unpack(), {"x": torch.arange(5.0)})
+    assert_same(after.unpack(), {"x": torch.arange(5.0)})
 
 
 def test_a_batch_of_a_finished_iteration_is_refused(exchange: SlotExchange) -> None:
@@ -316,7 +304,7 @@ def test_pin_memory_copies_into_pinned_tensors(exchange: SlotExchange) -> None:
     batch = SlotPacker(exchange).pack(0, _batch(0))
     pinned = batch.pin_memory()
     assert pinned["x"].is_pinned()
-    _same(pinned, _batch(0))
+    assert_same(pinned, _batch(0))
 
 
 def test_scratch_memory_is_reused_only_when_nothing_refers_to_it() -> None:
@@ -355,7 +343,7 @@ def test_scratch_rows_collate_without_a_copy() -> None:
     samples = decoder.decode_many(view.data, *view.spans(range(8)), pool)
     batch = _collated = fast_collate(samples)
     assert batch["image"].data_ptr() == samples[0]["image"].ctypes.data  # the block itself, no stack
-    _same(_collated, torch.utils.data.default_collate(samples))
+    assert_same(_collated, torch.utils.data.default_collate(samples))
     block = batch["image"].data_ptr()
     again = decoder.decode_many(view.data, *view.spans(range(8)), pool)
     assert again[0]["image"].ctypes.data != block  # the batch still holds the first block

@@ -13,6 +13,7 @@ import torch
 import litstream
 from peer import require_peer
 from pyg_block import block_torch_geometric
+from same_values import assert_same
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -103,23 +104,6 @@ def test_iter_webdataset_tar_refuses_a_non_tar(tmp_path: Path) -> None:
         list(litstream.iter_webdataset_tar(str(bad)))
 
 
-def _assert_same(a: Any, b: Any) -> None:
-    assert type(a) is type(b)
-    if isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype
-        assert torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert list(a) == list(b)
-        for key in a:
-            _assert_same(a[key], b[key])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            _assert_same(x, y)
-    else:
-        assert a == b
-
-
 @pytest.mark.litdata
 @pytest.mark.parametrize(
     "batch",
@@ -132,7 +116,7 @@ def _assert_same(a: Any, b: Any) -> None:
     ],
 )
 def test_litdata_collate_matches_litdata_on_plain_batches(batch: list[Any]) -> None:
-    _assert_same(litstream.litdata_collate(batch), litdata.litdata_collate(batch))
+    assert_same(litstream.litdata_collate(batch), litdata.litdata_collate(batch))
 
 
 @pytest.mark.litdata
@@ -147,7 +131,7 @@ def test_litdata_collate_batches_graphs_like_litdata(monkeypatch: pytest.MonkeyP
     theirs = litdata.litdata_collate([{"g": g, "id": i} for i, g in enumerate(theirs_graphs)])
     assert ours["g"] == ours_graphs
     assert theirs["g"] == theirs_graphs
-    _assert_same(ours["id"], theirs["id"])
+    assert_same(ours["id"], theirs["id"])
     assert torch.equal(ours["id"], torch.tensor([0, 1]))
 
 

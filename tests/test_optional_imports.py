@@ -17,57 +17,48 @@ OPTIONAL = (
 )  # fmt: skip
 
 
-def test_import_litstream_needs_no_optional_package(tmp_path: Path) -> None:
+def _run_blocking(blocked: tuple[str, ...], body: str, cwd: Path) -> str:
+    """Run ``body`` in a fresh interpreter (in ``cwd``) in which the top-level modules ``blocked`` cannot be
+    imported; check that it exits 0 and return what it printed."""
     code = textwrap.dedent(
         f"""
         import sys
 
         class _Blocked:
             def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in {OPTIONAL!r}:
+                if name.split(".")[0] in {blocked!r}:
                     raise ImportError(f"{{name}} is blocked in this test")
                 return None
 
         sys.meta_path.insert(0, _Blocked())
+        """
+    ) + textwrap.dedent(body)
+    src = str(Path(litstream.__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=240,
+        env={**__import__("os").environ, "PYTHONPATH": src},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_import_litstream_needs_no_optional_package(tmp_path: Path) -> None:
+    body = f"""
         import litstream
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in {OPTIONAL!r})
         print(len(litstream.__all__), loaded)
         """
-    )
-    src = str(Path(litstream.__file__).resolve().parents[1])
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=240,
-        env={**__import__("os").environ, "PYTHONPATH": src},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == [str(len(litstream.__all__)), "[]"]
+    assert _run_blocking(OPTIONAL, body, tmp_path).split() == [str(len(litstream.__all__)), "[]"]
 
 
 def test_a_raw_dataset_without_zstandard_names_the_extra(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "a.txt").write_text("a")
-    code = textwrap.dedent(
-        """
-        import sys
-
-        class _Blocked:
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] == "zstandard":
-                    raise ImportError("zstandard is blocked in this test")
-                return None
-
-        sys.meta_path.insert(0, _Blocked())
+    body = """
         import litstream
         try:
             litstream.StreamingRawDataset("data", cache_dir="cache")
         except litstream.ConfigurationError as exc:
             print(exc)
         """
-    )
-    src = str(Path(litstream.__file__).resolve().parents[1])
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=240,
-        env={**__import__("os").environ, "PYTHONPATH": src},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "pip install 'litstream[zstd]'" in proc.stdout
+    assert "pip install 'litstream[zstd]'" in _run_blocking(("zstandard",), body, tmp_path)

@@ -18,7 +18,7 @@ import pytest
 
 import litstream
 from clean_litdata import litdata_optimize
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,10 +26,7 @@ if TYPE_CHECKING:
 
 litdata = require_peer("litdata")
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy\d+/:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy\d+/:ResourceWarning")
 
 NUM = 700  # with chunk_size=300: chunks of 300, 300, 100 items; a chunk holds two record batches (256 + 44)
 CHUNK_SIZE = 300

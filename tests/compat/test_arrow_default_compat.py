@@ -15,17 +15,14 @@ from test_arrow_compat import CHUNK_SIZE, NUM, SCHEMAS, assert_rows, expected, l
 
 import litstream
 from clean_litdata import litdata_optimize
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 require_peer("litdata")
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy\d+/:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy\d+/:ResourceWarning")
 
 MAGIC = b"LDARW01\0"
 

@@ -20,7 +20,7 @@ import litstream
 from clean_process import run_clean
 from dataset_files import without_version_log
 from litstream import ConfigurationError, DatasetNotFoundError, FernetEncryption
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,10 +28,7 @@ if TYPE_CHECKING:
 litdata = require_peer("litdata")
 from litdata.utilities.encryption import FernetEncryption as LitFernet  # noqa: E402
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO:ResourceWarning")
 
 N = 23
 # Sampler-like order: index 1 before 0, and a late 7 (waits until 6 arrived).

@@ -12,17 +12,14 @@ import pytest
 
 import litstream
 from litstream.format._checksum import CHECKSUM_KEY
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 litdata = require_peer("litdata")
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy/:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy/:ResourceWarning")
 
 
 def _sample(i: int) -> dict[str, Any]:

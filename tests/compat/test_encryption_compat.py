@@ -18,7 +18,7 @@ import pytest
 import litstream
 from clean_litdata import litdata_optimize
 from litstream import EncryptionError, FernetEncryption, RSAEncryption, StreamingDataset
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,10 +27,7 @@ litdata = require_peer("litdata")
 from litdata.utilities.encryption import FernetEncryption as LitFernet  # noqa: E402
 from litdata.utilities.encryption import RSAEncryption as LitRSA  # noqa: E402
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO:ResourceWarning")
 
 N = 14
 CASES = [

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import litstream
-from peer import require_dev, require_peer
+from peer import litdata_marks, require_dev, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,10 +31,7 @@ with warnings.catch_warnings():
     pyg = require_dev("torch_geometric.data")
 from litdata.streaming.collate import litdata_collate as their_collate  # noqa: E402
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
-]
+pytestmark = litdata_marks("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 
 
 def _fields(i: int) -> dict[str, torch.Tensor]:

@@ -13,17 +13,14 @@ import pytest
 
 import litstream
 from litstream import FormatError, StreamingDataLoader, StreamingDataset
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 litdata = require_peer("litdata")
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name=:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO name=:ResourceWarning")
 
 N = 40
 

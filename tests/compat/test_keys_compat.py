@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import litstream
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -25,14 +25,11 @@ if TYPE_CHECKING:
 
 litdata = require_peer("litdata")
 
-pytestmark = [
-    pytest.mark.litdata,
-    # LitData's own readers (build_keys_index, dataset_update) leave chunk files of its datasets open.
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name='[^']*/ld/:ResourceWarning"),
-    pytest.mark.filterwarnings(
-        r"ignore:Exception ignored in. <_io\.FileIO name='[^']*/ld/:pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+# LitData's own readers (build_keys_index, dataset_update) leave chunk files of its datasets open.
+pytestmark = litdata_marks(
+    r"ignore:unclosed file <_io\.FileIO name='[^']*/ld/:ResourceWarning",
+    r"ignore:Exception ignored in. <_io\.FileIO name='[^']*/ld/:pytest.PytestUnraisableExceptionWarning",
+)
 
 N = 23
 

@@ -18,17 +18,14 @@ import pytest
 
 import litstream
 from litstream import ConfigurationError
-from peer import require_dev, require_peer
+from peer import litdata_marks, require_dev, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 litdata = require_peer("litdata")
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO:ResourceWarning")
 
 N = 30
 

@@ -32,7 +32,7 @@ from PIL.JpegImagePlugin import JpegImageFile
 import litstream
 from clean_litdata import litdata_optimize
 from dataset_files import in_version_log, without_version_log
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,11 +40,8 @@ if TYPE_CHECKING:
 litdata = require_peer("litdata")
 from litdata.streaming.serializers import JPEGSerializer  # noqa: E402
 
-pytestmark = [
-    pytest.mark.litdata,
-    # LitData's item loader drops open chunk files without closing them (reads of our LitData copies only).
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy\d+/:ResourceWarning"),
-]
+# LitData's item loader drops open chunk files without closing them (reads of our LitData copies only).
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy\d+/:ResourceWarning")
 
 NUM_SAMPLES = 12
 CHUNK_SIZE = 5

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import litstream
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -23,10 +23,7 @@ if TYPE_CHECKING:
 
 litdata = require_peer("litdata")
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO:ResourceWarning")
 
 
 def _sample(i: int) -> dict[str, int]:

@@ -12,15 +12,12 @@ import pytest
 
 import litstream
 from litstream.read._shuffler import FullShuffle, NoShuffle, WindowShuffle
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 litdata = require_peer("litdata")
 from litdata.utilities.env import _DistributedEnv  # noqa: E402
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO:ResourceWarning")
 
 N = 61
 

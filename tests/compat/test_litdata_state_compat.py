@@ -15,14 +15,11 @@ import pytest
 import litstream
 from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset
 from litstream.read.plan._litdata_state import is_litdata_state
-from peer import finish_peer_epoch, peer_workers, require_peer
+from peer import finish_peer_epoch, litdata_marks, peer_workers, require_peer
 
 litdata = require_peer("litdata")
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name=:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO name=:ResourceWarning")
 
 N, CHUNK, BATCH = 47, 4, 3  # 16 batches per epoch with 0 or 2 workers, the last one short
 

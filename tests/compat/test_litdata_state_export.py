@@ -17,17 +17,14 @@ import pytest
 
 import litstream
 from litstream import ConfigurationError
-from peer import finish_peer_epoch, peer_workers, require_peer
+from peer import finish_peer_epoch, litdata_marks, peer_workers, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 litdata = require_peer("litdata")
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name=:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO name=:ResourceWarning")
 
 BATCH = 3
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import litstream
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -29,10 +29,7 @@ if TYPE_CHECKING:
 litdata = require_peer("litdata")
 from litdata.utilities.train_test_split import train_test_split as litdata_split  # noqa: E402
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy\d*/:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO name='[^']*-litdata-copy\d*/:ResourceWarning")
 
 
 def _sample(i: int) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import litstream
-from peer import require_peer
+from peer import litdata_marks, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,11 +31,8 @@ if TYPE_CHECKING:
 litdata = require_peer("litdata")
 from litdata.streaming.writer import BinaryWriter  # noqa: E402
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),  # LitData's reader leaves chunk files open
-    pytest.mark.filterwarnings("ignore:An item was larger:UserWarning"),
-]
+# The ResourceWarning filter: LitData's reader leaves chunk files open.
+pytestmark = litdata_marks("ignore::ResourceWarning", "ignore:An item was larger:UserWarning")
 
 NP_DTYPES = [np.uint8, np.int32, np.int64, np.float32, np.float64, np.bool_]
 TORCH_DTYPES = [torch.uint8, torch.int32, torch.int64, torch.float16, torch.float32]

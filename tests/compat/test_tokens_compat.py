@@ -28,7 +28,7 @@ import zstandard
 import litstream
 from clean_litdata import litdata_optimize
 from dataset_files import in_version_log
-from peer import peer_workers, require_peer
+from peer import litdata_marks, peer_workers, require_peer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,10 +36,7 @@ if TYPE_CHECKING:
 litdata = require_peer("litdata")
 litdata_env = require_peer("litdata.utilities.env")
 
-pytestmark = [
-    pytest.mark.litdata,
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.FileIO name=.*chunk-:ResourceWarning"),
-]
+pytestmark = litdata_marks(r"ignore:unclosed file <_io\.FileIO name=.*chunk-:ResourceWarning")
 
 NUM_ARRAYS = 23
 LENGTHS = [5 + (7 * i) % 19 for i in range(NUM_ARRAYS)]  # 5..23 tokens, uneven

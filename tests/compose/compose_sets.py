@@ -2,37 +2,40 @@
 
 Every dataset holds plain ints, offset so that a sample names its dataset: ``ints`` is 0..49,
 ``thousands`` 1000..1049 (case B12), and the ``mix_*`` sets used for proportions hold
-``base + i`` with bases 0, 100_000 and 200_000.
+``base + i`` with bases 0, 100_000 and 200_000. Also how those tests read a loader's items
+(:func:`flat`, :func:`take`).
 """
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from litstream import optimize
+from dataset_files import write_ints
+from resume_law import as_items
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-
-def _offset(base: int, i: int) -> int:
-    return base + i
+    from litstream import StreamingDataLoader
 
 
-def write_ints(d: Path, n: int, chunk_size: int, base: int = 0) -> Path:
-    """Write ``base + i`` for ``i`` in ``range(n)`` to ``d`` with ``chunk_size`` items per chunk."""
-    optimize(
-        fn=functools.partial(_offset, base),
-        inputs=list(range(n)),
-        output_dir=d,
-        chunk_size=chunk_size,
-        num_workers=1,
-        verbose=False,
-    )
-    return d
+def flat(batches: Any) -> list[int]:
+    """The items of ``batches`` (batches of ints), in order."""
+    return [int(x) for batch in batches for x in as_items(batch)]
+
+
+def take(loader: StreamingDataLoader, count: int) -> list[int]:
+    """The items of the first ``count`` batches of a new iteration of ``loader``, which is then closed."""
+    out: list[Any] = []
+    it = iter(loader)
+    for batch in it:
+        out.append(batch)
+        if len(out) == count:
+            break
+    it.close()
+    return flat(out)
 
 
 @pytest.fixture(scope="session")

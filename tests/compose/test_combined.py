@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
+from compose_sets import flat, take
 
 from litstream import (
     CombinedStreamingDataset,
@@ -25,21 +26,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 B12_EXPECTED = list(range(50)) + list(range(1000, 1050))
-
-
-def flat(batches: Any) -> list[int]:
-    return [int(x) for batch in batches for x in as_items(batch)]
-
-
-def take(loader: StreamingDataLoader, count: int) -> list[int]:
-    out: list[Any] = []
-    it = iter(loader)
-    for batch in it:
-        out.append(batch)
-        if len(out) == count:
-            break
-    it.close()
-    return flat(out)
 
 
 def roundtrip(state: dict[str, Any]) -> dict[str, Any]:

@@ -9,27 +9,13 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from compose_sets import flat, take
 
 from litstream import CombinedStreamingDataset, ParallelStreamingDataset, StreamingDataLoader, StreamingDataset
 from resume_law import as_items, assert_resume_law
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def flat(batches: Any) -> list[int]:
-    return [int(x) for batch in batches for x in as_items(batch)]
-
-
-def take(loader: StreamingDataLoader, count: int) -> list[int]:
-    out: list[Any] = []
-    it = iter(loader)
-    for batch in it:
-        out.append(batch)
-        if len(out) == count:
-            break
-    it.close()
-    return flat(out)
 
 
 def pair_code(samples: tuple[int, ...]) -> int:

@@ -16,6 +16,7 @@ from litstream import FormatError
 from litstream.format._chunk import ChunkView, pack_chunk
 from litstream.format._index import DatasetConfig
 from litstream.format._loaders import SampleDecoder, SampleEncoder
+from same_values import assert_same
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,36 +30,13 @@ def _chunk(samples: list[Any]) -> tuple[ChunkView, SampleDecoder]:
     return ChunkView(pack_chunk(items)), SampleDecoder(config)
 
 
-def _same(a: Any, b: Any) -> None:
-    assert type(a) is type(b)
-    if isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype
-        assert a.shape == b.shape
-        assert np.array_equal(a, b)
-        assert a.flags.writeable
-        assert b.flags.writeable
-    elif isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype
-        assert torch.equal(a, b)
-    elif isinstance(a, dict):
-        assert list(a) == list(b)
-        for key in a:
-            _same(a[key], b[key])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            _same(x, y)
-    else:
-        assert a == b
-
-
 def _check(view: ChunkView, decoder: SampleDecoder, items: list[int]) -> list[Any]:
     begins, ends = view.spans(items)
     many = decoder.decode_many(view.data, begins, ends)
     one = [decoder.decode(view.item(i)) for i in items]
     assert len(many) == len(one) == len(items)
     for a, b in zip(many, one, strict=True):
-        _same(a, b)
+        assert_same(a, b, arrays_writeable=True)
     return many
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, astream, optimize
+from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, astream
 from resume_law_async import assert_async_resume_law
 
 if TYPE_CHECKING:
@@ -17,17 +17,6 @@ if TYPE_CHECKING:
     from litstream.read.aio._sample_stream import SampleStream
 
 pytestmark = pytest.mark.anyio
-
-
-def _identity(i: int) -> int:
-    return i
-
-
-@pytest.fixture(scope="module")
-def ints_100(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("ints100")
-    optimize(fn=_identity, inputs=list(range(100)), output_dir=d, chunk_size=7, num_workers=1, verbose=False)
-    return d
 
 
 def _maker(path: Path, **kwargs: Any) -> Any:
@@ -98,11 +87,7 @@ async def test_a_chain_of_elastic_resumes_serves_every_sample_once(ints_100: Pat
 async def test_state_dict_before_iteration_is_the_given_state(ints_100: Path) -> None:
     assert astream(ints_100).state_dict() is None
     stream = astream(ints_100, batch_size=4)
-    got = []
-    async for s in stream:
-        got.append(s)
-        if len(got) == 8:
-            break
+    assert len(await _first(stream, 8)) == 8
     state = stream.state_dict()
     assert state is not None
     resumed = astream(ints_100, batch_size=4, state=state)
@@ -122,11 +107,7 @@ async def test_a_dataloader_checkpoint_resumes_in_astream(ints_100: Path) -> Non
 async def test_a_subset_resumes_through_astream(ints_100: Path) -> None:
     part = StreamingDataset(ints_100).subset(list(range(10, 60)))
     stream = astream(part, shuffle=True, batch_size=2)
-    got = []
-    async for s in stream:
-        got.append(s)
-        if len(got) == 12:
-            break
+    got = await _first(stream, 12)
     state = stream.state_dict()
     assert state is not None
     assert "region_of_interest" in state
@@ -145,8 +126,7 @@ async def test_a_subset_resumes_through_astream(ints_100: Path) -> None:
 )
 async def test_a_state_of_other_settings_is_refused_at_call(ints_100: Path, kwargs: dict[str, Any], match: str) -> None:
     stream = astream(ints_100, shuffle=True, batch_size=4)
-    async for _ in stream:
-        break
+    await _first(stream, 1)
     state = stream.state_dict()
     assert state is not None
     with pytest.raises(ConfigurationError, match=match):
@@ -155,8 +135,7 @@ async def test_a_state_of_other_settings_is_refused_at_call(ints_100: Path, kwar
 
 async def test_counts_beyond_the_epoch_are_refused_on_first_iteration(ints_100: Path) -> None:
     stream = astream(ints_100, batch_size=4)
-    async for _ in stream:
-        break
+    await _first(stream, 1)
     state = stream.state_dict()
     assert state is not None
     state["num_samples_yielded"] = state["worker_samples_yielded"][0] = 101

@@ -30,16 +30,10 @@ from litstream.read._trust import resolve_allow_pickle
 from servers import hub_http_server
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 
-@pytest.fixture(autouse=True)
-def _no_global_setting(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("LITSTREAM_ALLOW_PICKLE", raising=False)
-    litstream.set_allow_pickle(None)
-    yield
-    litstream.set_allow_pickle(None)
+pytestmark = pytest.mark.usefixtures("no_global_pickle_setting")
 
 
 @pytest.fixture

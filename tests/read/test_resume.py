@@ -23,7 +23,8 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
+from dataset_files import write_ints
+from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset
 from litstream.format._version_log import index_digest
 from litstream.read.plan._pieces import ChunkWindow, ReadPlanArgs, plan_pieces
 from litstream.read.plan._plan import ChunkSlice
@@ -44,20 +45,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from litstream.read.plan._pieces import Piece
-
-
-def write_ints(d: Path, n: int, chunk_size: int) -> Path:
-    optimize(fn=_identity, inputs=list(range(n)), output_dir=d, chunk_size=chunk_size, num_workers=1, verbose=False)
-    return d
-
-
-def _identity(i: int) -> int:
-    return i
-
-
-@pytest.fixture(scope="module")
-def ints_100(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_ints(tmp_path_factory.mktemp("ints100"), 100, 7)
 
 
 def _flat(batches: Any) -> list[int]:

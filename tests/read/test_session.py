@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, optimize
+from dataset_files import write_ints
+from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset
 from litstream.read.engine._decode import iter_work
 from litstream.read.engine._engine import split_head
 from litstream.read.engine._pump import open_now as _open_now
@@ -25,15 +26,9 @@ if TYPE_CHECKING:
     from litstream.read.source._source import DatasetSource
 
 
-def _identity(i: int) -> int:
-    return i
-
-
 @pytest.fixture(scope="module")
 def ints_40(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("ints40")
-    optimize(fn=_identity, inputs=list(range(40)), output_dir=d, chunk_size=6, num_workers=1, verbose=False)
-    return d
+    return write_ints(tmp_path_factory.mktemp("ints40"), 40, 6)
 
 
 @pytest.fixture

@@ -11,34 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litstream import (
-    ConfigurationError,
-    StreamingDataLoader,
-    StreamingDataset,
-    astream,
-    optimize,
-    train_test_split,
-)
+from dataset_files import write_ints
+from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, astream, train_test_split
 from litstream.read.plan._subset import Selection, check_splits, split_selection
 from resume_law import as_items, assert_resume_law
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-
-
-def _identity(i: int) -> int:
-    return i
-
-
-def write_ints(d: Path, n: int, chunk_size: int) -> Path:
-    optimize(fn=_identity, inputs=list(range(n)), output_dir=d, chunk_size=chunk_size, num_workers=1, verbose=False)
-    return d
-
-
-@pytest.fixture(scope="module")
-def ints(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_ints(tmp_path_factory.mktemp("ints100"), 100, 7)
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +48,8 @@ def _expected_parts(n: int, chunk: int, splits: list[float], seed: int = 42, shu
 
 
 @pytest.mark.parametrize("splits", [[0.1, 0.2, 0.7], [0.1, 0.7, 0.2], [0.7, 0.2, 0.1]])
-def test_b17_any_order_of_fractions(ints: Path, splits: list[float]) -> None:
-    parts = train_test_split(StreamingDataset(ints), splits=splits)
+def test_b17_any_order_of_fractions(ints_100: Path, splits: list[float]) -> None:
+    parts = train_test_split(StreamingDataset(ints_100), splits=splits)
     assert [len(p) for p in parts] == [int(100 * f) for f in splits]
     sliced = [p[:] for p in parts]
     assert sliced == _expected_parts(100, 7, splits)
@@ -80,8 +60,8 @@ def test_b17_any_order_of_fractions(ints: Path, splits: list[float]) -> None:
     assert sorted(flat) == list(range(100))  # union
 
 
-def test_b17_exact_lengths_and_items(ints: Path) -> None:
-    x, y, z = train_test_split(StreamingDataset(ints), splits=[0.1, 0.2, 0.7])
+def test_b17_exact_lengths_and_items(ints_100: Path) -> None:
+    x, y, z = train_test_split(StreamingDataset(ints_100), splits=[0.1, 0.2, 0.7])
     assert (len(x), len(y), len(z)) == (10, 20, 70)
     # chunk order RandomState([42]).permutation(15) = [8, 6, 14, 2, 4, ...]; chunk c holds 7c..7c+6
     assert x[:] == [56, 57, 58, 59, 60, 61, 62, 42, 43, 44]
@@ -90,16 +70,16 @@ def test_b17_exact_lengths_and_items(ints: Path) -> None:
 
 
 @pytest.mark.slow
-def test_b17_every_part_through_loader_workers(ints: Path) -> None:
-    parts = train_test_split(StreamingDataset(ints, shuffle=True), splits=[0.1, 0.2, 0.7])
+def test_b17_every_part_through_loader_workers(ints_100: Path) -> None:
+    parts = train_test_split(StreamingDataset(ints_100, shuffle=True), splits=[0.1, 0.2, 0.7])
     for p in parts:
         served = _loader_items(p, workers=2)
         assert sorted(served) == sorted(p[:])
         assert len(served) == len(p)
 
 
-def test_b17_zero_splits(ints: Path) -> None:
-    x, y, z = train_test_split(StreamingDataset(ints), splits=[0.0, 0.0, 1.0])
+def test_b17_zero_splits(ints_100: Path) -> None:
+    x, y, z = train_test_split(StreamingDataset(ints_100), splits=[0.0, 0.0, 1.0])
     assert (len(x), len(y), len(z)) == (0, 0, 100)
     assert x[:] == []
     assert y[:] == []
@@ -128,39 +108,39 @@ def test_b17_small_dataset(ints_50: Path) -> None:
         (0.5, "splits must be a list of fractions such as [0.8, 0.1, 0.1], got 0.5"),
     ],
 )
-def test_bad_splits_raise_value_error(ints: Path, splits: Any, message: str) -> None:
+def test_bad_splits_raise_value_error(ints_100: Path, splits: Any, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)) as info:
-        train_test_split(StreamingDataset(ints), splits=splits)
+        train_test_split(StreamingDataset(ints_100), splits=splits)
     assert isinstance(info.value, ConfigurationError)
     assert str(info.value).startswith(message)
 
 
-def test_bad_seed_and_input(ints: Path) -> None:
+def test_bad_seed_and_input(ints_100: Path) -> None:
     with pytest.raises(ConfigurationError, match=r"seed must be an int in \[0, 2\*\*32\), got -1"):
-        train_test_split(StreamingDataset(ints), [0.5], seed=-1)
+        train_test_split(StreamingDataset(ints_100), [0.5], seed=-1)
     with pytest.raises(ConfigurationError, match="streaming_dataset must be a StreamingDataset, got str"):
-        train_test_split(str(ints), [0.5])  # type: ignore[arg-type]
+        train_test_split(str(ints_100), [0.5])  # type: ignore[arg-type]
 
 
 # -------------------------------------------------------------------------------- options
 
 
-def test_without_shuffle_parts_are_consecutive(ints: Path) -> None:
-    a, b = train_test_split(StreamingDataset(ints), [0.25, 0.5], shuffle=False)
+def test_without_shuffle_parts_are_consecutive(ints_100: Path) -> None:
+    a, b = train_test_split(StreamingDataset(ints_100), [0.25, 0.5], shuffle=False)
     assert a[:] == list(range(25))
     assert b[:] == list(range(25, 75))
 
 
-def test_seed_changes_the_partition_deterministically(ints: Path) -> None:
-    first = [p[:] for p in train_test_split(StreamingDataset(ints), [0.3, 0.7], seed=3)]
-    again = [p[:] for p in train_test_split(StreamingDataset(ints), [0.3, 0.7], seed=3)]
-    other = [p[:] for p in train_test_split(StreamingDataset(ints), [0.3, 0.7], seed=4)]
+def test_seed_changes_the_partition_deterministically(ints_100: Path) -> None:
+    first = [p[:] for p in train_test_split(StreamingDataset(ints_100), [0.3, 0.7], seed=3)]
+    again = [p[:] for p in train_test_split(StreamingDataset(ints_100), [0.3, 0.7], seed=3)]
+    other = [p[:] for p in train_test_split(StreamingDataset(ints_100), [0.3, 0.7], seed=4)]
     assert first == again == _expected_parts(100, 7, [0.3, 0.7], seed=3)
     assert sorted(first[0]) != sorted(other[0])
 
 
-def test_parts_keep_the_datasets_arguments(ints: Path) -> None:
-    ds = StreamingDataset(ints, shuffle=True, seed=5)
+def test_parts_keep_the_datasets_arguments(ints_100: Path) -> None:
+    ds = StreamingDataset(ints_100, shuffle=True, seed=5)
     a, _ = train_test_split(ds, [0.4, 0.6])
     assert (a.shuffle, a.seed) == (True, 5)
     served = [int(i) for i in a]
@@ -169,15 +149,15 @@ def test_parts_keep_the_datasets_arguments(ints: Path) -> None:
     assert len(ds) == 100  # the original is untouched
 
 
-def test_split_of_a_subsampled_dataset(ints: Path) -> None:
-    ds = StreamingDataset(ints, subsample=0.5)  # no shuffle: items 0..49
+def test_split_of_a_subsampled_dataset(ints_100: Path) -> None:
+    ds = StreamingDataset(ints_100, subsample=0.5)  # no shuffle: items 0..49
     a, b = train_test_split(ds, [0.5, 0.5], shuffle=False)
     assert a[:] == list(range(25))
     assert b[:] == list(range(25, 50))
 
 
-def test_split_of_a_split(ints: Path) -> None:
-    train, _ = train_test_split(StreamingDataset(ints), [0.8, 0.2])
+def test_split_of_a_split(ints_100: Path) -> None:
+    train, _ = train_test_split(StreamingDataset(ints_100), [0.8, 0.2])
     inner_a, inner_b = train_test_split(train, [0.5, 0.5], shuffle=False)
     assert inner_a[:] + inner_b[:] == train[:]
 
@@ -185,37 +165,37 @@ def test_split_of_a_split(ints: Path) -> None:
 # -------------------------------------------------------------------------------- resume
 
 
-def _make(ints: Path, index: int, *, workers: int, batch: int, shuffle: bool) -> Callable[[], StreamingDataLoader]:
+def _make(ints_100: Path, index: int, *, workers: int, batch: int, shuffle: bool) -> Callable[[], StreamingDataLoader]:
     def make() -> StreamingDataLoader:
-        part = train_test_split(StreamingDataset(ints, shuffle=shuffle), [0.3, 0.7])[index]
+        part = train_test_split(StreamingDataset(ints_100, shuffle=shuffle), [0.3, 0.7])[index]
         return StreamingDataLoader(part, batch_size=batch, num_workers=workers)
 
     return make
 
 
 @pytest.mark.parametrize("index", [0, 1])
-def test_each_part_obeys_the_resume_law(ints: Path, index: int) -> None:
-    make = _make(ints, index, workers=0, batch=4, shuffle=True)
+def test_each_part_obeys_the_resume_law(ints_100: Path, index: int) -> None:
+    make = _make(ints_100, index, workers=0, batch=4, shuffle=True)
     for stop in (1, 3):
         outcome = assert_resume_law(make, stop_after=stop)
         assert sorted(outcome.consumed[0] + outcome.rest[0]) == sorted(_expected_parts(100, 7, [0.3, 0.7])[index])
 
 
 @pytest.mark.slow
-def test_part_resume_law_with_workers_and_elastic(ints: Path) -> None:
-    make = _make(ints, 1, workers=2, batch=4, shuffle=True)
+def test_part_resume_law_with_workers_and_elastic(ints_100: Path) -> None:
+    make = _make(ints_100, 1, workers=2, batch=4, shuffle=True)
     assert_resume_law(make, stop_after=4)
-    assert_resume_law(make, make_resumed_loader=_make(ints, 1, workers=1, batch=5, shuffle=True), stop_after=4)
+    assert_resume_law(make, make_resumed_loader=_make(ints_100, 1, workers=1, batch=5, shuffle=True), stop_after=4)
     assert_resume_law(make, stop_after=2, world_size=2, resumed_world_size=1)
 
 
-def test_checkpoint_of_one_part_is_rejected_by_another(ints: Path) -> None:
-    a, b = train_test_split(StreamingDataset(ints), [0.3, 0.7])
+def test_checkpoint_of_one_part_is_rejected_by_another(ints_100: Path) -> None:
+    a, b = train_test_split(StreamingDataset(ints_100), [0.3, 0.7])
     state = a.state_dict(4, 0, 2)
     with pytest.raises(ConfigurationError) as info:
         b.load_state_dict(state)
     assert str(info.value).startswith("checkpoint has subsampled_files=['chunk-0-8.bin', 'chunk-0-6.bin'")
-    a2, _ = train_test_split(StreamingDataset(ints), [0.3, 0.7])
+    a2, _ = train_test_split(StreamingDataset(ints_100), [0.3, 0.7])
     a2.load_state_dict(state)
     assert [int(i) for i in a2] == a[:][4:]
 
@@ -225,8 +205,8 @@ def test_checkpoint_of_one_part_is_rejected_by_another(ints: Path) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("shuffle", [False, True])
-async def test_astream_of_each_part(ints: Path, anyio_backend: str, shuffle: bool) -> None:
-    parts = train_test_split(StreamingDataset(ints, shuffle=shuffle), [0.1, 0.2, 0.7])
+async def test_astream_of_each_part(ints_100: Path, anyio_backend: str, shuffle: bool) -> None:
+    parts = train_test_split(StreamingDataset(ints_100, shuffle=shuffle), [0.1, 0.2, 0.7])
     seen: list[int] = []
     for p in parts:
         got = [s async for s in astream(p, shuffle=shuffle)]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, astream, optimize
+from litstream import ConfigurationError, StreamingDataLoader, StreamingDataset, astream
 from litstream.read.plan._subset import Selection, subsample_selection, subset_selection
 from resume_law import as_items, assert_resume_law, rank_env
 
@@ -25,17 +25,6 @@ if TYPE_CHECKING:
 
 N = 100
 CHUNK = 7  # 15 chunks: 14 of 7 items, the last of 2
-
-
-def _identity(i: int) -> int:
-    return i
-
-
-@pytest.fixture(scope="module")
-def ints(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("ints100")
-    optimize(fn=_identity, inputs=list(range(N)), output_dir=d, chunk_size=CHUNK, num_workers=1, verbose=False)
-    return d
 
 
 def _chunk_items(chunk: int) -> list[int]:
@@ -120,8 +109,8 @@ def test_subset_of_a_subset_counts_in_the_subsets_own_index_space() -> None:
 
 
 @pytest.mark.parametrize("fraction", [0.5, 0.37, 0.01])
-def test_subsample_without_shuffle_serves_a_prefix(ints: Path, fraction: float) -> None:
-    ds = StreamingDataset(ints, subsample=fraction)
+def test_subsample_without_shuffle_serves_a_prefix(ints_100: Path, fraction: float) -> None:
+    ds = StreamingDataset(ints_100, subsample=fraction)
     expected = list(range(int(N * fraction)))
     assert len(ds) == len(expected)
     assert _ints(ds) == expected
@@ -130,9 +119,9 @@ def test_subsample_without_shuffle_serves_a_prefix(ints: Path, fraction: float) 
 
 
 @pytest.mark.parametrize(("fraction", "length"), [(0.5, 50), (1.5, 150), (2.3, 229)])
-def test_subsample_with_shuffle_serves_the_permuted_chunks(ints: Path, fraction: float, length: int) -> None:
+def test_subsample_with_shuffle_serves_the_permuted_chunks(ints_100: Path, fraction: float, length: int) -> None:
     """2.3 serves 229 items, not 230: 2.3 - 1 - 1 is 0.2999... in floating point, as in LitData."""
-    ds = StreamingDataset(ints, subsample=fraction, shuffle=True)
+    ds = StreamingDataset(ints_100, subsample=fraction, shuffle=True)
     expected = _expected_subsample(fraction, shuffle=True)
     assert len(ds) == len(expected) == length
     assert ds[:] == expected  # random access: the selection order
@@ -140,23 +129,23 @@ def test_subsample_with_shuffle_serves_the_permuted_chunks(ints: Path, fraction:
     assert _ints(ds) != expected
 
 
-def test_upsample_serves_every_item_once_per_whole_copy(ints: Path) -> None:
-    served = Counter(_ints(StreamingDataset(ints, subsample=2.0)))
+def test_upsample_serves_every_item_once_per_whole_copy(ints_100: Path) -> None:
+    served = Counter(_ints(StreamingDataset(ints_100, subsample=2.0)))
     assert served == Counter({i: 2 for i in range(N)})
 
 
-def test_subsample_is_deterministic_by_seed(ints: Path) -> None:
-    a = StreamingDataset(ints, subsample=0.3, shuffle=True, seed=1)[:]
-    b = StreamingDataset(ints, subsample=0.3, shuffle=True, seed=1)[:]
-    c = StreamingDataset(ints, subsample=0.3, shuffle=True, seed=2)[:]
+def test_subsample_is_deterministic_by_seed(ints_100: Path) -> None:
+    a = StreamingDataset(ints_100, subsample=0.3, shuffle=True, seed=1)[:]
+    b = StreamingDataset(ints_100, subsample=0.3, shuffle=True, seed=1)[:]
+    c = StreamingDataset(ints_100, subsample=0.3, shuffle=True, seed=2)[:]
     assert a == b == _expected_subsample(0.3, shuffle=True, seed=1)
     assert sorted(c) != sorted(a)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
-def test_subsample_through_the_loader(ints: Path, workers: int) -> None:
-    ds = StreamingDataset(ints, subsample=0.5, shuffle=True)
+def test_subsample_through_the_loader(ints_100: Path, workers: int) -> None:
+    ds = StreamingDataset(ints_100, subsample=0.5, shuffle=True)
     loader = StreamingDataLoader(ds, batch_size=4, num_workers=workers)
     served = [i for batch in loader for i in as_items(batch)]
     assert sorted(served) == sorted(_expected_subsample(0.5, shuffle=True))
@@ -172,22 +161,22 @@ def test_subsample_through_the_loader(ints: Path, workers: int) -> None:
         (True, "subsample must be a float > 0 (the fraction of the dataset to serve), got True"),
     ],
 )
-def test_bad_subsample_is_rejected_at_construction(ints: Path, value: Any, message: str) -> None:
+def test_bad_subsample_is_rejected_at_construction(ints_100: Path, value: Any, message: str) -> None:
     with pytest.raises(ConfigurationError) as info:
-        StreamingDataset(ints, subsample=value)
+        StreamingDataset(ints_100, subsample=value)
     assert str(info.value).startswith(message)
     assert isinstance(info.value, ValueError)
 
 
-def test_int_subsample_is_accepted(ints: Path) -> None:
-    assert len(StreamingDataset(ints, subsample=2)) == 2 * N
+def test_int_subsample_is_accepted(ints_100: Path) -> None:
+    assert len(StreamingDataset(ints_100, subsample=2)) == 2 * N
 
 
 # -------------------------------------------------------------------------------- subset()
 
 
-def test_subset_serves_exactly_the_indices_in_order(ints: Path) -> None:
-    ds = StreamingDataset(ints)
+def test_subset_serves_exactly_the_indices_in_order(ints_100: Path) -> None:
+    ds = StreamingDataset(ints_100)
     sub = ds.subset([5, 1, 2, 3, 50, 51, 99])
     assert len(sub) == 7
     assert sub[:] == [5, 1, 2, 3, 50, 51, 99]
@@ -199,16 +188,16 @@ def test_subset_serves_exactly_the_indices_in_order(ints: Path) -> None:
     assert len(ds) == N  # the original is unchanged
 
 
-def test_subset_with_a_slice_and_shuffle(ints: Path) -> None:
-    sub = StreamingDataset(ints, shuffle=True).subset(slice(10, 60))
+def test_subset_with_a_slice_and_shuffle(ints_100: Path) -> None:
+    sub = StreamingDataset(ints_100, shuffle=True).subset(slice(10, 60))
     assert sub[:] == list(range(10, 60))
     served = _ints(sub)
     assert sorted(served) == list(range(10, 60))
     assert served != list(range(10, 60))
 
 
-def test_subset_of_a_subsampled_dataset(ints: Path) -> None:
-    ds = StreamingDataset(ints, subsample=0.5, shuffle=True)
+def test_subset_of_a_subsampled_dataset(ints_100: Path) -> None:
+    ds = StreamingDataset(ints_100, subsample=0.5, shuffle=True)
     expected = _expected_subsample(0.5, shuffle=True)
     sub = ds.subset(range(10, 20))
     assert sub[:] == expected[10:20]
@@ -224,14 +213,14 @@ def test_subset_of_a_subsampled_dataset(ints: Path) -> None:
         ("12", "indices must be a sequence of ints or a slice, got '12'"),
     ],
 )
-def test_bad_subset_indices(ints: Path, indices: Any, message: str) -> None:
+def test_bad_subset_indices(ints_100: Path, indices: Any, message: str) -> None:
     with pytest.raises(ConfigurationError) as info:
-        StreamingDataset(ints).subset(indices)
+        StreamingDataset(ints_100).subset(indices)
     assert str(info.value).startswith(message)
 
 
-def test_subset_pickles_with_its_selection(ints: Path) -> None:
-    sub = StreamingDataset(ints).subset([3, 4, 90])
+def test_subset_pickles_with_its_selection(ints_100: Path) -> None:
+    sub = StreamingDataset(ints_100).subset([3, 4, 90])
     again = pickle.loads(pickle.dumps(sub))
     assert again[:] == [3, 4, 90]
 
@@ -247,72 +236,72 @@ def _loader(make_ds: Callable[[], StreamingDataset], *, workers: int, batch: int
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
-def test_resume_law_on_a_subsample(ints: Path, shuffle: bool) -> None:
-    make = _loader(lambda: StreamingDataset(ints, subsample=0.6, shuffle=shuffle), workers=0, batch=4)
+def test_resume_law_on_a_subsample(ints_100: Path, shuffle: bool) -> None:
+    make = _loader(lambda: StreamingDataset(ints_100, subsample=0.6, shuffle=shuffle), workers=0, batch=4)
     for stop in (1, 7):
         outcome = assert_resume_law(make, stop_after=stop)
         served = outcome.consumed[0] + outcome.rest[0]
         assert sorted(served) == sorted(_expected_subsample(0.6, shuffle=shuffle))
 
 
-def test_resume_law_on_a_subset(ints: Path) -> None:
-    make = _loader(lambda: StreamingDataset(ints, shuffle=True).subset(range(5, 80, 2)), workers=0, batch=3)
+def test_resume_law_on_a_subset(ints_100: Path) -> None:
+    make = _loader(lambda: StreamingDataset(ints_100, shuffle=True).subset(range(5, 80, 2)), workers=0, batch=3)
     outcome = assert_resume_law(make, stop_after=5)
     assert sorted(outcome.consumed[0] + outcome.rest[0]) == list(range(5, 80, 2))
 
 
 @pytest.mark.slow
-def test_resume_law_on_a_subsample_with_workers_and_elastic(ints: Path) -> None:
-    make = _loader(lambda: StreamingDataset(ints, subsample=0.7, shuffle=True), workers=2, batch=4)
-    resumed = _loader(lambda: StreamingDataset(ints, subsample=0.7, shuffle=True), workers=1, batch=3)
+def test_resume_law_on_a_subsample_with_workers_and_elastic(ints_100: Path) -> None:
+    make = _loader(lambda: StreamingDataset(ints_100, subsample=0.7, shuffle=True), workers=2, batch=4)
+    resumed = _loader(lambda: StreamingDataset(ints_100, subsample=0.7, shuffle=True), workers=1, batch=3)
     assert_resume_law(make, stop_after=5)
     outcome = assert_resume_law(make, make_resumed_loader=resumed, stop_after=5)
     assert sorted(outcome.consumed[0] + outcome.rest[0]) == sorted(_expected_subsample(0.7, shuffle=True))
 
 
-def test_upsampled_dataset_resumes_with_the_rest_of_its_copies(ints: Path) -> None:
+def test_upsampled_dataset_resumes_with_the_rest_of_its_copies(ints_100: Path) -> None:
     """The law helper needs distinct items; with subsample=1.5 items repeat, so count them instead."""
-    loader = StreamingDataLoader(StreamingDataset(ints, subsample=1.5, shuffle=True), batch_size=5)
+    loader = StreamingDataLoader(StreamingDataset(ints_100, subsample=1.5, shuffle=True), batch_size=5)
     it = iter(loader)
     first = [i for _ in range(7) for i in as_items(next(it))]
     state = loader.state_dict()
     it.close()
-    again = StreamingDataLoader(StreamingDataset(ints, subsample=1.5, shuffle=True), batch_size=5)
+    again = StreamingDataLoader(StreamingDataset(ints_100, subsample=1.5, shuffle=True), batch_size=5)
     again.load_state_dict(pickle.loads(pickle.dumps(state)))
     rest = [i for batch in again for i in as_items(batch)]
     assert len(first) == 35
     assert Counter(first + rest) == Counter(_expected_subsample(1.5, shuffle=True))
 
 
-def test_checkpoint_records_litdatas_selection_keys(ints: Path) -> None:
-    full = StreamingDataset(ints).state_dict(0, 0, 1)  # the whole dataset, as LitData writes it
+def test_checkpoint_records_litdatas_selection_keys(ints_100: Path) -> None:
+    full = StreamingDataset(ints_100).state_dict(0, 0, 1)  # the whole dataset, as LitData writes it
     assert full["subsampled_files"] == [f"chunk-0-{i}.bin" for i in range(len(full["subsampled_files"]))]
     assert all(start == 0 for start, _ in full["region_of_interest"])
-    state = StreamingDataset(ints).subset([0, 1, 2, 50]).state_dict(0, 0, 1)
+    state = StreamingDataset(ints_100).subset([0, 1, 2, 50]).state_dict(0, 0, 1)
     assert state["subsampled_files"] == ["chunk-0-0.bin", "chunk-0-7.bin"]
     assert state["region_of_interest"] == [[0, 3], [1, 2]]
 
 
-def test_checkpoint_of_another_selection_is_rejected(ints: Path) -> None:
-    state = StreamingDataset(ints, subsample=0.5).state_dict(8, 0, 4)
+def test_checkpoint_of_another_selection_is_rejected(ints_100: Path) -> None:
+    state = StreamingDataset(ints_100, subsample=0.5).state_dict(8, 0, 4)
     with pytest.raises(ConfigurationError) as info:
-        StreamingDataset(ints).load_state_dict(state)
+        StreamingDataset(ints_100).load_state_dict(state)
     assert str(info.value).startswith("checkpoint has subsampled_files=['chunk-0-0.bin', 'chunk-0-1.bin'")
     assert "but this dataset has subsampled_files=" in str(info.value)
-    full_state = StreamingDataset(ints).state_dict(8, 0, 4)
+    full_state = StreamingDataset(ints_100).state_dict(8, 0, 4)
     with pytest.raises(ConfigurationError, match="checkpoint has subsampled_files="):
-        StreamingDataset(ints, subsample=0.5).load_state_dict(full_state)
-    again = StreamingDataset(ints, subsample=0.5)
+        StreamingDataset(ints_100, subsample=0.5).load_state_dict(full_state)
+    again = StreamingDataset(ints_100, subsample=0.5)
     again.load_state_dict(state)  # the same selection resumes
     assert _ints(again) == list(range(8, 50))
 
 
-def test_litdata_style_full_selection_keys_are_accepted(ints: Path) -> None:
+def test_litdata_style_full_selection_keys_are_accepted(ints_100: Path) -> None:
     """A checkpoint written by LitData always lists every chunk; on a whole dataset that matches."""
-    state = StreamingDataset(ints).state_dict(10, 0, 5)
+    state = StreamingDataset(ints_100).state_dict(10, 0, 5)
     state["subsampled_files"] = [f"chunk-0-{k}.bin" for k in range(15)]
     state["region_of_interest"] = [(0, 7)] * 14 + [(0, 2)]
-    ds = StreamingDataset(ints)
+    ds = StreamingDataset(ints_100)
     ds.load_state_dict(state)
     assert _ints(ds) == list(range(10, N))
 
@@ -322,23 +311,23 @@ def test_litdata_style_full_selection_keys_are_accepted(ints: Path) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("shuffle", [False, True])
-async def test_astream_subsample_matches_the_dataset(ints: Path, anyio_backend: str, shuffle: bool) -> None:
-    got = [s async for s in astream(ints, subsample=0.4, shuffle=shuffle)]
-    assert got == _ints(StreamingDataset(ints, subsample=0.4, shuffle=shuffle))
+async def test_astream_subsample_matches_the_dataset(ints_100: Path, anyio_backend: str, shuffle: bool) -> None:
+    got = [s async for s in astream(ints_100, subsample=0.4, shuffle=shuffle)]
+    assert got == _ints(StreamingDataset(ints_100, subsample=0.4, shuffle=shuffle))
     assert sorted(got) == sorted(_expected_subsample(0.4, shuffle=shuffle))
 
 
 @pytest.mark.anyio
-async def test_astream_of_a_subset_dataset(ints: Path, anyio_backend: str) -> None:
-    sub = StreamingDataset(ints).subset([9, 3, 4, 70])
+async def test_astream_of_a_subset_dataset(ints_100: Path, anyio_backend: str) -> None:
+    sub = StreamingDataset(ints_100).subset([9, 3, 4, 70])
     async with astream(sub) as samples:
         got = [s async for s in samples]
     assert got == [9, 3, 4, 70]
 
 
 @pytest.mark.anyio
-async def test_astream_of_a_subset_shards_like_the_dataset(ints: Path, anyio_backend: str) -> None:
-    sub = StreamingDataset(ints, shuffle=True, drop_last=False).subset(range(3, 90, 3))
+async def test_astream_of_a_subset_shards_like_the_dataset(ints_100: Path, anyio_backend: str) -> None:
+    sub = StreamingDataset(ints_100, shuffle=True, drop_last=False).subset(range(3, 90, 3))
     with rank_env(1, 2):
         expected = _ints(sub)
     got = [s async for s in astream(sub, shuffle=True, world_size=2, rank=1)]
@@ -347,12 +336,12 @@ async def test_astream_of_a_subset_shards_like_the_dataset(ints: Path, anyio_bac
 
 
 @pytest.mark.anyio
-async def test_astream_subsample_applies_to_the_datasets_selection(ints: Path, anyio_backend: str) -> None:
-    sub = StreamingDataset(ints).subset(range(20, 40))
+async def test_astream_subsample_applies_to_the_datasets_selection(ints_100: Path, anyio_backend: str) -> None:
+    sub = StreamingDataset(ints_100).subset(range(20, 40))
     assert [s async for s in astream(sub, subsample=0.5)] == list(range(20, 30))
 
 
 @pytest.mark.anyio
-async def test_astream_bad_subsample(ints: Path, anyio_backend: str) -> None:
+async def test_astream_bad_subsample(ints_100: Path, anyio_backend: str) -> None:
     with pytest.raises(ConfigurationError, match=r"subsample must be a finite float > 0, got -1"):
-        astream(ints, subsample=-1)
+        astream(ints_100, subsample=-1)

@@ -103,15 +103,20 @@ class _Opened(Progress):
         super().opened(path)
 
 
-@pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="no posix_fallocate on this platform")
-async def test_the_temporary_file_is_allocated_before_any_byte_is_written(tmp_path: Path) -> None:
+async def _download_opened(tmp_path: Path) -> tuple[int, int]:
+    """Download :data:`PAYLOAD` from memory into ``tmp_path``; check the bytes; return what :class:`_Opened` saw."""
     store = ObstoreStore(MemoryStore(), url="memory://")
     await store.put("x.bin", PAYLOAD)
     progress = _Opened(len(PAYLOAD))
     path = await Downloader(store, tmp_path, piece_size=64 * KiB).fetch("x.bin", size=len(PAYLOAD), progress=progress)
     assert path.read_bytes() == PAYLOAD
     assert progress.seen is not None
-    length, allocated = progress.seen
+    return progress.seen
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="no posix_fallocate on this platform")
+async def test_the_temporary_file_is_allocated_before_any_byte_is_written(tmp_path: Path) -> None:
+    length, allocated = await _download_opened(tmp_path)
     assert length == len(PAYLOAD)
     assert allocated >= len(PAYLOAD)  # a sparse file would have (almost) no blocks yet
 
@@ -139,10 +144,5 @@ async def test_a_file_system_without_fallocate_gets_a_sparse_file(
         raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
 
     monkeypatch.setattr(os, "posix_fallocate", refused, raising=False)
-    store = ObstoreStore(MemoryStore(), url="memory://")
-    await store.put("x.bin", PAYLOAD)
-    progress = _Opened(len(PAYLOAD))
-    path = await Downloader(store, tmp_path, piece_size=64 * KiB).fetch("x.bin", size=len(PAYLOAD), progress=progress)
-    assert path.read_bytes() == PAYLOAD
-    assert progress.seen is not None
-    assert progress.seen[0] == len(PAYLOAD)  # full length (ftruncate) for the reader that maps it
+    length, _ = await _download_opened(tmp_path)
+    assert length == len(PAYLOAD)  # full length (ftruncate) for the reader that maps it

@@ -106,12 +106,18 @@ def test_optimize_stream_stop_resume(name: str, workers: int, request: pytest.Fi
     assert anyio.run(collect, backend="trio") == list(range(N))
 
 
-@pytest.mark.slow
-def test_remote_chunks_go_through_the_local_cache(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def _written_on_s3(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any] | None]:
+    """(url, storage_options) of :data:`N` samples that one worker wrote to S3, 7 a chunk (9 chunks)."""
     url, options, _ = _location("s3", request, tmp_path)
     optimize(
         fn=sample, inputs=range(N), output_dir=url, chunk_size=7, num_workers=1, verbose=False, storage_options=options
     )
+    return url, options
+
+
+@pytest.mark.slow
+def test_remote_chunks_go_through_the_local_cache(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    url, options = _written_on_s3(request, tmp_path)
     cache = tmp_path / "cache"
     ds = StreamingDataset(url, storage_options=options, cache_dir=cache)
     assert [s["i"] for s in ds] == list(range(N))
@@ -126,10 +132,7 @@ def test_remote_chunks_go_through_the_local_cache(request: pytest.FixtureRequest
 
 @pytest.mark.slow
 def test_b33_cache_smaller_than_a_chunk_does_not_block(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    url, options, _ = _location("s3", request, tmp_path)
-    optimize(
-        fn=sample, inputs=range(N), output_dir=url, chunk_size=7, num_workers=1, verbose=False, storage_options=options
-    )
+    url, options = _written_on_s3(request, tmp_path)
     cache = tmp_path / "cache"
     loader = StreamingDataLoader(
         StreamingDataset(url, storage_options=options, cache_dir=cache, max_cache_size=10), batch_size=5

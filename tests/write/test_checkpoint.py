@@ -167,6 +167,29 @@ def assert_resumed_exactly_once(calls: Path, samples: list[dict[str, Any]]) -> N
     assert sorted(calls_by_input(calls)) == [*range(EXPECTED_DONE, 12), *range(12 + EXPECTED_DONE, 24)]
 
 
+RESUMED_FILES = sorted(["index.json", *(f"chunk-{r}-{n}.bin" for r in range(2) for n in range(9))])
+"""The data files of the resumed run's dataset (version log left out)."""
+
+
+def resume(calls: Path, out: str | Path, options: dict[str, Any] | None) -> StreamingDataset:
+    """Re-run the killed optimize with ``use_checkpoint=True``; check that every input came out exactly once.
+
+    Returns the resumed dataset."""
+    optimize(
+        recording_fn(calls),
+        list(range(N)),
+        out,
+        chunk_size=CHUNK_SIZE,
+        num_workers=WORKERS,
+        use_checkpoint=True,
+        storage_options=options,
+        verbose=False,
+    )
+    ds = StreamingDataset(out, storage_options=options)
+    assert_resumed_exactly_once(calls, list(ds))
+    return ds
+
+
 def recording_fn(calls: Path) -> Any:
     def fn(i: int) -> Any:
         (calls / f"{i}-{os.getpid()}").touch()
@@ -199,21 +222,9 @@ def test_kill_9_then_resume_local(tmp_path: Path, victim: str) -> None:
     with pytest.raises(ConfigurationError, match="made with other num_workers=2 on 1 node"):
         optimize(sample_fn, list(range(N)), out, chunk_size=CHUNK_SIZE, num_workers=3, use_checkpoint=True)
 
-    optimize(
-        recording_fn(calls),
-        list(range(N)),
-        out,
-        chunk_size=CHUNK_SIZE,
-        num_workers=WORKERS,
-        use_checkpoint=True,
-        verbose=False,
-    )
-    ds = StreamingDataset(out)
-    assert_resumed_exactly_once(calls, list(ds))
+    ds = resume(calls, out, None)
     assert [ds[i]["i"] for i in (0, 35, 71)] == [0, 11, 23]
-    assert sorted(without_version_log(p.name for p in out.iterdir())) == sorted(
-        ["index.json", *(f"chunk-{r}-{n}.bin" for r in range(2) for n in range(9))]
-    )
+    assert sorted(without_version_log(p.name for p in out.iterdir())) == RESUMED_FILES
 
 
 @pytest.mark.slow
@@ -242,25 +253,14 @@ def test_kill_9_then_resume_s3(tmp_path: Path, victim: str, s3_server: S3Server)
         return json.loads(body["Body"].read())  # type: ignore[no-any-return]
 
     calls = kill_half_way(tmp_path, url, options, victim, read_checkpoint)
-    optimize(
-        recording_fn(calls),
-        list(range(N)),
-        url,
-        chunk_size=CHUNK_SIZE,
-        num_workers=WORKERS,
-        use_checkpoint=True,
-        storage_options=options,
-        verbose=False,
-    )
-    samples = list(StreamingDataset(url, storage_options=options))
-    assert_resumed_exactly_once(calls, samples)
+    resume(calls, url, options)
     keys = sorted(
         without_version_log(
             o["Key"][len(prefix) + 1 :]
             for o in client.list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix)["Contents"]
         )
     )
-    assert keys == sorted(["index.json", *(f"chunk-{r}-{n}.bin" for r in range(2) for n in range(9))])
+    assert keys == RESUMED_FILES
 
 
 def boom_at_7(i: int) -> int:

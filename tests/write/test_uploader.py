@@ -181,15 +181,23 @@ async def test_modes_none_and_overwrite(target: Target) -> None:
     assert index_of(target)["config"]["chunk_bytes"] == 1_000_000
 
 
+async def _commit_then_add(up: AsyncUploader, target: Target, committed: int, end: int) -> bytes:
+    """Add samples ``0..committed-1`` and flush them (a commit), then add ``committed..end-1`` unflushed.
+
+    Returns the committed ``index.json``."""
+    for i in range(committed):
+        await up.add(sample(i))
+    await up.flush()
+    index = target.read("index.json")
+    for i in range(committed, end):
+        await up.add(sample(i))
+    return index
+
+
 async def test_an_exception_in_the_block_keeps_the_last_commit(target: Target) -> None:
     with pytest.raises(ValueError, match=r"^boom$"):
         async with AsyncUploader(target.location, chunk_size=4, storage_options=target.options) as up:
-            for i in range(10):
-                await up.add(sample(i))
-            await up.flush()
-            committed = target.read("index.json")
-            for i in range(10, 15):
-                await up.add(sample(i))
+            committed = await _commit_then_add(up, target, 10, 15)
             await until(lambda: up.statistics().chunks_uploaded == 4)
             raise ValueError("boom")
     assert target.read("index.json") == committed
@@ -206,12 +214,7 @@ async def test_an_exception_in_the_block_keeps_the_last_commit(target: Target) -
 async def test_cancelling_the_block_keeps_the_last_commit(target: Target) -> None:
     with anyio.CancelScope() as scope:
         async with AsyncUploader(target.location, chunk_size=4, storage_options=target.options) as up:
-            for i in range(6):
-                await up.add(sample(i))
-            await up.flush()
-            committed = target.read("index.json")
-            for i in range(6, 20):
-                await up.add(sample(i))
+            committed = await _commit_then_add(up, target, 6, 20)
             scope.cancel()
             await anyio.sleep_forever()
     assert scope.cancelled_caught
