@@ -37,7 +37,10 @@ def reader_sources(inputs: object) -> list[str]:
             return
         seen.add(id(obj))
         state: dict[str, Any] = getattr(obj, "__dict__", {})
-        spec = state.get("_spec")  # a StreamingDataset keeps what it reads in its ReadSpec (read/_spec.py)
+        reader = state.get("_reader")  # a StreamingDataset's DatasetReader (read/_reader.py) holds its ReadSpec
+        if reader is not None:
+            state = {**state, "_spec": reader.spec, "_source": reader.opened}
+        spec = state.get("_spec")  # a raw dataset keeps its ReadSpec itself
         if spec is not None:
             input_dir, allow = getattr(spec, "input_dir", None), getattr(spec, "allow_pickle", None)
         else:
