@@ -156,9 +156,10 @@ class StreamingDataset(IterableDataset[Any]):
             item_shuffle_window=item_shuffle_window, allow_pickle=allow_pickle, cache_chunks=cache_chunks,
             version=version,
         )  # fmt: skip
+        pinned, index_bytes = spec.pin_now_with_index()
         self._reader = DatasetReader(
-            spec.pin_now(), max_memory=check_max_memory(max_memory),
-            force_override_state_dict=force_override_state_dict, num_canonical_nodes=num_canonical_nodes,
+            pinned, max_memory=check_max_memory(max_memory), force_override_state_dict=force_override_state_dict,
+            num_canonical_nodes=num_canonical_nodes, index_bytes=index_bytes,
         )  # fmt: skip
         check_cache_size(max_cache_size)  # warn under 25 GB, as LitData does
 

@@ -52,11 +52,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DatasetReader"]
 
-HEAD_ITEMS = 8
-"""Samples of a local dataset served before the engine's event loop starts."""
+HEAD_ITEMS = 8  # samples of a local dataset served before the engine's event loop starts
 
-_PROCESS_LOCAL = ("_source", "_key_reader", "shuffler", "transforms")
-"""Rebuilt in each process, never pickled (``transforms`` is set again by the face at each use)."""
+# rebuilt in each process, never pickled (``transforms`` is set again by the face at each use)
+_PROCESS_LOCAL = ("_source", "_key_reader", "shuffler", "transforms", "_index_bytes")
 
 
 class DatasetReader:
@@ -64,6 +63,7 @@ class DatasetReader:
 
     Args:
         spec: What is read and in which order (checked by ``ReadSpec.build``), pinned to a version or not.
+        index_bytes: ``index.json`` as ``ReadSpec.pin_now_with_index`` read it: the first open uses it.
         max_memory: The checked ``max_memory`` (``read/engine/_limits.py``): bytes all readers of a loader may buffer.
         force_override_state_dict: Whether a checkpoint saved with other settings resumes with these (warns).
         num_canonical_nodes: LitData's first-run node count, recorded in checkpoints (``None``: unknown).
@@ -87,6 +87,7 @@ class DatasetReader:
         max_memory: MaxMemory,
         force_override_state_dict: bool = False,
         num_canonical_nodes: int | None = None,
+        index_bytes: bytes | None = None,
     ) -> None:
         self.spec = spec
         self.max_memory = max_memory
@@ -100,6 +101,8 @@ class DatasetReader:
         self.loader_prefetch = 0
         self._source: DatasetSource | None = None  # per process: the opened dataset
         self._key_reader: KeyReader | None = None  # per process: the keys/ shards loaded
+        # the pinned index.json as read in this process, until the first open (a local one is read again in place)
+        self._index_bytes = index_bytes if pump.opens_remote(spec) else None
 
     # -- pickling: the spec, counters and checkpoint; nothing opened in this process ----------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -110,14 +113,15 @@ class DatasetReader:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.transforms = self.spec.transforms
-        self.shuffler = self._source = self._key_reader = None
+        self.shuffler = self._source = self._key_reader = self._index_bytes = None
 
     # -- the spec and the opened source ------------------------------------------------------------------------
     def source(self) -> DatasetSource:
         """The dataset opened in this process (in place when local, else on a portal), pinned to the version it
         opened; under a memory limit, ``ds[i]``'s cache of decoded chunks fits this reader's share."""
         if self._source is None:
-            source = pump.open_spec_now(self.spec) or _bridge.call(self.spec.open)
+            known, self._index_bytes = self._index_bytes, None
+            source = pump.open_spec_now(self.spec) or _bridge.call(self.spec.open, known)
             self.spec = self.spec.pinned(source)  # this reader's other processes serve the version it opened
             fit_decoded_cache(source, self.max_memory, detect_worker().num_workers)
             self._source = source
@@ -140,8 +144,7 @@ class DatasetReader:
         self.spec, self._source, self.shuffler = self.spec.replace(**changes), None, None
 
     def replace_order(self, **changes: Any) -> None:
-        """Set ``shuffle`` / ``drop_last``; a changed value drops the shuffler (made again on first use, as
-        LitData's)."""
+        """Set ``shuffle`` / ``drop_last``; a changed value drops the shuffler (made again on first use)."""
         if any(getattr(self.spec, name) != value for name, value in changes.items()):
             self.shuffler = None
         self.spec = self.spec.replace(**changes)

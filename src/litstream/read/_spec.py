@@ -252,8 +252,12 @@ class ReadSpec:
         return self.replace(**changes)
 
     # -- opening ----------------------------------------------------------------------------------------
-    async def open(self) -> DatasetSource:
+    async def open(self, index_bytes: bytes | None = None) -> DatasetSource:
         """Open the dataset: load its index (after indexing an ``hf://`` Parquet dataset) and prepare its decoder.
+
+        Args:
+            index_bytes: ``index.json`` as :meth:`pin_now_with_index` read it in this process: used, not read
+                again, when it is the pinned version's. Default ``None``.
 
         Raises:
             DatasetNotFoundError, FormatError, ConfigurationError, EncryptionError, PickleRefusedError:
@@ -277,23 +281,26 @@ class ReadSpec:
             self.pickle_choice,
             encryption=self.encryption,
             version=self.version if index_path is None else None,
+            index_bytes=index_bytes if index_path is None else None,
         )
 
     def pin_now(self) -> ReadSpec:
         """This spec pinned to the latest committed version, read now (``index.json``'s digest), unless it names a
-        version already or reads an index kept apart: what a loader does before it starts its workers, so that
-        every worker of every start method serves one version (``docs/versions.md``).
+        version already or reads an index kept apart: what a dataset does when it is constructed and a loader
+        before it starts its workers, so that every worker of every start method serves one version
+        (``docs/versions.md``). A missing ``index.json`` pins nothing (opening then reports it)."""
+        return self.pin_now_with_index()[0]
 
-        Raises:
-            DatasetNotFoundError: the dataset has no ``index.json`` (nothing is pinned for partial indexes).
-        """
+    def pin_now_with_index(self) -> tuple[ReadSpec, bytes | None]:
+        """:meth:`pin_now`, and the ``index.json`` bytes it read (``None`` when it read none): the process that
+        pinned opens the dataset from them (:meth:`open`'s ``index_bytes``) instead of reading them again."""
         if self.version is not None or self.index_path is not None or self.hub is not None:
-            return self
+            return self, None
         try:
             raw = read_index_bytes(self.store)
         except ObjectNotFoundError:
-            return self  # the workers report the missing dataset, naming an interrupted run if there was one
-        return dataclasses.replace(self, version=VersionRef(digest=index_digest(raw)))
+            return self, None  # opening reports the missing dataset, naming an interrupted run if there was one
+        return dataclasses.replace(self, version=VersionRef(digest=index_digest(raw))), raw
 
     def pinned(self, source: DatasetSource) -> ReadSpec:
         """This spec pinned to the version ``source`` opened (itself when nothing is to pin): other processes of

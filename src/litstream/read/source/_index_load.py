@@ -42,11 +42,16 @@ async def load_index(store: Store, ref: VersionRef | None = None) -> Index:
     return (await load_versioned_index(store, ref))[0]
 
 
-async def load_versioned_index(store: Store, ref: VersionRef | None = None) -> tuple[Index, str | None]:
-    """:func:`load_index`, with the digest of the index's exact bytes (``None`` for merged partial indexes)."""
+async def load_versioned_index(
+    store: Store, ref: VersionRef | None = None, *, known: bytes | None = None
+) -> tuple[Index, str | None]:
+    """:func:`load_index`, with the digest of the index's exact bytes (``None`` for merged partial indexes);
+    ``known``: ``index.json``'s bytes read earlier in this process, used instead of a read when ``ref`` pins them."""
     where = f"{store.url}/{INDEX_FILENAME}"
     if ref is not None and ref.partial:
         return await _merge_partials(store), None
+    if known is not None and ref is not None and index_digest(known) == ref.digest:
+        return read_index(known, where), ref.digest
     if ref is None or ref.digest is not None:
         try:
             path = local_path(store, INDEX_FILENAME)

@@ -94,6 +94,7 @@ class DatasetSource:
         allow_pickle: bool | None = True,
         encryption: Any = None,
         version: VersionRef | None = None,
+        index_bytes: bytes | None = None,
     ) -> DatasetSource:
         """Load the index of the dataset in ``store`` and prepare its decoder.
 
@@ -113,6 +114,7 @@ class DatasetSource:
                 with (``format/_encryption.py``); ``None`` for a plain dataset.
             version: The committed version to open (``read/source/_versions.py``); ``None``: the latest. The opened
                 version's index digest is kept in ``digest``, so other processes can open the same one.
+            index_bytes: ``index.json``'s bytes already read in this process, used when they are ``version``'s.
 
         Raises:
             DatasetNotFoundError: no index. VersionNotFoundError: ``version`` is not in the version log.
@@ -124,7 +126,7 @@ class DatasetSource:
         """
         digest: str | None = None
         if index_path is None:
-            index, digest = await load_versioned_index(store, version)
+            index, digest = await load_versioned_index(store, version, known=index_bytes)
         else:
             index = await load_local_index(index_path)
         source = cls.prepared(
