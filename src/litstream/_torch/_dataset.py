@@ -12,7 +12,7 @@ from torch.utils.data import IterableDataset
 from ..read._params import check_read_params
 from ..read._reader import DatasetReader
 from ..read._spec import Loader, ReadSpec
-from ..read._spec_attribute import SpecAttribute
+from ..read._spec_attribute import ReaderAttribute, SpecAttribute
 from ..read._transform import check_transforms
 from ..read.engine._memory import check_max_memory
 from ..read.engine._pump import SampleChain
@@ -170,57 +170,23 @@ class StreamingDataset(IterableDataset[Any]):
         return reader
 
     # -- LitData's attributes, kept by the reader ----------------------------------------------------------
-    @property
-    def current_epoch(self) -> int:
-        """The 1-based epoch that drives the shuffle order."""
-        return self._reader.current_epoch
-
-    @current_epoch.setter
-    def current_epoch(self, value: int) -> None:
-        self._reader.current_epoch = value
-
-    @property
-    def batch_size(self) -> int:
-        """The loader's batch size (1 outside a loader)."""
-        return self._reader.batch_size
-
-    @batch_size.setter
-    def batch_size(self, value: int) -> None:
-        self._reader.batch_size = value
-
-    @property
-    def num_workers(self) -> int:
-        """The loader's worker count (at least 1)."""
-        return self._reader.num_workers
-
-    @num_workers.setter
-    def num_workers(self, value: int) -> None:
-        self._reader.num_workers = value
-
-    @property
-    def shuffler(self) -> Shuffle | None:
-        """LitData's ``dataset.shuffler`` (``read/_shuffler.py``): ``None`` until the first ``len()`` or
-        iteration, then a ``NoShuffle`` / ``FullShuffle`` / ``WindowShuffle`` for this dataset's plan;
-        ``set_shuffle`` / ``set_drop_last`` (or assigning ``None``) reset it."""
-        return self._reader.shuffler
-
-    @shuffler.setter
-    def shuffler(self, value: Shuffle | None) -> None:
-        self._reader.shuffler = value
+    current_epoch: ReaderAttribute[int] = ReaderAttribute("current_epoch", "The 1-based epoch that drives the order.")
+    batch_size: ReaderAttribute[int] = ReaderAttribute("batch_size", "The loader's batch size (1 outside a loader).")
+    num_workers: ReaderAttribute[int] = ReaderAttribute("num_workers", "The loader's worker count (at least 1).")
+    shuffler: ReaderAttribute[Shuffle | None] = ReaderAttribute(
+        "shuffler",
+        "LitData's ``dataset.shuffler`` (``read/_shuffler.py``): ``None`` until the first ``len()`` or iteration, "
+        "then a ``NoShuffle`` / ``FullShuffle`` / ``WindowShuffle`` for this dataset's plan; ``set_shuffle`` / "
+        "``set_drop_last`` (or assigning ``None``) reset it.",
+    )
+    num_canonical_nodes: ReaderAttribute[int | None] = ReaderAttribute(
+        "num_canonical_nodes", "LitData's first-run node count recorded in ``state_dict()``."
+    )
 
     @property
     def max_memory(self) -> MaxMemory:
         """The checked ``max_memory``: what all readers of a loader may buffer."""
         return self._reader.max_memory
-
-    @property
-    def num_canonical_nodes(self) -> int | None:
-        """LitData's first-run node count recorded in ``state_dict()``."""
-        return self._reader.num_canonical_nodes
-
-    @num_canonical_nodes.setter
-    def num_canonical_nodes(self, value: int | None) -> None:
-        self._reader.num_canonical_nodes = value
 
     # -- the spec's values, as LitData's attributes ------------------------------------------------
     input_dir: SpecAttribute[Dir] = SpecAttribute("input_dir")
