@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.utils.data import IterableDataset
 
+from ..read._dataset_resume import dataset_state
 from ..read._params import check_read_params
 from ..read._reader import DatasetReader
 from ..read._spec import Loader, ReadSpec
@@ -311,8 +312,8 @@ class StreamingDataset(IterableDataset[Any]):
         """Checkpoint of this rank's position in the current epoch: LitData's keys plus three, plain values.
         :class:`StreamingDataLoader` fills every argument; by hand, the first three do (samples this rank delivered
         in the epoch, workers, batch size). ``read.plan._resume`` gives the meaning of every key and argument."""
-        return self._reader.state(num_samples_yielded, num_workers, batch_size, current_epoch,
-                                  worker_samples_yielded, resume_levels)  # fmt: skip
+        return dataset_state(self._reader, num_samples_yielded, num_workers, batch_size, current_epoch,
+                             worker_samples_yielded, resume_levels)  # fmt: skip
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the next iteration serves only the rest of that epoch. Another world

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
+from ._dataset_resume import state_config
 from .plan._checkpoint import CompositeCheckpoint, CycleCarry
 from .plan._compose_resume import CompositePlan, check_composite_state, resolve_composite
 from .plan._resume_types import Level, Topology
@@ -68,7 +69,7 @@ class CompositeResume:
             face._composer(),
             kind=face._kind,
             config=face._config(),
-            members=[d._reader.state_config() for d in face._datasets],
+            members=[state_config(d._reader) for d in face._datasets],
             epoch=epoch,
             rank=env.rank,
             topology=topology,

@@ -1,4 +1,5 @@
-"""``DatasetResume``: a dataset reader's loaded checkpoint, checked once, and its plan for one topology.
+"""A dataset reader's checkpoints: :func:`dataset_state` writes one (``StreamingDataset.state_dict``);
+``DatasetResume`` holds a loaded one, checked once, and its plan for one topology.
 
 :meth:`DatasetResume.load` checks a ``StreamingDataset.state_dict()`` (or LitData 0.2.71-0.2.76's) against the
 reader it resumes and keeps it until the epoch it names ends; :meth:`DatasetResume.position` resolves it for this
@@ -12,18 +13,21 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from .._core._errors import ConfigurationError
+from .plan._checkpoint import DatasetCheckpoint
 from .plan._litdata_state import from_litdata_state, is_litdata_state, same_order_window
 from .plan._resume import ResumePlan, Topology
 from .plan._resume_config import check_config, config_mismatches
 from .plan._session import resume_plan
 from .plan._subset import Selection, check_selection_state
+from .source._versions import VERSION_KEY
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from ._reader import DatasetReader
+    from .plan._resume_types import Level
 
-__all__ = ["DatasetResume"]
+__all__ = ["DatasetResume", "dataset_state", "state_config"]
 
 
 class DatasetResume:
@@ -101,3 +105,38 @@ class DatasetResume:
             )  # fmt: skip
             self._plan = plan
         return plan
+
+
+def state_config(reader: DatasetReader) -> dict[str, Any]:
+    """``reader.config()`` plus the keys LitData 0.2.76 writes into every dataset state: ``subsampled_files`` /
+    ``region_of_interest`` (the whole dataset when nothing is selected), ``cache_dir_path``,
+    ``num_canonical_nodes`` and ``initial_num_nodes``; and the pinned version."""
+    config = reader.config()
+    source = reader.source()  # opened, so its version is pinned: a resume serves the same one (docs/versions.md)
+    if "region_of_interest" not in config:
+        config.update(Selection.full(source.chunk_sizes).state([c.filename for c in source.index.chunks]))
+    saved = reader.resume.saved or {}
+    settings = reader.spec.cache
+    config["cache_dir_path"] = None if settings is None else settings.cache_dir
+    config["num_canonical_nodes"] = reader.num_canonical_nodes or saved.get("num_canonical_nodes")
+    config["initial_num_nodes"] = saved.get("initial_num_nodes") or max(reader.distributed().num_nodes, 1)
+    pin = reader.spec.version
+    config[VERSION_KEY] = None if pin is None else pin.digest
+    return config
+
+
+def dataset_state(
+    reader: DatasetReader, num_samples_yielded: int, num_workers: int, batch_size: int, current_epoch: int | None,
+    worker_samples_yielded: Sequence[int] | None, resume_levels: Sequence[Level],
+) -> dict[str, Any]:  # fmt: skip
+    """``StreamingDataset.state_dict``: a ``DatasetCheckpoint.to_state()`` of ``reader``'s rank's position."""
+    env = reader.distributed()
+    if worker_samples_yielded is not None:  # LitData's count: batch_size per batch, short ones too
+        batch = max(batch_size, 1)
+        num_samples_yielded = batch * sum(-(-c // batch) for c in worker_samples_yielded)
+    return DatasetCheckpoint(
+        config=state_config(reader), num_samples_yielded=num_samples_yielded, num_workers=max(num_workers, 1),
+        batch_size=batch_size, current_epoch=reader.current_epoch if current_epoch is None else current_epoch,
+        world_size=env.world_size, rank=env.rank, resume_levels=tuple(resume_levels),
+        worker_samples_yielded=None if worker_samples_yielded is None else tuple(worker_samples_yielded),
+    ).to_state()  # fmt: skip

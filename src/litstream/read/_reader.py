@@ -27,7 +27,6 @@ from .engine import _pump as pump
 from .engine._decode import work_batches
 from .engine._engine import split_head
 from .engine._memory import fit_decoded_cache
-from .plan._checkpoint import DatasetCheckpoint
 from .plan._plan import items_per_rank, worker_plan
 from .plan._session import open_session
 from .plan._subset import Selection, subset_selection
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
     from .engine._memory import MemoryLimit
     from .plan._pieces import Piece
     from .plan._resume import ResumePlan
-    from .plan._resume_types import Level
     from .source._source import DatasetSource
 
 __all__ = ["DatasetReader"]
@@ -356,39 +354,6 @@ class DatasetReader:
             selection = self.selected() or Selection.full(source.chunk_sizes)
             config.update(selection.state([c.filename for c in source.index.chunks]))
         return config
-
-    def state_config(self) -> dict[str, Any]:
-        """:meth:`config` plus the keys LitData 0.2.76 writes into every dataset state: ``subsampled_files`` /
-        ``region_of_interest`` (the whole dataset when nothing is selected), ``cache_dir_path``,
-        ``num_canonical_nodes`` and ``initial_num_nodes``; and the pinned version."""
-        config = self.config()
-        source = self.source()  # opened, so its version is pinned: a resume serves the same one (docs/versions.md)
-        if "region_of_interest" not in config:
-            config.update(Selection.full(source.chunk_sizes).state([c.filename for c in source.index.chunks]))
-        saved = self.resume.saved or {}
-        settings = self.spec.cache
-        config["cache_dir_path"] = None if settings is None else settings.cache_dir
-        config["num_canonical_nodes"] = self.num_canonical_nodes or saved.get("num_canonical_nodes")
-        config["initial_num_nodes"] = saved.get("initial_num_nodes") or max(self.distributed().num_nodes, 1)
-        pin = self.spec.version
-        config[VERSION_KEY] = None if pin is None else pin.digest
-        return config
-
-    def state(
-        self, num_samples_yielded: int, num_workers: int, batch_size: int, current_epoch: int | None,
-        worker_samples_yielded: Sequence[int] | None, resume_levels: Sequence[Level],
-    ) -> dict[str, Any]:  # fmt: skip
-        """``StreamingDataset.state_dict``: a ``DatasetCheckpoint.to_state()`` of this rank's position."""
-        env = self.distributed()
-        if worker_samples_yielded is not None:  # LitData's count: batch_size per batch, short ones too
-            batch = max(batch_size, 1)
-            num_samples_yielded = batch * sum(-(-c // batch) for c in worker_samples_yielded)
-        return DatasetCheckpoint(
-            config=self.state_config(), num_samples_yielded=num_samples_yielded, num_workers=max(num_workers, 1),
-            batch_size=batch_size, current_epoch=self.current_epoch if current_epoch is None else current_epoch,
-            world_size=env.world_size, rank=env.rank, resume_levels=tuple(resume_levels),
-            worker_samples_yielded=None if worker_samples_yielded is None else tuple(worker_samples_yielded),
-        ).to_state()  # fmt: skip
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """``StreamingDataset.load_state_dict``: pin the version ``state`` was saved on, check ``state`` and keep
